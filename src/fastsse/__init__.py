@@ -1,0 +1,24 @@
+"""fastsse: Server-Sent Events and OpenAI-style chat streams, decoded and folded at C speed.
+
+``fastsse.BACKEND`` is ``"cython"`` when the compiled modules loaded, ``"python"`` otherwise;
+both backends behave identically.
+"""
+
+from __future__ import annotations
+
+from ._backend import BACKEND, ChatAggregator, ChatStream, Decoder, Event, get_backend
+from ._errors import EventTooLarge, SSEError, TransportError
+from ._version import __version__
+
+__all__ = [
+    "BACKEND",
+    "ChatAggregator",
+    "ChatStream",
+    "Decoder",
+    "Event",
+    "EventTooLarge",
+    "SSEError",
+    "TransportError",
+    "__version__",
+    "get_backend",
+]

@@ -1,0 +1,66 @@
+"""The one place that picks the compiled or the pure-Python backend, for every hot module at once.
+
+``FASTSSE_NO_EXTENSIONS=1`` (also true/yes/on) forces the Python backend; otherwise the compiled
+modules are imported together (never a mix) and any ImportError falls back to Python silently.
+``fastsse.BACKEND`` says which one won. Both stay importable side by side through ``get_backend``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import platform
+from types import SimpleNamespace
+from typing import TYPE_CHECKING
+
+_NAMES = {"cython": ("_decoder_c", "_aggregator_c"), "python": ("_decoder_py", "_aggregator_py")}
+
+
+def _flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on", "y")
+
+
+NO_EXTENSIONS: bool = _flag("FASTSSE_NO_EXTENSIONS") or platform.python_implementation() != "CPython"
+
+
+def get_backend(name: str) -> SimpleNamespace:
+    """Return the namespace of one backend: ``name``, ``Decoder``, ``Event``, ``ChatAggregator``, ``ChatStream``.
+
+    It raises ValueError for a name other than ``"cython"`` or ``"python"`` and ImportError if that
+    backend cannot be loaded (e.g. the package was built without its extensions).
+    """
+    try:
+        decoder_mod, aggregator_mod = _NAMES[name]
+    except KeyError:
+        raise ValueError(f"unknown backend {name!r}; expected 'cython' or 'python'") from None
+    decoder = importlib.import_module(f"fastsse.{decoder_mod}")
+    aggregator = importlib.import_module(f"fastsse.{aggregator_mod}")
+    return SimpleNamespace(
+        name=name,
+        Decoder=decoder.Decoder,
+        Event=decoder.Event,
+        ChatAggregator=aggregator.ChatAggregator,
+        ChatStream=aggregator.ChatStream,
+    )
+
+
+if TYPE_CHECKING:
+    from ._aggregator_py import ChatAggregator, ChatStream
+    from ._decoder_py import Decoder, Event
+
+    BACKEND = "python"
+else:
+    _selected = None
+    if not NO_EXTENSIONS:
+        try:
+            _selected = get_backend("cython")
+        except ImportError:
+            _selected = None
+    if _selected is None:
+        _selected = get_backend("python")
+    BACKEND: str = _selected.name
+    Decoder = _selected.Decoder
+    Event = _selected.Event
+    ChatAggregator = _selected.ChatAggregator
+    ChatStream = _selected.ChatStream
+    del _selected

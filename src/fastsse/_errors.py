@@ -1,0 +1,46 @@
+"""Exceptions shared by both backends (the compiled modules import them from here)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class SSEError(ValueError):
+    """Root of every error fastsse raises about the stream it was given."""
+
+
+class EventTooLarge(SSEError):
+    """A line or an event's data passed ``max_event_bytes``.
+
+    ``events`` holds every event the same ``feed`` call completed (before and after the oversized
+    one), so nothing already parsed is lost; ``limit`` is the bound that was passed.
+    """
+
+    def __init__(self, message: str, *, limit: int, events: list[Any] | None = None) -> None:
+        super().__init__(message)
+        self.limit = limit
+        self.events: list[Any] = events if events is not None else []
+
+
+class TransportError(SSEError):
+    """The HTTP transfer failed (refused, timed out, reset mid-stream).
+
+    ``result`` holds the partial aggregate folded from what arrived before the failure.
+    """
+
+    def __init__(self, message: str, *, result: dict[str, Any] | None = None, code: int | None = None) -> None:
+        super().__init__(message)
+        self.result: dict[str, Any] = result if result is not None else {}
+        self.code = code
+
+
+def too_large(limit: int, events: list[Any]) -> EventTooLarge:
+    return EventTooLarge(
+        f"an SSE line or event data exceeded max_event_bytes={limit}; the event was dropped",
+        limit=limit,
+        events=events,
+    )
+
+
+def bad_input_type(data: object) -> TypeError:
+    return TypeError(f"feed() takes bytes, bytearray or memoryview, not {type(data).__name__}")

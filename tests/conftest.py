@@ -1,0 +1,47 @@
+"""The ``backend`` fixture: every behavioural test runs once per backend.
+
+Without ``--no-c-extensions`` a compiled backend that fails to import is a test error, not a skip:
+a wheel that silently lost its extensions must not pass.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from types import SimpleNamespace
+
+import pytest
+
+import fastsse
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--no-c-extensions",
+        action="store_true",
+        default=os.environ.get("FASTSSE_NO_EXTENSIONS", "").strip().lower() in ("1", "true", "yes", "on", "y"),
+        help="run only the pure-Python backend (default when FASTSSE_NO_EXTENSIONS is set)",
+    )
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    gil = getattr(sys, "_is_gil_enabled", lambda: True)()
+    return f"fastsse {fastsse.__version__}: BACKEND={fastsse.BACKEND}, GIL {'on' if gil else 'off'}"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not config.getoption("--no-c-extensions"):
+        return
+    keep = [item for item in items if "c_extension" not in item.keywords]
+    if len(keep) != len(items):
+        config.hook.pytest_deselected(items=[i for i in items if "c_extension" in i.keywords])
+        items[:] = keep
+
+
+@pytest.fixture(
+    scope="session",
+    params=[pytest.param("cython", marks=pytest.mark.c_extension), "python"],
+)
+def backend(request: pytest.FixtureRequest) -> SimpleNamespace:
+    """The namespace of one backend (``Decoder``, ``Event``, ``ChatAggregator``, ``ChatStream``)."""
+    return fastsse.get_backend(request.param)
