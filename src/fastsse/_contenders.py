@@ -231,7 +231,9 @@ def summary(result: Any) -> dict[str, Any]:
             (c.get("id"), c["function"]["name"], c["function"]["arguments"])
             for c in message.get("tool_calls") or ()
         ]
-        choices.append((message.get("role"), message.get("content"), calls, choice.get("finish_reason")))
+        # content None and "" both mean "no text" (a tool-call answer); aggregators may pick either.
+        content = message.get("content") or None
+        choices.append((message.get("role"), content, calls, choice.get("finish_reason")))
     usage = result.get("usage") or {}
     return {"choices": choices, "total_tokens": usage.get("total_tokens"), "model": result.get("model")}
 
@@ -340,7 +342,7 @@ STREAMERS: Final = ("fastsse-cython", "fastsse-python", "fastsse-unfused", "open
 
 def _fastsse_stream(name: str) -> Contender:
     ChatStream = _backend(name).ChatStream
-    _require(ChatStream, "write", "result")
+    _require(ChatStream, "write", "close", "result")
 
     def run(chunks: list[bytes]) -> Any:
         # pycurl calls write() once per received buffer; here the loop stands in for it.
@@ -348,6 +350,7 @@ def _fastsse_stream(name: str) -> Contender:
         write = stream.write
         for chunk in chunks:
             write(chunk)
+        stream.close()
         return stream.result()
 
     def check(chunks: list[bytes]) -> dict[str, Any]:
