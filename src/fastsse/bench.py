@@ -1,0 +1,241 @@
+"""``python -m fastsse bench [--quick] [--plot FILE.png]``: a compact run of the benchmark suite.
+
+It times the same contenders on the same seeded corpora as ``benchmarks/`` (pytest-benchmark),
+on smaller corpora and fewer groups, so it finishes in about a minute (``--quick``: seconds), and
+prints ns/event, events/s, MB/s and each contender's time as a multiple of fastsse's compiled
+backend. Peers that are not installed are listed as skipped (``pip install 'fastsse-cython[bench]'``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+from . import BACKEND, __version__, _contenders, _corpora
+
+SCALE, QUICK_SCALE = 0.25, 0.05
+PEERS = ("openai", "httpx-sse", "sseclient-py", "orjson")
+
+# (group, factory, contender names, corpus, chunking)
+Case = tuple[str, Callable[[str], _contenders.Contender], tuple[str, ...], str, str]
+CASES: tuple[Case, ...] = (
+    *(
+        (f"decode:chat:{how}", _contenders.decoder, _contenders.DECODERS, "chat", how)
+        for how in ("64B", "1KiB", "16KiB", "event")
+    ),
+    ("decode:large:16KiB", _contenders.decoder, _contenders.DECODERS, "large", "16KiB"),
+    ("aggregate:chat", _contenders.aggregator, _contenders.AGGREGATORS, "chat", "event"),
+    ("stream:chat:1KiB", _contenders.stream, _contenders.STREAMERS, "chat", "1KiB"),
+)
+QUICK_GROUPS = ("decode:chat:1KiB", "decode:large:16KiB", "aggregate:chat", "stream:chat:1KiB")
+
+
+@dataclass
+class Row:
+    group: str
+    name: str
+    label: str
+    seconds: float  # median time of one run over the corpus
+    events: int
+    nbytes: int
+    correct: bool
+
+    @property
+    def ns_per_event(self) -> float:
+        return self.seconds * 1e9 / self.events
+
+
+class Progress:
+    """A one-line progress bar on stderr (a line per step when stderr is not a terminal)."""
+
+    def __init__(self, total: int, out: TextIO = sys.stderr) -> None:
+        self.total, self.done, self.out = total, 0, out
+        self.tty = out.isatty()
+
+    def step(self, text: str) -> None:
+        self.done += 1
+        if self.tty:
+            width = 30
+            filled = width * self.done // self.total
+            bar = "#" * filled + "." * (width - filled)
+            self.out.write(f"\r[{bar}] {self.done:>3}/{self.total} {text:<48.48}")
+        else:
+            self.out.write(f"[{self.done:>3}/{self.total}] {text}\n")
+        self.out.flush()
+
+    def finish(self) -> None:
+        if self.tty:
+            self.out.write("\r" + " " * 90 + "\r")
+            self.out.flush()
+
+
+def _time(run: Callable[..., Any], args: tuple[Any, ...], repeats: int, min_seconds: float) -> float:
+    """Median seconds of one call, over ``repeats`` batches each lasting at least ``min_seconds``."""
+    start = time.perf_counter()
+    run(*args)
+    once = max(time.perf_counter() - start, 1e-9)
+    loops = max(1, int(min_seconds / once))
+    samples = []
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        for _ in range(repeats):
+            start = time.perf_counter()
+            for _ in range(loops):
+                run(*args)
+            samples.append((time.perf_counter() - start) / loops)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+    return statistics.median(samples)
+
+
+def _correct(k: _contenders.Contender, args: tuple[Any, ...], corpus: _corpora.Corpus, group: str) -> bool:
+    if k.kind == "floor":
+        return True
+    got = k.check(*args)
+    if group.startswith("decode:"):
+        return bool(got == _contenders.expected_events(corpus))
+    return bool(got == _contenders.expected_summary(corpus))
+
+
+def run_cases(quick: bool, progress_out: TextIO = sys.stderr) -> tuple[list[Row], dict[str, str]]:
+    """Time every case; return the rows and ``{contender: why it was skipped}``."""
+    scale = QUICK_SCALE if quick else SCALE
+    repeats, min_seconds = (3, 0.02) if quick else (7, 0.1)
+    cases = [c for c in CASES if not quick or c[0] in QUICK_GROUPS]
+    corpora: dict[str, _corpora.Corpus] = {}
+    rows: list[Row] = []
+    skipped: dict[str, str] = {}
+    progress = Progress(sum(len(c[2]) for c in cases), progress_out)
+    for group, factory, names, corpus_name, chunking in cases:
+        if corpus_name not in corpora:
+            corpora[corpus_name] = _corpora.build(corpus_name, scale)
+        corpus = corpora[corpus_name]
+        for name in names:
+            progress.step(f"{group} {name}")
+            try:
+                k = factory(name)
+            except _contenders.Unavailable as exc:
+                skipped.setdefault(f"{group.split(':')[0]} {name}", str(exc))
+                continue
+            args = k.prepare(corpus, chunking)
+            correct = _correct(k, args, corpus, group)
+            seconds = _time(k.run, args, repeats, min_seconds)
+            rows.append(Row(group, name, k.label, seconds, corpus.nevents, corpus.nbytes, correct))
+    progress.finish()
+    return rows, skipped
+
+
+def format_table(rows: list[Row]) -> str:
+    """One block per group: ns/event, events/s, MB/s, and the time as a multiple of fastsse cython's
+    and of the group's floor (the least any contender can do)."""
+    lines = []
+    header = f"{'contender':<36} {'ns/event':>10} {'events/s':>12} {'MB/s':>9} {'x cython':>9} {'x floor':>8}"
+    groups: dict[str, list[Row]] = {}
+    for row in rows:
+        groups.setdefault(row.group, []).append(row)
+    for group, members in groups.items():
+        base = next((r.seconds for r in members if r.name == "fastsse-cython"), None)
+        floor = next((r.seconds for r in members if r.name == "floor"), None)
+        lines += ["", group, header, "-" * len(header)]
+        for r in sorted(members, key=lambda r: r.seconds):
+            ratio = f"{r.seconds / base:.2f}" if base else "-"
+            over_floor = f"{r.seconds / floor:.2f}" if floor else "-"
+            mbps = r.nbytes / r.seconds / 1e6 if r.group.startswith(("decode", "stream")) else None
+            mb = f"{mbps:,.0f}" if mbps is not None and r.name != "floor" else "-"
+            flag = "" if r.correct else "  WRONG OUTPUT"
+            lines.append(
+                f"{r.label:<36} {r.ns_per_event:>10,.0f} {1e9 / r.ns_per_event:>12,.0f} {mb:>9} {ratio:>9} "
+                f"{over_floor:>8}{flag}"
+            )
+    return "\n".join(lines)
+
+
+def _header(quick: bool) -> str:
+    versions = ", ".join(f"{dist} {_contenders._version(dist)}" for dist in PEERS)
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    return (
+        f"fastsse {__version__} (default backend: {BACKEND}); Python {platform.python_version()} "
+        f"on {platform.machine()} {platform.system()}, {os.cpu_count()} CPUs, load {load:.2f}\n"
+        f"peers: {versions}\n"
+        f"corpora at {QUICK_SCALE if quick else SCALE:.0%} of the full benchmark size "
+        "(see benchmarks/README.md); median of repeated runs, GC off while timing"
+    )
+
+
+def _color(name: str) -> str:
+    if name == "floor":
+        return "tab:blue"
+    return "tab:red" if name.startswith("fastsse") else "tab:gray"
+
+
+def plot(rows: list[Row], path: str) -> None:
+    """A bar chart of ns/event (log scale), one panel per group."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    groups: dict[str, list[Row]] = {}
+    for row in rows:
+        groups.setdefault(row.group, []).append(row)
+    fig, axes = plt.subplots(len(groups), 1, figsize=(9, 1.2 + 0.45 * len(rows)), squeeze=False)
+    for ax, (group, members) in zip(axes[:, 0], groups.items(), strict=True):
+        members = sorted(members, key=lambda r: r.seconds, reverse=True)
+        colors = [_color(r.name) for r in members]
+        values = [r.ns_per_event for r in members]
+        ax.barh([r.label for r in members], values, color=colors)
+        ax.set_xscale("log")
+        ax.set_xlim(min(values) / 3, max(values) * 4)
+        ax.set_title(group, loc="left", fontsize=10)
+        ax.tick_params(labelsize=8)
+        for y, r in enumerate(members):
+            ax.text(r.ns_per_event, y, f" {r.ns_per_event:,.0f}", va="center", fontsize=7)
+    axes[-1, 0].set_xlabel("ns per event (log scale; lower is faster)")
+    fig.suptitle(f"fastsse {__version__} vs peers", fontsize=11)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m fastsse bench",
+        description="Compare fastsse (both backends) with the openai SDK, httpx-sse, sseclient-py and "
+        "the floors (one str per event, orjson.loads per payload) on seeded corpora.",
+    )
+    parser.add_argument("--quick", action="store_true", help="smaller corpora, fewer groups and repeats")
+    parser.add_argument("--plot", metavar="FILE.png", help="also write a bar chart (needs matplotlib)")
+    args = parser.parse_args(argv)
+    if args.plot:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            print(
+                "python -m fastsse bench: --plot needs matplotlib (pip install 'fastsse-cython[plot]')",
+                file=sys.stderr,
+            )
+            return 2
+    print(_header(args.quick))
+    rows, skipped = run_cases(args.quick)
+    print(format_table(rows))
+    if skipped:
+        print("\nskipped:")
+        for what, why in skipped.items():
+            print(f"  {what}: {why}")
+    wrong = [f"{r.group} {r.name}" for r in rows if not r.correct]
+    if wrong:
+        print("\nWRONG OUTPUT (the corpus was not decoded as the spec says): " + ", ".join(wrong))
+    if args.plot:
+        plot(rows, args.plot)
+        print(f"\nchart written to {args.plot}")
+    return 0
