@@ -72,6 +72,7 @@ cdef inline bint _is_event(object obj):
 
 @cython.final
 @cython.freelist(64)
+@cython.no_gc  # holds only str and int/None, so it cannot be part of a cycle: skip GC tracking
 cdef class Event:
     """One dispatched SSE event.
 
@@ -183,7 +184,7 @@ cdef class Decoder:
             self._feed_object(data)
         finally:
             out = self._out
-            self._out = []
+            self._out = None  # a fresh list per call; no second empty list just to drop it
         if self._overflowed:
             raise too_large(self._limit, out)
         return out
