@@ -180,7 +180,10 @@ def _floor_decoder() -> Contender:
     # event's data bytes cut out in setup; no scanning at all. Each str is dropped at once, as the
     # decoders' events are, so the floor does not pay for keeping 20,000 strings alive.
     def prepare(corpus: Corpus, chunking: str) -> tuple[Any, ...]:
-        return (list(corpus.datas), corpus.types)
+        # Fresh copies made one after the other, so they sit packed in memory like a stream
+        # read: the corpus's own data objects are scattered, and chasing them costs more than
+        # the decoding (measured: 180-260 vs 60-130 ns per chat event).
+        return ([bytes(memoryview(d)) for d in corpus.datas], corpus.types)
 
     def run(datas: list[bytes], types: tuple[str, ...]) -> None:
         _consume(map(bytes.decode, datas))
