@@ -1,10 +1,763 @@
-# cython: language_level=3, freethreading_compatible=True
-"""Placeholder: the compiled chat delta fold lands with the ChatAggregator issue."""
+# cython: language_level=3, freethreading_compatible=True, annotation_typing=False
+# cython: embedsignature=True, embedsignature.format=clinic
+"""Compiled chat delta fold; ``_aggregator_py.py`` is its readable twin and the reference.
+
+The fold walks orjson's dicts with borrowed ``PyDict_Next`` references and dispatches on key
+length before comparing strings, so a content chunk costs a handful of C calls beyond what
+``orjson.loads`` already paid. The cold half (result assembly, the verdict) is shared Python in
+``_chat.py``.
+"""
+
+cimport cython
+from cpython.bool cimport PyBool_Check
+from cpython.dict cimport PyDict_Check, PyDict_CheckExact, PyDict_GetItem, PyDict_Next, PyDict_SetItem
+from cpython.list cimport PyList_Append, PyList_Check
+from cpython.long cimport PyLong_Check
+from cpython.object cimport PyObject
+from cpython.unicode cimport PyUnicode_Check, PyUnicode_GET_LENGTH
+
+import orjson
+
+from ._chat import Verdict, build_result, joined, make_verdict
+
+cdef object _loads = orjson.loads
+cdef object _JSONDecodeError = orjson.JSONDecodeError
+cdef str _BLANKS = " \t\r\n"
+cdef bytes _BLANKS_B = b" \t\r\n"
+
+# Key codes: each dict is walked once and every key classified by its length first.
+cdef enum:
+    K_OTHER
+    K_CHOICES
+    K_OBJECT
+    K_DROP
+    K_INDEX
+    K_DELTA
+    K_FINISH
+    K_TEXT
+    K_LOGPROBS
+    K_CONTENT
+    K_ROLE
+    K_TOOL_CALLS
+    K_REASONING_CONTENT
+    K_REASONING
+    K_REFUSAL
+    K_ANNOTATIONS
+    K_FUNCTION_CALL
+    K_AUDIO
+    K_ID
+    K_FUNCTION
+    K_TYPE
+    K_NAME
+    K_ARGUMENTS
+    K_AUDIO_TEXT
 
 
+cdef inline int _top_key(object key) except -1:
+    if not PyUnicode_Check(key):
+        return K_OTHER
+    cdef str k = <str>key
+    cdef Py_ssize_t n = PyUnicode_GET_LENGTH(k)
+    if n == 7:
+        if k == "choices":
+            return K_CHOICES
+    elif n == 6:
+        if k == "object":
+            return K_OBJECT
+    elif n == 5:
+        if k == "error":
+            return K_DROP
+    elif n == 11:
+        if k == "obfuscation":
+            return K_DROP
+    return K_OTHER
+
+
+cdef inline int _choice_key(object key) except -1:
+    if not PyUnicode_Check(key):
+        return K_OTHER
+    cdef str k = <str>key
+    cdef Py_ssize_t n = PyUnicode_GET_LENGTH(k)
+    if n == 5:
+        if k == "delta":
+            return K_DELTA
+        if k == "index":
+            return K_INDEX
+    elif n == 13:
+        if k == "finish_reason":
+            return K_FINISH
+    elif n == 8:
+        if k == "logprobs":
+            return K_LOGPROBS
+    elif n == 7:
+        if k == "message":
+            return K_DELTA
+    elif n == 4:
+        if k == "text":
+            return K_TEXT
+    return K_OTHER
+
+
+cdef inline int _delta_key(object key) except -1:
+    if not PyUnicode_Check(key):
+        return K_OTHER
+    cdef str k = <str>key
+    cdef Py_ssize_t n = PyUnicode_GET_LENGTH(k)
+    if n == 7:
+        if k == "content":
+            return K_CONTENT
+        if k == "refusal":
+            return K_REFUSAL
+    elif n == 4:
+        if k == "role":
+            return K_ROLE
+    elif n == 10:
+        if k == "tool_calls":
+            return K_TOOL_CALLS
+    elif n == 17:
+        if k == "reasoning_content":
+            return K_REASONING_CONTENT
+    elif n == 9:
+        if k == "reasoning":
+            return K_REASONING
+    elif n == 11:
+        if k == "annotations":
+            return K_ANNOTATIONS
+    elif n == 13:
+        if k == "function_call":
+            return K_FUNCTION_CALL
+    elif n == 5:
+        if k == "audio":
+            return K_AUDIO
+    return K_OTHER
+
+
+cdef inline int _call_key(object key) except -1:
+    if not PyUnicode_Check(key):
+        return K_OTHER
+    cdef str k = <str>key
+    cdef Py_ssize_t n = PyUnicode_GET_LENGTH(k)
+    if n == 5:
+        if k == "index":
+            return K_INDEX
+    elif n == 2:
+        if k == "id":
+            return K_ID
+    elif n == 8:
+        if k == "function":
+            return K_FUNCTION
+    elif n == 4:
+        if k == "type":
+            return K_TYPE
+    return K_OTHER
+
+
+cdef inline int _function_key(object key) except -1:
+    if not PyUnicode_Check(key):
+        return K_OTHER
+    cdef str k = <str>key
+    cdef Py_ssize_t n = PyUnicode_GET_LENGTH(k)
+    if n == 9:
+        if k == "arguments":
+            return K_ARGUMENTS
+    elif n == 4:
+        if k == "name":
+            return K_NAME
+    return K_OTHER
+
+
+cdef inline int _audio_key(object key) except -1:
+    if not PyUnicode_Check(key):
+        return K_OTHER
+    cdef str k = <str>key
+    cdef Py_ssize_t n = PyUnicode_GET_LENGTH(k)
+    if n == 4:
+        if k == "data":
+            return K_AUDIO_TEXT
+    elif n == 10:
+        if k == "transcript":
+            return K_AUDIO_TEXT
+    return K_OTHER
+
+
+cdef inline bint _is_index(object value) noexcept:
+    return PyLong_Check(value) and not PyBool_Check(value)
+
+
+cdef bint _is_done(object payload) except -1:
+    if PyUnicode_Check(payload):
+        return (<str>payload).strip(_BLANKS) == "[DONE]"
+    return bytes(payload).strip(_BLANKS_B) == b"[DONE]"
+
+
+cdef str _as_text(object payload):
+    if PyUnicode_Check(payload):
+        return <str>payload
+    return bytes(payload).decode("utf-8", "replace")
+
+
+cdef int _check_payload(object payload) except -1:
+    if not isinstance(payload, (bytes, str, bytearray, memoryview)):
+        raise TypeError(f"feed_data() takes str, bytes, bytearray or memoryview, not {type(payload).__name__}")
+    return 0
+
+
+cdef inline list _append(list parts, object value):
+    if parts is None:
+        return [value]
+    PyList_Append(parts, value)
+    return parts
+
+
+@cython.final
+cdef class _Call:
+    """One tool call (or the legacy ``function_call``) being assembled."""
+
+    cdef readonly object index
+    cdef readonly object id
+    cdef readonly object type
+    cdef readonly list name
+    cdef readonly Py_ssize_t name_len
+    cdef readonly list arguments
+    cdef readonly dict extras
+    cdef readonly dict function_extras
+
+    def __cinit__(self, index):
+        self.index = index
+        self.name = []
+        self.name_len = 0
+        self.arguments = []
+        self.extras = {}
+        self.function_extras = {}
+
+    cdef int _add_name(self, str name) except -1:
+        # Providers that resend the whole name on every chunk (LiteLLM proxy) must not double it.
+        if self.name_len == PyUnicode_GET_LENGTH(name) and joined(self.name) == name:
+            return 0
+        PyList_Append(self.name, name)
+        self.name_len += PyUnicode_GET_LENGTH(name)
+        return 0
+
+
+@cython.final
+cdef class _Choice:
+    """The fold state of one choice index."""
+
+    cdef readonly object index
+    cdef readonly object role
+    cdef readonly object finish_reason
+    cdef readonly list content
+    cdef readonly list refusal
+    cdef readonly list reasoning_content
+    cdef readonly list reasoning
+    cdef readonly list text
+    cdef readonly bint has_delta
+    cdef readonly object annotations
+    cdef readonly dict logprobs
+    cdef readonly dict audio
+    cdef readonly _Call function_call
+    cdef readonly list calls
+    cdef readonly dict by_index
+    cdef readonly _Call last
+    cdef readonly object next_index
+    cdef readonly dict extras
+    cdef readonly dict delta_extras
+
+    def __cinit__(self, index):
+        self.index = index
+        self.calls = []
+        self.by_index = {}
+        self.next_index = 0
+        self.extras = {}
+        self.delta_extras = {}
+
+
+@cython.final
 cdef class ChatAggregator:
-    pass
+    """ChatAggregator()
+--
+
+Folds the chunks of an OpenAI-style chat stream into one response shaped like a
+    non-streaming ``chat.completion``. One aggregator per stream; not safe to share between threads.
+
+    ``feed(chunk)`` takes a parsed chunk (a dict), ``feed_data(payload)`` the JSON text of one
+    event (str or a bytes-like object), ``feed_event(event)`` a fastsse ``Event``. ``result()`` may be
+    called at any time (a partial result) and again later. ``done``, ``error``, ``verdict`` and the
+    counters ``skipped``, ``ignored`` and ``malformed`` describe the stream so far.
+
+    Rules (seed 003, generalised; one rule for each provider quirk):
+
+    - Top level: every field except ``choices``, ``object``, ``error`` and ``obfuscation``: the
+      last non-null value wins, so a ``usage`` repeated on every chunk keeps the last one and a
+      later ``usage: null`` does not erase it. ``object`` becomes ``"chat.completion"``
+      (``"text_completion"`` if the chunks said so).
+    - Choices are folded by ``index``, in any order and with gaps, and listed by ascending index.
+      A choice without ``index`` takes its position in the ``choices`` list. ``choices: null``
+      and ``choices: []`` (the usage chunk) add nothing.
+    - Per choice: ``content``, ``reasoning_content``, ``reasoning``, ``refusal`` and legacy
+      ``text`` are concatenated separately, in arrival order (``content`` and ``refusal`` stay None
+      until a string arrives). ``role`` and ``finish_reason``: the last non-empty string wins, so
+      ``finish_reason: ""`` never overwrites and a role resent on every chunk is not doubled;
+      ``role`` defaults to ``"assistant"``. ``annotations``: the last list wins. ``logprobs``: list
+      fields are extended, other fields last non-null wins. ``audio``: ``data`` and ``transcript``
+      are concatenated, other fields last non-null wins. A choice that carries ``message``
+      instead of ``delta`` is folded the same way. Unknown delta and choice fields: last non-null
+      value wins.
+    - Tool calls are merged by ``index`` and listed by ascending index (calls that share an index
+      keep their arrival order). ``function.name`` and ``function.arguments`` are concatenated,
+      ``type`` is the last non-empty value (default ``"function"``), and the first non-empty
+      ``id`` names the call:
+
+      - a name fragment equal to the whole name held so far is not appended (the LiteLLM proxy
+        resends ``id`` and ``name`` on every chunk; the id is never concatenated either);
+      - a delta with a new ``id`` and a ``name`` at an index whose call has a different id starts
+        a new call (Gemini and Ollama send parallel calls all at ``index`` 0);
+      - a delta with a new ``id`` but no ``name`` continues the call and keeps its id (LM Studio
+        and Poolside send a fresh id with every fragment);
+      - a delta without ``index`` continues the choice's most recent call, under the same new-call
+        rule; a call it starts gets the index after the highest one seen (0 for the first);
+      - indexes that start at 1 or leave gaps are fine; ``tool_calls: []`` adds nothing.
+
+      The legacy ``function_call`` is folded like one tool call.
+    - A payload with a non-null ``error`` is folded, then recorded (``error``,
+      ``result()["error"]``); ``[DONE]`` sets ``done``. After either, every payload is ignored
+      and counted in ``ignored``.
+    - A payload that is not JSON, or JSON that is not an object, is skipped and counted in
+      ``skipped``. A value of the wrong type anywhere (``choices: 5``, ``delta: []``,
+      ``index: "a"``, ``arguments: 7``) is dropped and counted in ``malformed``, and the rest of
+      the chunk is still folded; null always means absent. Nothing a server sends makes the
+      aggregator raise.
+    """
+
+    cdef dict _top
+    cdef dict _choices
+    cdef object _error
+    cdef bint _done
+    cdef bint _text_completion
+    cdef Py_ssize_t _skipped
+    cdef Py_ssize_t _ignored
+    cdef Py_ssize_t _malformed
+
+    def __init__(self) -> None:
+        self._top = {}
+        self._choices = {}
+        self._error = None
+        self._done = False
+        self._text_completion = False
+        self._skipped = 0
+        self._ignored = 0
+        self._malformed = 0
+
+    # Public API
+
+    def feed(self, chunk: dict[str, Any], /) -> None:
+        """Fold one parsed chunk. Something other than a dict is skipped and counted in ``skipped``."""
+        if self._done or self._error is not None:
+            self._ignored += 1
+        elif PyDict_Check(chunk):
+            self._take(<dict>chunk)
+        else:
+            self._skipped += 1
+
+    def feed_data(self, payload: str | bytes | bytearray | memoryview, /) -> dict[str, Any] | None:
+        """Parse one event's data and fold it. It returns the chunk it folded, or None for
+        ``[DONE]`` and for a skipped or ignored payload.
+
+        It raises TypeError if ``payload`` is not str, bytes, bytearray or memoryview.
+        """
+        _check_payload(payload)
+        chunk = self._parse_obj(payload)
+        if chunk is not None:
+            self._take(<dict>chunk)
+        return chunk
+
+    def feed_event(self, event: Any, /) -> dict[str, Any] | None:
+        """Fold one SSE event (anything with ``event`` and ``data`` attributes, e.g. ``fastsse.Event``).
+        It returns what ``feed_data`` returns. An event of type ``error`` is an error payload: its
+        data, parsed if it is a JSON object holding ``error`` and else wrapped as
+        ``{"error": <parsed JSON or text>}``, is folded, recorded, and ends the stream.
+        """
+        data = event.data
+        _check_payload(data)
+        chunk = self._parse_error(data) if event.event == "error" else self._parse_obj(data)
+        if chunk is not None:
+            self._take(<dict>chunk)
+        return chunk
+
+    def result(self) -> dict[str, Any]:
+        """The response folded so far, shaped like a non-streaming ``chat.completion``: a new dict
+        on every call (later feeds do not change it)."""
+        return build_result(self._top, self._choices, self._error, self._text_completion)
+
+    @property
+    def done(self) -> bool:
+        """True once ``[DONE]`` arrived."""
+        return self._done
+
+    @property
+    def error(self) -> Any:
+        """The ``error`` value of the error payload that stopped the stream, or None."""
+        return self._error
+
+    @property
+    def skipped(self) -> int:
+        """Payloads skipped because they were not JSON or not a JSON object."""
+        return self._skipped
+
+    @property
+    def ignored(self) -> int:
+        """Payloads ignored because they came after ``[DONE]`` or an error."""
+        return self._ignored
+
+    @property
+    def malformed(self) -> int:
+        """Values of the wrong type dropped from otherwise usable chunks."""
+        return self._malformed
+
+    @property
+    def verdict(self) -> Verdict:
+        """How complete the stream is so far: a frozen ``Verdict`` (``complete``, ``done``,
+        ``finish_reasons``, ``usage``, ``error`` and the counters)."""
+        return self._verdict(False, False)
+
+    # Internal entry points shared with ChatStream
+
+    cdef object _verdict(self, bint aborted, bint truncated):
+        return make_verdict(
+            self._done,
+            self._choices,
+            self._top,
+            self._error,
+            self._skipped,
+            self._ignored,
+            self._malformed,
+            aborted=aborted,
+            truncated=truncated,
+        )
+
+    cdef object _parse_obj(self, object payload):
+        """Parse one data payload: the chunk, or None for [DONE] and for skipped or ignored ones."""
+        if self._done or self._error is not None:
+            self._ignored += 1
+            return None
+        try:
+            chunk = _loads(payload)
+        except _JSONDecodeError:
+            if _is_done(payload):
+                self._done = True
+            else:
+                self._skipped += 1
+            return None
+        if not PyDict_CheckExact(chunk):
+            self._skipped += 1
+            return None
+        return chunk
+
+    cdef object _parse_error(self, object payload):
+        """Parse the data of an ``event: error``: always a chunk with a non-null ``error``."""
+        if self._done or self._error is not None:
+            self._ignored += 1
+            return None
+        try:
+            value = _loads(payload)
+        except _JSONDecodeError:
+            value = None
+        if PyDict_CheckExact(value) and (<dict>value).get("error") is not None:
+            return value
+        return {"error": value if value is not None else _as_text(payload)}
+
+    cdef int _take(self, dict chunk) except -1:
+        """Fold one chunk; 1 when it was an error payload, which ends the stream."""
+        cdef Py_ssize_t pos = 0
+        cdef PyObject* k
+        cdef PyObject* v
+        cdef int code
+        cdef object value
+        while PyDict_Next(chunk, &pos, &k, &v):
+            if <object>v is None:
+                continue
+            value = <object>v
+            code = _top_key(<object>k)
+            if code == K_OTHER:
+                PyDict_SetItem(self._top, <object>k, value)
+            elif code == K_CHOICES:
+                if PyList_Check(value):
+                    self._fold_choices(<list>value)
+                else:
+                    self._malformed += 1
+            elif code == K_OBJECT:
+                if PyUnicode_Check(value) and <str>value == "text_completion":
+                    self._text_completion = True
+        cdef PyObject* error = PyDict_GetItem(chunk, "error")
+        if error is not NULL and <object>error is not None:
+            self._error = <object>error
+            return 1
+        return 0
+
+    # The fold
+
+    cdef int _fold_choices(self, list choices) except -1:
+        cdef Py_ssize_t pos = -1
+        cdef _Choice choice
+        cdef PyObject* found
+        for item in choices:
+            pos += 1
+            if item is None:
+                continue
+            if not PyDict_Check(item):
+                self._malformed += 1
+                continue
+            found = PyDict_GetItem(<dict>item, "index")
+            if found is NULL or <object>found is None:
+                index = pos
+            elif _is_index(<object>found):
+                index = <object>found
+            else:
+                self._malformed += 1
+                continue
+            found = PyDict_GetItem(self._choices, index)
+            if found is NULL:
+                choice = _Choice(index)
+                PyDict_SetItem(self._choices, index, choice)
+            else:
+                choice = <_Choice>found
+            self._fold_choice(choice, <dict>item)
+        return 0
+
+    cdef int _fold_choice(self, _Choice c, dict item) except -1:
+        cdef Py_ssize_t pos = 0
+        cdef PyObject* k
+        cdef PyObject* v
+        cdef int code
+        cdef object value
+        while PyDict_Next(item, &pos, &k, &v):
+            if <object>v is None:
+                continue
+            value = <object>v
+            code = _choice_key(<object>k)
+            if code == K_DELTA:
+                if PyDict_Check(value):
+                    c.has_delta = True
+                    self._fold_delta(c, <dict>value)
+                else:
+                    self._malformed += 1
+            elif code == K_FINISH:
+                if PyUnicode_Check(value):
+                    if PyUnicode_GET_LENGTH(value):
+                        c.finish_reason = value
+                else:
+                    self._malformed += 1
+            elif code == K_INDEX:
+                pass
+            elif code == K_TEXT:
+                if PyUnicode_Check(value):
+                    c.text = _append(c.text, value)
+                else:
+                    self._malformed += 1
+            elif code == K_LOGPROBS:
+                if PyDict_Check(value):
+                    self._fold_logprobs(c, <dict>value)
+                else:
+                    self._malformed += 1
+            else:
+                PyDict_SetItem(c.extras, <object>k, value)
+        return 0
+
+    cdef int _fold_delta(self, _Choice c, dict delta) except -1:
+        cdef Py_ssize_t pos = 0
+        cdef PyObject* k
+        cdef PyObject* v
+        cdef int code
+        cdef object value
+        while PyDict_Next(delta, &pos, &k, &v):
+            if <object>v is None:
+                continue
+            value = <object>v
+            code = _delta_key(<object>k)
+            if code == K_CONTENT:
+                if PyUnicode_Check(value):
+                    c.content = _append(c.content, value)
+                else:
+                    self._malformed += 1
+            elif code == K_ROLE:
+                if PyUnicode_Check(value):
+                    if PyUnicode_GET_LENGTH(value):
+                        c.role = value
+                else:
+                    self._malformed += 1
+            elif code == K_TOOL_CALLS:
+                if PyList_Check(value):
+                    for call in <list>value:
+                        if call is not None:
+                            self._fold_tool_call(c, call)
+                else:
+                    self._malformed += 1
+            elif code == K_REASONING_CONTENT:
+                if PyUnicode_Check(value):
+                    c.reasoning_content = _append(c.reasoning_content, value)
+                else:
+                    self._malformed += 1
+            elif code == K_REASONING:
+                if PyUnicode_Check(value):
+                    c.reasoning = _append(c.reasoning, value)
+                else:
+                    self._malformed += 1
+            elif code == K_REFUSAL:
+                if PyUnicode_Check(value):
+                    c.refusal = _append(c.refusal, value)
+                else:
+                    self._malformed += 1
+            elif code == K_ANNOTATIONS:
+                if PyList_Check(value):
+                    c.annotations = value
+                else:
+                    self._malformed += 1
+            elif code == K_FUNCTION_CALL:
+                if PyDict_Check(value):
+                    if c.function_call is None:
+                        c.function_call = _Call(0)
+                    self._fold_function(c.function_call, <dict>value)
+                else:
+                    self._malformed += 1
+            elif code == K_AUDIO:
+                if PyDict_Check(value):
+                    self._fold_audio(c, <dict>value)
+                else:
+                    self._malformed += 1
+            else:
+                PyDict_SetItem(c.delta_extras, <object>k, value)
+        return 0
+
+    cdef int _fold_tool_call(self, _Choice c, object delta) except -1:
+        if not PyDict_Check(delta):
+            self._malformed += 1
+            return 0
+        cdef dict d = <dict>delta
+        cdef PyObject* found = PyDict_GetItem(d, "index")
+        cdef object index = None if found is NULL else <object>found
+        if index is not None and not _is_index(index):
+            self._malformed += 1
+            return 0
+        found = PyDict_GetItem(d, "id")
+        cdef object call_id = None if found is NULL else <object>found
+        if call_id is not None and not PyUnicode_Check(call_id):
+            self._malformed += 1
+            call_id = None
+        cdef bint has_id = call_id is not None and PyUnicode_GET_LENGTH(call_id) > 0
+        found = PyDict_GetItem(d, "function")
+        cdef object function = None if found is NULL else <object>found
+        if function is not None and not PyDict_Check(function):
+            self._malformed += 1
+            function = None
+        cdef bint named = False
+        if function is not None:
+            found = PyDict_GetItem(<dict>function, "name")
+            named = found is not NULL and PyUnicode_Check(<object>found) and PyUnicode_GET_LENGTH(<object>found) > 0
+        cdef _Call call
+        if index is None:
+            call = c.last
+        else:
+            found = PyDict_GetItem(c.by_index, index)
+            call = None if found is NULL else <_Call>found
+        if call is None or (named and has_id and call.id is not None and call_id != call.id):
+            if index is None:
+                index = c.next_index
+            call = _Call(index)
+            PyList_Append(c.calls, call)
+            PyDict_SetItem(c.by_index, index, call)
+            if index >= c.next_index:
+                c.next_index = index + 1
+        c.last = call
+        if has_id and call.id is None:
+            call.id = call_id
+        cdef Py_ssize_t pos = 0
+        cdef PyObject* k
+        cdef PyObject* v
+        cdef int code
+        cdef object value
+        while PyDict_Next(d, &pos, &k, &v):
+            if <object>v is None:
+                continue
+            value = <object>v
+            code = _call_key(<object>k)
+            if code == K_TYPE:
+                if PyUnicode_Check(value):
+                    if PyUnicode_GET_LENGTH(value):
+                        call.type = value
+                else:
+                    self._malformed += 1
+            elif code == K_OTHER:
+                PyDict_SetItem(call.extras, <object>k, value)
+        if function is not None:
+            self._fold_function(call, <dict>function)
+        return 0
+
+    cdef int _fold_function(self, _Call call, dict function) except -1:
+        cdef Py_ssize_t pos = 0
+        cdef PyObject* k
+        cdef PyObject* v
+        cdef int code
+        cdef object value
+        while PyDict_Next(function, &pos, &k, &v):
+            if <object>v is None:
+                continue
+            value = <object>v
+            code = _function_key(<object>k)
+            if code == K_ARGUMENTS:
+                if PyUnicode_Check(value):
+                    PyList_Append(call.arguments, value)
+                else:
+                    self._malformed += 1
+            elif code == K_NAME:
+                if PyUnicode_Check(value):
+                    if PyUnicode_GET_LENGTH(value):
+                        call._add_name(<str>value)
+                else:
+                    self._malformed += 1
+            else:
+                PyDict_SetItem(call.function_extras, <object>k, value)
+        return 0
+
+    cdef int _fold_logprobs(self, _Choice c, dict logprobs) except -1:
+        if c.logprobs is None:
+            c.logprobs = {}
+        cdef dict held = c.logprobs
+        cdef PyObject* mine
+        for key, value in logprobs.items():
+            if PyList_Check(value):
+                mine = PyDict_GetItem(held, key)
+                if mine is not NULL and type(<object>mine) is list:
+                    (<list>mine).extend(<list>value)
+                else:
+                    held[key] = list(value)  # our own list: extending must never touch the chunk's
+            elif value is None:
+                held.setdefault(key, None)
+            else:
+                held[key] = value
+        return 0
+
+    cdef int _fold_audio(self, _Choice c, dict audio) except -1:
+        if c.audio is None:
+            c.audio = {}
+        cdef dict held = c.audio
+        cdef PyObject* parts
+        for key, value in audio.items():
+            if value is None:
+                continue
+            if _audio_key(key) == K_AUDIO_TEXT:
+                if PyUnicode_Check(value):
+                    parts = PyDict_GetItem(held, key)
+                    if parts is NULL:
+                        held[key] = [value]
+                    else:
+                        PyList_Append(<list>parts, value)
+                else:
+                    self._malformed += 1
+            else:
+                held[key] = value
+        return 0
 
 
+@cython.final
 cdef class ChatStream:
-    pass
+    """Placeholder: the fused scan, parse and fold for pycurl write callbacks lands in phase 2."""
