@@ -385,8 +385,10 @@ Folds the chunks of an OpenAI-style chat stream into one response shaped like a
         return chunk
 
     def result(self) -> dict[str, Any]:
-        """The response folded so far, shaped like a non-streaming ``chat.completion``: a new dict
-        on every call (later feeds do not change it)."""
+        """The response folded so far, shaped like a non-streaming ``chat.completion``. Every
+        container it builds (the dict, choices, messages, tool calls, logprobs lists) is new on each
+        call, so later feeds do not change it; values carried whole from a chunk (``usage``,
+        ``annotations``, provider fields, logprob entries) are that chunk's own objects."""
         return build_result(self._top, self._choices, self._error, self._text_completion)
 
     @property

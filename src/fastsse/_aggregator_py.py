@@ -24,21 +24,26 @@ def _is_index(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _is_done(payload: object) -> bool:
+Payload = str | bytes | bytearray | memoryview
+
+
+def _is_done(payload: Payload) -> bool:
     if isinstance(payload, str):
         return payload.strip(_BLANKS) == _DONE_STR
-    return bytes(payload).strip(_BLANKS.encode()) == _DONE_BYTES  # type: ignore[call-overload]
+    return bytes(payload).strip(_BLANKS.encode()) == _DONE_BYTES
 
 
-def _as_text(payload: object) -> str:
+def _as_text(payload: Payload) -> str:
     if isinstance(payload, str):
         return payload
-    return bytes(payload).decode("utf-8", "replace")  # type: ignore[call-overload]
+    return bytes(payload).decode("utf-8", "replace")
 
 
 def _check_payload(payload: object) -> None:
     if not isinstance(payload, (bytes, str, bytearray, memoryview)):
-        raise TypeError(f"feed_data() takes str, bytes, bytearray or memoryview, not {type(payload).__name__}")
+        raise TypeError(
+            f"feed_data() takes str, bytes, bytearray or memoryview, not {type(payload).__name__}"
+        )
 
 
 class _Call:
@@ -165,7 +170,16 @@ class ChatAggregator:
       aggregator raise.
     """
 
-    __slots__ = ("_choices", "_done", "_error", "_ignored", "_malformed", "_skipped", "_text_completion", "_top")
+    __slots__ = (
+        "_choices",
+        "_done",
+        "_error",
+        "_ignored",
+        "_malformed",
+        "_skipped",
+        "_text_completion",
+        "_top",
+    )
 
     def __init__(self) -> None:
         self._top: dict[Any, Any] = {}
@@ -214,8 +228,10 @@ class ChatAggregator:
         return chunk
 
     def result(self) -> dict[str, Any]:
-        """The response folded so far, shaped like a non-streaming ``chat.completion``: a new dict
-        on every call (later feeds do not change it)."""
+        """The response folded so far, shaped like a non-streaming ``chat.completion``. Every
+        container it builds (the dict, choices, messages, tool calls, logprobs lists) is new on each
+        call, so later feeds do not change it; values carried whole from a chunk (``usage``,
+        ``annotations``, provider fields, logprob entries) are that chunk's own objects."""
         return build_result(self._top, self._choices, self._error, self._text_completion)
 
     @property
@@ -264,7 +280,7 @@ class ChatAggregator:
             truncated=truncated,
         )
 
-    def _parse(self, payload: Any) -> dict[str, Any] | None:
+    def _parse(self, payload: Payload) -> dict[str, Any] | None:
         """Parse one data payload: the chunk, or None for [DONE] and for skipped or ignored ones."""
         if self._done or self._error is not None:
             self._ignored += 1
@@ -282,7 +298,7 @@ class ChatAggregator:
             return None
         return chunk
 
-    def _parse_error(self, payload: Any) -> dict[str, Any] | None:
+    def _parse_error(self, payload: Payload) -> dict[str, Any] | None:
         """Parse the data of an ``event: error``: always a chunk with a non-null ``error``."""
         if self._done or self._error is not None:
             self._ignored += 1

@@ -82,7 +82,9 @@ def joined(parts: list[str]) -> str:
     return text
 
 
-def build_result(top: dict[Any, Any], choices: dict[int, Any], error: object, text_completion: bool) -> dict[str, Any]:
+def build_result(
+    top: dict[Any, Any], choices: dict[int, Any], error: object, text_completion: bool
+) -> dict[str, Any]:
     out: dict[Any, Any] = {
         "id": top.get("id"),
         "object": "text_completion" if text_completion else "chat.completion",
@@ -138,7 +140,7 @@ def _message(c: Any) -> dict[str, Any]:
     return msg
 
 
-def _by_index(call: Any) -> int:
+def _by_index(call: Any) -> Any:
     return call.index  # sorted() is stable: calls sharing an index keep their arrival order
 
 
