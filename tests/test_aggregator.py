@@ -387,3 +387,38 @@ def test_payload_text_helper() -> None:
     assert payload_text({"a": "é"}) == '{"a":"é"}'
     assert payload_text("[DONE]") == "[DONE]"
     assert [load_chat_vector(p)["description"] for p in CHAT_VECTORS]
+
+
+@pytest.mark.parametrize(
+    "fragments",
+    [
+        ["a", "é", "b"],
+        ["a", "Ā", "é", "🌊", "z"],
+        ["🌊", "a", "é", "Ā"],
+        ["é" * 100, "Ā" * 100, "x" * 100, "🌊" * 100],
+        ["", "", "a", ""],
+        ["\ud83c", "\udf0a", "x"],
+        ["\x00", "\uffff", "\U0010ffff"],
+    ],
+)
+def test_text_fields_across_string_kinds(backend: SimpleNamespace, fragments: list[str]) -> None:
+    """Fragments of 1-, 2- and 4-byte string kinds, in any order, join exactly."""
+    agg = backend.ChatAggregator()
+    for i, fragment in enumerate(fragments):
+        agg.feed(
+            {
+                "choices": [
+                    {
+                        "index": 0,
+                        "delta": {
+                            "content": fragment,
+                            "tool_calls": [{"index": 0, "function": {"arguments": fragment}}],
+                        },
+                    }
+                ]
+            }
+        )
+        assert agg.result()["choices"][0]["message"]["content"] == "".join(fragments[: i + 1])
+    message = agg.result()["choices"][0]["message"]
+    assert message["content"] == "".join(fragments)
+    assert message["tool_calls"][0]["function"]["arguments"] == "".join(fragments)

@@ -10,11 +10,30 @@ length before comparing strings, so a content chunk costs a handful of C calls b
 
 cimport cython
 from cpython.bool cimport PyBool_Check
-from cpython.dict cimport PyDict_Check, PyDict_CheckExact, PyDict_GetItem, PyDict_Next, PyDict_SetItem
+from cpython.dict cimport (
+    PyDict_Check,
+    PyDict_CheckExact,
+    PyDict_GetItemWithError,
+    PyDict_Next,
+    PyDict_SetItem,
+)
 from cpython.list cimport PyList_Append, PyList_Check
 from cpython.long cimport PyLong_Check
 from cpython.object cimport PyObject
-from cpython.unicode cimport PyUnicode_Check, PyUnicode_GET_LENGTH
+from cpython.mem cimport PyMem_Free, PyMem_Realloc
+from cpython.unicode cimport (
+    Py_UCS1,
+    Py_UCS2,
+    PyUnicode_1BYTE_KIND,
+    PyUnicode_Check,
+    PyUnicode_DATA,
+    PyUnicode_GET_LENGTH,
+    PyUnicode_KIND,
+)
+from libc.string cimport memcmp, memcpy
+
+cdef extern from "Python.h":
+    str PyUnicode_FromKindAndData(int kind, const void* buffer, Py_ssize_t size)
 
 import orjson
 
@@ -31,6 +50,13 @@ cdef enum:
     K_CHOICES
     K_OBJECT
     K_DROP
+    K_ERROR
+    K_TOP_ID
+    K_CREATED
+    K_MODEL
+    K_FINGERPRINT
+    K_USAGE
+    K_TIER
     K_INDEX
     K_DELTA
     K_FINISH
@@ -53,129 +79,150 @@ cdef enum:
     K_AUDIO_TEXT
 
 
-cdef inline int _top_key(object key) except -1:
+cdef inline bint _is(object k, const char* literal, Py_ssize_t n) noexcept:
+    # ``k`` is a str whose length the caller matched to ``n``; ``literal`` is ASCII, so equal
+    # one-byte data means equal strings (cheaper than PyUnicode_Compare on every dict key).
+    return PyUnicode_KIND(k) == PyUnicode_1BYTE_KIND and memcmp(PyUnicode_DATA(k), literal, n) == 0
+
+
+cdef inline int _top_key(object key) noexcept:
     if not PyUnicode_Check(key):
         return K_OTHER
-    cdef str k = <str>key
+    cdef object k = key
     cdef Py_ssize_t n = PyUnicode_GET_LENGTH(k)
-    if n == 7:
-        if k == "choices":
+    if n == 2:
+        if _is(k, b"id", n):
+            return K_TOP_ID
+    elif n == 7:
+        if _is(k, b"choices", n):
             return K_CHOICES
-    elif n == 6:
-        if k == "object":
-            return K_OBJECT
+        if _is(k, b"created", n):
+            return K_CREATED
     elif n == 5:
-        if k == "error":
-            return K_DROP
+        if _is(k, b"model", n):
+            return K_MODEL
+        if _is(k, b"usage", n):
+            return K_USAGE
+        if _is(k, b"error", n):
+            return K_ERROR
+    elif n == 6:
+        if _is(k, b"object", n):
+            return K_OBJECT
+    elif n == 18:
+        if _is(k, b"system_fingerprint", n):
+            return K_FINGERPRINT
+    elif n == 12:
+        if _is(k, b"service_tier", n):
+            return K_TIER
     elif n == 11:
-        if k == "obfuscation":
+        if _is(k, b"obfuscation", n):
             return K_DROP
     return K_OTHER
 
 
-cdef inline int _choice_key(object key) except -1:
+cdef inline int _choice_key(object key) noexcept:
     if not PyUnicode_Check(key):
         return K_OTHER
-    cdef str k = <str>key
+    cdef object k = key
     cdef Py_ssize_t n = PyUnicode_GET_LENGTH(k)
     if n == 5:
-        if k == "delta":
+        if _is(k, b"delta", n):
             return K_DELTA
-        if k == "index":
+        if _is(k, b"index", n):
             return K_INDEX
     elif n == 13:
-        if k == "finish_reason":
+        if _is(k, b"finish_reason", n):
             return K_FINISH
     elif n == 8:
-        if k == "logprobs":
+        if _is(k, b"logprobs", n):
             return K_LOGPROBS
     elif n == 7:
-        if k == "message":
+        if _is(k, b"message", n):
             return K_DELTA
     elif n == 4:
-        if k == "text":
+        if _is(k, b"text", n):
             return K_TEXT
     return K_OTHER
 
 
-cdef inline int _delta_key(object key) except -1:
+cdef inline int _delta_key(object key) noexcept:
     if not PyUnicode_Check(key):
         return K_OTHER
-    cdef str k = <str>key
+    cdef object k = key
     cdef Py_ssize_t n = PyUnicode_GET_LENGTH(k)
     if n == 7:
-        if k == "content":
+        if _is(k, b"content", n):
             return K_CONTENT
-        if k == "refusal":
+        if _is(k, b"refusal", n):
             return K_REFUSAL
     elif n == 4:
-        if k == "role":
+        if _is(k, b"role", n):
             return K_ROLE
     elif n == 10:
-        if k == "tool_calls":
+        if _is(k, b"tool_calls", n):
             return K_TOOL_CALLS
     elif n == 17:
-        if k == "reasoning_content":
+        if _is(k, b"reasoning_content", n):
             return K_REASONING_CONTENT
     elif n == 9:
-        if k == "reasoning":
+        if _is(k, b"reasoning", n):
             return K_REASONING
     elif n == 11:
-        if k == "annotations":
+        if _is(k, b"annotations", n):
             return K_ANNOTATIONS
     elif n == 13:
-        if k == "function_call":
+        if _is(k, b"function_call", n):
             return K_FUNCTION_CALL
     elif n == 5:
-        if k == "audio":
+        if _is(k, b"audio", n):
             return K_AUDIO
     return K_OTHER
 
 
-cdef inline int _call_key(object key) except -1:
+cdef inline int _call_key(object key) noexcept:
     if not PyUnicode_Check(key):
         return K_OTHER
-    cdef str k = <str>key
+    cdef object k = key
     cdef Py_ssize_t n = PyUnicode_GET_LENGTH(k)
     if n == 5:
-        if k == "index":
+        if _is(k, b"index", n):
             return K_INDEX
     elif n == 2:
-        if k == "id":
+        if _is(k, b"id", n):
             return K_ID
     elif n == 8:
-        if k == "function":
+        if _is(k, b"function", n):
             return K_FUNCTION
     elif n == 4:
-        if k == "type":
+        if _is(k, b"type", n):
             return K_TYPE
     return K_OTHER
 
 
-cdef inline int _function_key(object key) except -1:
+cdef inline int _function_key(object key) noexcept:
     if not PyUnicode_Check(key):
         return K_OTHER
-    cdef str k = <str>key
+    cdef object k = key
     cdef Py_ssize_t n = PyUnicode_GET_LENGTH(k)
     if n == 9:
-        if k == "arguments":
+        if _is(k, b"arguments", n):
             return K_ARGUMENTS
     elif n == 4:
-        if k == "name":
+        if _is(k, b"name", n):
             return K_NAME
     return K_OTHER
 
 
-cdef inline int _audio_key(object key) except -1:
+cdef inline int _audio_key(object key) noexcept:
     if not PyUnicode_Check(key):
         return K_OTHER
-    cdef str k = <str>key
+    cdef object k = key
     cdef Py_ssize_t n = PyUnicode_GET_LENGTH(k)
     if n == 4:
-        if k == "data":
+        if _is(k, b"data", n):
             return K_AUDIO_TEXT
     elif n == 10:
-        if k == "transcript":
+        if _is(k, b"transcript", n):
             return K_AUDIO_TEXT
     return K_OTHER
 
@@ -202,11 +249,100 @@ cdef int _check_payload(object payload) except -1:
     return 0
 
 
-cdef inline list _append(list parts, object value):
-    if parts is None:
-        return [value]
-    PyList_Append(parts, value)
-    return parts
+@cython.final
+cdef class _Text:
+    """The fragments of one text field, copied into one buffer in the widest string kind seen so
+    far (what ``"".join`` would build), so a long answer costs 1 to 4 bytes per character instead
+    of one str object per fragment, and the fragments die with their chunk."""
+
+    cdef char* _buf
+    cdef Py_ssize_t _len  # characters
+    cdef Py_ssize_t _cap  # bytes
+    cdef int _kind  # bytes per character: 1, 2 or 4
+
+    def __cinit__(self):
+        self._buf = NULL
+        self._len = 0
+        self._cap = 0
+        self._kind = 1
+
+    def __dealloc__(self):
+        PyMem_Free(self._buf)
+
+    cdef int _reserve(self, Py_ssize_t nbytes) except -1:
+        cdef Py_ssize_t cap
+        cdef char* buf
+        if nbytes <= self._cap:
+            return 0
+        cap = self._cap * 2
+        if cap < nbytes:
+            cap = nbytes
+        if cap < 64:
+            cap = 64
+        buf = <char*>PyMem_Realloc(self._buf, cap)
+        if buf == NULL:
+            raise MemoryError()
+        self._buf = buf
+        self._cap = cap
+        return 0
+
+    cdef int _widen(self, int kind) except -1:
+        # In place, from the last character back, so nothing is overwritten before it is read.
+        cdef Py_ssize_t i = self._len
+        self._reserve(self._len * kind)
+        if self._kind == 1 and kind == 2:
+            while i > 0:
+                i -= 1
+                (<Py_UCS2*>self._buf)[i] = (<Py_UCS1*>self._buf)[i]
+        elif self._kind == 1:
+            while i > 0:
+                i -= 1
+                (<Py_UCS4*>self._buf)[i] = (<Py_UCS1*>self._buf)[i]
+        else:
+            while i > 0:
+                i -= 1
+                (<Py_UCS4*>self._buf)[i] = (<Py_UCS2*>self._buf)[i]
+        self._kind = kind
+        return 0
+
+    cdef int add(self, object fragment) except -1:
+        cdef Py_ssize_t n = PyUnicode_GET_LENGTH(fragment)
+        cdef int kind = PyUnicode_KIND(fragment)
+        cdef const void* src = PyUnicode_DATA(fragment)
+        cdef char* dst
+        cdef Py_ssize_t i
+        if n == 0:
+            return 0
+        if kind > self._kind:
+            self._widen(kind)
+        self._reserve((self._len + n) * self._kind)
+        dst = self._buf + self._len * self._kind
+        if kind == self._kind:
+            memcpy(dst, src, n * kind)
+        elif kind == 1 and self._kind == 2:
+            for i in range(n):
+                (<Py_UCS2*>dst)[i] = (<const Py_UCS1*>src)[i]
+        elif kind == 1:
+            for i in range(n):
+                (<Py_UCS4*>dst)[i] = (<const Py_UCS1*>src)[i]
+        else:
+            for i in range(n):
+                (<Py_UCS4*>dst)[i] = (<const Py_UCS2*>src)[i]
+        self._len += n
+        return 0
+
+    cdef list parts(self):
+        # The shared result builder reads text fields as lists of fragments.
+        if self._len == 0:
+            return [""]
+        return [PyUnicode_FromKindAndData(self._kind, self._buf, self._len)]
+
+
+cdef inline _Text _text_add(_Text text, object fragment):
+    if text is None:
+        text = _Text.__new__(_Text)
+    text.add(fragment)
+    return text
 
 
 @cython.final
@@ -218,7 +354,7 @@ cdef class _Call:
     cdef readonly object type
     cdef readonly list name
     cdef readonly Py_ssize_t name_len
-    cdef readonly list arguments
+    cdef _Text _arguments
     cdef readonly dict extras
     cdef readonly dict function_extras
 
@@ -226,9 +362,13 @@ cdef class _Call:
         self.index = index
         self.name = []
         self.name_len = 0
-        self.arguments = []
+        self._arguments = _Text.__new__(_Text)
         self.extras = {}
         self.function_extras = {}
+
+    @property
+    def arguments(self):
+        return self._arguments.parts()
 
     cdef int _add_name(self, str name) except -1:
         # Providers that resend the whole name on every chunk (LiteLLM proxy) must not double it.
@@ -246,11 +386,11 @@ cdef class _Choice:
     cdef readonly object index
     cdef readonly object role
     cdef readonly object finish_reason
-    cdef readonly list content
-    cdef readonly list refusal
-    cdef readonly list reasoning_content
-    cdef readonly list reasoning
-    cdef readonly list text
+    cdef _Text _content
+    cdef _Text _refusal
+    cdef _Text _reasoning_content
+    cdef _Text _reasoning
+    cdef _Text _text
     cdef readonly bint has_delta
     cdef readonly object annotations
     cdef readonly dict logprobs
@@ -270,6 +410,28 @@ cdef class _Choice:
         self.next_index = 0
         self.extras = {}
         self.delta_extras = {}
+
+    # The shared result builder reads each text field as a list of fragments, or None if unseen.
+
+    @property
+    def content(self):
+        return None if self._content is None else self._content.parts()
+
+    @property
+    def refusal(self):
+        return None if self._refusal is None else self._refusal.parts()
+
+    @property
+    def reasoning_content(self):
+        return None if self._reasoning_content is None else self._reasoning_content.parts()
+
+    @property
+    def reasoning(self):
+        return None if self._reasoning is None else self._reasoning.parts()
+
+    @property
+    def text(self):
+        return None if self._text is None else self._text.parts()
 
 
 @cython.final
@@ -329,7 +491,13 @@ Folds the chunks of an OpenAI-style chat stream into one response shaped like a
       aggregator raise.
     """
 
-    cdef dict _top
+    cdef dict _top  # top-level fields other than the standard ones below, first-seen order
+    cdef object _id
+    cdef object _created
+    cdef object _model
+    cdef object _fingerprint
+    cdef object _usage
+    cdef object _tier
     cdef dict _choices
     cdef object _error
     cdef bint _done
@@ -365,7 +533,8 @@ Folds the chunks of an OpenAI-style chat stream into one response shaped like a
 
         It raises TypeError if ``payload`` is not str, bytes, bytearray or memoryview.
         """
-        _check_payload(payload)
+        if type(payload) is not bytes:
+            _check_payload(payload)
         chunk = self._parse_obj(payload)
         if chunk is not None:
             self._take(<dict>chunk)
@@ -389,7 +558,7 @@ Folds the chunks of an OpenAI-style chat stream into one response shaped like a
         container it builds (the dict, choices, messages, tool calls, logprobs lists) is new on each
         call, so later feeds do not change it; values carried whole from a chunk (``usage``,
         ``annotations``, provider fields, logprob entries) are that chunk's own objects."""
-        return build_result(self._top, self._choices, self._error, self._text_completion)
+        return build_result(self._merged_top(), self._choices, self._error, self._text_completion)
 
     @property
     def done(self) -> bool:
@@ -424,11 +593,28 @@ Folds the chunks of an OpenAI-style chat stream into one response shaped like a
 
     # Internal entry points shared with ChatStream
 
+    cdef dict _merged_top(self):
+        # The standard fields live in typed slots (a dict store per field per chunk costs a third
+        # of the fold); result() and the verdict read them through one dict like the Python twin's.
+        cdef dict top = {}
+        for key, value in (
+            ("id", self._id),
+            ("created", self._created),
+            ("model", self._model),
+            ("system_fingerprint", self._fingerprint),
+            ("usage", self._usage),
+            ("service_tier", self._tier),
+        ):
+            if value is not None:
+                top[key] = value
+        top.update(self._top)
+        return top
+
     cdef object _verdict(self, bint aborted, bint truncated):
         return make_verdict(
             self._done,
             self._choices,
-            self._top,
+            self._merged_top(),
             self._error,
             self._skipped,
             self._ignored,
@@ -475,24 +661,42 @@ Folds the chunks of an OpenAI-style chat stream into one response shaped like a
         cdef PyObject* v
         cdef int code
         cdef object value
+        cdef object error = None
         while PyDict_Next(chunk, &pos, &k, &v):
             if <object>v is None:
                 continue
             value = <object>v
             code = _top_key(<object>k)
-            if code == K_OTHER:
-                PyDict_SetItem(self._top, <object>k, value)
-            elif code == K_CHOICES:
+            if code == K_CHOICES:
                 if PyList_Check(value):
                     self._fold_choices(<list>value)
                 else:
                     self._malformed += 1
+            elif code == K_TOP_ID:
+                self._id = value
+            elif code == K_CREATED:
+                self._created = value
+            elif code == K_MODEL:
+                self._model = value
+            elif code == K_FINGERPRINT:
+                self._fingerprint = value
+            elif code == K_USAGE:
+                self._usage = value
+            elif code == K_TIER:
+                self._tier = value
             elif code == K_OBJECT:
-                if PyUnicode_Check(value) and <str>value == "text_completion":
+                if (
+                    PyUnicode_Check(value)
+                    and PyUnicode_GET_LENGTH(value) == 15
+                    and _is(value, b"text_completion", 15)
+                ):
                     self._text_completion = True
-        cdef PyObject* error = PyDict_GetItem(chunk, "error")
-        if error is not NULL and <object>error is not None:
-            self._error = <object>error
+            elif code == K_ERROR:
+                error = value
+            elif code == K_OTHER:
+                PyDict_SetItem(self._top, <object>k, value)
+        if error is not None:
+            self._error = error
             return 1
         return 0
 
@@ -500,7 +704,9 @@ Folds the chunks of an OpenAI-style chat stream into one response shaped like a
 
     cdef int _fold_choices(self, list choices) except -1:
         cdef Py_ssize_t pos = -1
+        cdef Py_ssize_t start
         cdef _Choice choice
+        cdef PyObject* k
         cdef PyObject* found
         for item in choices:
             pos += 1
@@ -509,7 +715,17 @@ Folds the chunks of an OpenAI-style chat stream into one response shaped like a
             if not PyDict_Check(item):
                 self._malformed += 1
                 continue
-            found = PyDict_GetItem(<dict>item, "index")
+            # Servers put "index" first: read it with the first step of the walk _fold_choice
+            # continues, instead of a hash lookup.
+            start = 0
+            if (
+                PyDict_Next(<dict>item, &start, &k, &found)
+                and _choice_key(<object>k) == K_INDEX
+            ):
+                pass
+            else:
+                start = 0
+                found = PyDict_GetItemWithError(<dict>item, "index")
             if found is NULL or <object>found is None:
                 index = pos
             elif _is_index(<object>found):
@@ -517,17 +733,16 @@ Folds the chunks of an OpenAI-style chat stream into one response shaped like a
             else:
                 self._malformed += 1
                 continue
-            found = PyDict_GetItem(self._choices, index)
+            found = PyDict_GetItemWithError(self._choices, index)
             if found is NULL:
                 choice = _Choice(index)
                 PyDict_SetItem(self._choices, index, choice)
             else:
                 choice = <_Choice>found
-            self._fold_choice(choice, <dict>item)
+            self._fold_choice(choice, <dict>item, start)
         return 0
 
-    cdef int _fold_choice(self, _Choice c, dict item) except -1:
-        cdef Py_ssize_t pos = 0
+    cdef int _fold_choice(self, _Choice c, dict item, Py_ssize_t pos) except -1:
         cdef PyObject* k
         cdef PyObject* v
         cdef int code
@@ -553,7 +768,7 @@ Folds the chunks of an OpenAI-style chat stream into one response shaped like a
                 pass
             elif code == K_TEXT:
                 if PyUnicode_Check(value):
-                    c.text = _append(c.text, value)
+                    c._text = _text_add(c._text, value)
                 else:
                     self._malformed += 1
             elif code == K_LOGPROBS:
@@ -578,7 +793,7 @@ Folds the chunks of an OpenAI-style chat stream into one response shaped like a
             code = _delta_key(<object>k)
             if code == K_CONTENT:
                 if PyUnicode_Check(value):
-                    c.content = _append(c.content, value)
+                    c._content = _text_add(c._content, value)
                 else:
                     self._malformed += 1
             elif code == K_ROLE:
@@ -596,17 +811,17 @@ Folds the chunks of an OpenAI-style chat stream into one response shaped like a
                     self._malformed += 1
             elif code == K_REASONING_CONTENT:
                 if PyUnicode_Check(value):
-                    c.reasoning_content = _append(c.reasoning_content, value)
+                    c._reasoning_content = _text_add(c._reasoning_content, value)
                 else:
                     self._malformed += 1
             elif code == K_REASONING:
                 if PyUnicode_Check(value):
-                    c.reasoning = _append(c.reasoning, value)
+                    c._reasoning = _text_add(c._reasoning, value)
                 else:
                     self._malformed += 1
             elif code == K_REFUSAL:
                 if PyUnicode_Check(value):
-                    c.refusal = _append(c.refusal, value)
+                    c._refusal = _text_add(c._refusal, value)
                 else:
                     self._malformed += 1
             elif code == K_ANNOTATIONS:
@@ -635,31 +850,31 @@ Folds the chunks of an OpenAI-style chat stream into one response shaped like a
             self._malformed += 1
             return 0
         cdef dict d = <dict>delta
-        cdef PyObject* found = PyDict_GetItem(d, "index")
+        cdef PyObject* found = PyDict_GetItemWithError(d, "index")
         cdef object index = None if found is NULL else <object>found
         if index is not None and not _is_index(index):
             self._malformed += 1
             return 0
-        found = PyDict_GetItem(d, "id")
+        found = PyDict_GetItemWithError(d, "id")
         cdef object call_id = None if found is NULL else <object>found
         if call_id is not None and not PyUnicode_Check(call_id):
             self._malformed += 1
             call_id = None
         cdef bint has_id = call_id is not None and PyUnicode_GET_LENGTH(call_id) > 0
-        found = PyDict_GetItem(d, "function")
+        found = PyDict_GetItemWithError(d, "function")
         cdef object function = None if found is NULL else <object>found
         if function is not None and not PyDict_Check(function):
             self._malformed += 1
             function = None
         cdef bint named = False
         if function is not None:
-            found = PyDict_GetItem(<dict>function, "name")
+            found = PyDict_GetItemWithError(<dict>function, "name")
             named = found is not NULL and PyUnicode_Check(<object>found) and PyUnicode_GET_LENGTH(<object>found) > 0
         cdef _Call call
         if index is None:
             call = c.last
         else:
-            found = PyDict_GetItem(c.by_index, index)
+            found = PyDict_GetItemWithError(c.by_index, index)
             call = None if found is NULL else <_Call>found
         if call is None or (named and has_id and call.id is not None and call_id != call.id):
             if index is None:
@@ -707,7 +922,7 @@ Folds the chunks of an OpenAI-style chat stream into one response shaped like a
             code = _function_key(<object>k)
             if code == K_ARGUMENTS:
                 if PyUnicode_Check(value):
-                    PyList_Append(call.arguments, value)
+                    call._arguments.add(value)
                 else:
                     self._malformed += 1
             elif code == K_NAME:
@@ -727,7 +942,7 @@ Folds the chunks of an OpenAI-style chat stream into one response shaped like a
         cdef PyObject* mine
         for key, value in logprobs.items():
             if PyList_Check(value):
-                mine = PyDict_GetItem(held, key)
+                mine = PyDict_GetItemWithError(held, key)
                 if mine is not NULL and type(<object>mine) is list:
                     (<list>mine).extend(<list>value)
                 else:
@@ -748,7 +963,7 @@ Folds the chunks of an OpenAI-style chat stream into one response shaped like a
                 continue
             if _audio_key(key) == K_AUDIO_TEXT:
                 if PyUnicode_Check(value):
-                    parts = PyDict_GetItem(held, key)
+                    parts = PyDict_GetItemWithError(held, key)
                     if parts is NULL:
                         held[key] = [value]
                     else:
