@@ -35,9 +35,14 @@ from libc.string cimport memcmp, memcpy
 cdef extern from "Python.h":
     str PyUnicode_FromKindAndData(int kind, const void* buffer, Py_ssize_t size)
 
+from cpython.bytes cimport PyBytes_FromStringAndSize
+
+from ._decoder_c cimport Decoder
+
 import orjson
 
-from ._chat import Verdict, build_result, joined, make_verdict
+from ._chat import Verdict, build_result, joined, make_verdict, verdict_dict
+from ._errors import too_large
 
 cdef object _loads = orjson.loads
 cdef object _JSONDecodeError = orjson.JSONDecodeError
@@ -589,7 +594,7 @@ Folds the chunks of an OpenAI-style chat stream into one response shaped like a
     def verdict(self) -> Verdict:
         """How complete the stream is so far: a frozen ``Verdict`` (``complete``, ``done``,
         ``finish_reasons``, ``usage``, ``error`` and the counters)."""
-        return self._verdict(False, False)
+        return self._verdict(False, False, False)
 
     # Internal entry points shared with ChatStream
 
@@ -610,7 +615,7 @@ Folds the chunks of an OpenAI-style chat stream into one response shaped like a
         top.update(self._top)
         return top
 
-    cdef object _verdict(self, bint aborted, bint truncated):
+    cdef object _verdict(self, bint aborted, bint too_large, bint truncated):
         return make_verdict(
             self._done,
             self._choices,
@@ -620,6 +625,7 @@ Folds the chunks of an OpenAI-style chat stream into one response shaped like a
             self._ignored,
             self._malformed,
             aborted=aborted,
+            too_large=too_large,
             truncated=truncated,
         )
 
@@ -976,5 +982,132 @@ Folds the chunks of an OpenAI-style chat stream into one response shaped like a
 
 
 @cython.final
-cdef class ChatStream:
-    """Placeholder: the fused scan, parse and fold for pycurl write callbacks lands in phase 2."""
+cdef class ChatStream(Decoder):
+    """ChatStream(on_chunk=None, *, max_event_bytes=None)
+--
+
+Scans, parses and folds a chat stream in one pass, for pycurl's ``WRITEFUNCTION`` (or any
+    push source). ``ChatStream(on_chunk=None, *, max_event_bytes=None)``; one per stream, not safe
+    to share between threads.
+
+    ``write(data)`` takes the next bytes (bytes, bytearray or memoryview) and calls
+    ``on_chunk(chunk)`` once for every parsed chunk, in order, on the calling thread: never for
+    ``[DONE]``, for payloads that are not a JSON object, or for payloads after ``[DONE]``. Every
+    chunk is folded (see ``ChatAggregator``) before ``on_chunk`` sees it, so the result holds every
+    chunk ``on_chunk`` saw. It returns None to go on and 0 once the stream has stopped, as pycurl
+    expects, and 0 for every later write. The stream stops, and no later chunk is delivered, not
+    even from the same write:
+
+    - when ``on_chunk`` returns a false value other than None (``False``, ``0``): an abort;
+    - after an error payload (``{"error": ...}`` or an ``event: error``), which ``on_chunk`` sees first;
+    - when ``on_chunk`` raises: the exception propagates out of ``write`` unchanged;
+    - when an event passes ``max_event_bytes``: ``write`` raises ``EventTooLarge`` (chunks before
+      the oversized event were delivered; a chat result missing a chunk would be wrong).
+
+    ``close()`` marks the end of the byte stream (an unfinished event makes ``verdict.truncated``
+    True); later writes return 0. ``result()`` is the folded ``chat.completion`` (partial if the
+    stream stopped early) with a ``"verdict"`` entry (``verdict``, as plain data). ``aggregator``
+    is the underlying ``ChatAggregator`` (``done``, ``error``, the counters).
+
+    ``write`` raises TypeError for other input types (the stream stays usable) and RuntimeError
+    if ``on_chunk`` calls ``write`` on its own stream.
+    """
+
+    cdef ChatAggregator _agg
+    cdef object _on_chunk
+    cdef bint _finished  # stopped by abort, error payload, exception or oversized event
+    cdef bint _aborted
+    cdef bint _too_large
+    cdef bint _closed
+    cdef bint _eof_truncated
+    cdef bint _writing
+
+    def __init__(self, on_chunk: OnChunk | None = None, *, max_event_bytes: int | None = None) -> None:
+        Decoder.__init__(self, max_event_bytes=max_event_bytes)
+        self._agg = ChatAggregator()
+        self._on_chunk = on_chunk
+
+    def write(self, data: bytes | bytearray | memoryview, /) -> int | None:
+        """Scan, parse and fold the next bytes: None to go on, 0 once the stream has stopped.
+
+        It raises what ``on_chunk`` raised, EventTooLarge, TypeError and RuntimeError as
+        described on the class.
+        """
+        if self._finished or self._closed:
+            return 0
+        if self._writing:
+            raise RuntimeError("ChatStream.write() called again from inside on_chunk")
+        self._writing = True
+        self._overflowed = False
+        try:
+            self._feed_object(data)
+        finally:
+            self._writing = False
+        if self._overflowed:
+            self._too_large = True
+            self._finished = True
+            raise too_large(self._limit, [])
+        return 0 if self._finished else None
+
+    def feed(self, data: bytes | bytearray | memoryview, /) -> list[Event]:
+        """``write`` under the Decoder's name: chunks are folded, so it returns ``[]``."""
+        self.write(data)
+        return []
+
+    def close(self) -> list[Event]:
+        """Mark the end of the byte stream; returns ``[]`` (chunks are folded, not returned)."""
+        if not self._closed:
+            self._closed = True
+            Decoder.close(self)
+            # Bytes we never scanned because we stopped the stream do not make it truncated.
+            self._eof_truncated = self._truncated and not self._finished
+        return []
+
+    def result(self) -> dict[str, Any]:
+        """The folded ``chat.completion`` so far, with ``"verdict"``: a new dict on every call."""
+        out = self._agg.result()
+        out["verdict"] = verdict_dict(self.verdict)
+        return out
+
+    @property
+    def verdict(self) -> Verdict:
+        """How complete the stream is so far (``complete``, ``done``, ``finish_reasons``, ...)."""
+        return self._agg._verdict(self._aborted, self._too_large, self._eof_truncated)
+
+    @property
+    def aggregator(self) -> ChatAggregator:
+        """The ``ChatAggregator`` this stream folds into."""
+        return self._agg
+
+    cdef int _on_event(self, const char* data, Py_ssize_t n, const char* etype, Py_ssize_t tn) except -1:
+        cdef ChatAggregator agg = self._agg
+        cdef object payload
+        cdef object chunk
+        cdef int stop
+        if self._overflowed:  # stop at the oversized event: write raises EventTooLarge
+            return 1
+        if agg._done or agg._error is not None:
+            agg._ignored += 1  # what _parse_obj would do, without copying the payload
+            return 0
+        payload = PyBytes_FromStringAndSize(data, n)
+        if tn == 5 and memcmp(etype, b"error", 5) == 0:
+            chunk = agg._parse_error(payload)
+        else:
+            chunk = agg._parse_obj(payload)
+        if chunk is None:
+            return 0
+        stop = agg._take(<dict>chunk)
+        on_chunk = self._on_chunk
+        if on_chunk is not None:
+            try:
+                answer = on_chunk(chunk)
+                if answer is not None and not answer:
+                    self._aborted = True
+                    stop = 1
+            except BaseException:
+                self._aborted = True
+                self._finished = True
+                raise
+        if stop:
+            self._finished = True
+        return stop

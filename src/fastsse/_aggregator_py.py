@@ -7,11 +7,14 @@ Hypothesis tests hold them to the same output.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Final
 
 import orjson
 
-from ._chat import Verdict, build_result, joined, make_verdict
+from ._chat import Verdict, build_result, joined, make_verdict, verdict_dict
+from ._decoder_py import Decoder, Event, as_bytes
+from ._errors import too_large
 
 _loads: Final = orjson.loads
 _JSONDecodeError: Final = orjson.JSONDecodeError
@@ -263,11 +266,11 @@ class ChatAggregator:
     def verdict(self) -> Verdict:
         """How complete the stream is so far: a frozen ``Verdict`` (``complete``, ``done``,
         ``finish_reasons``, ``usage``, ``error`` and the counters)."""
-        return self._verdict(False, False)
+        return self._verdict(False, False, False)
 
     # Internal entry points shared with ChatStream
 
-    def _verdict(self, aborted: bool, truncated: bool) -> Verdict:
+    def _verdict(self, aborted: bool, too_large: bool, truncated: bool) -> Verdict:
         return make_verdict(
             self._done,
             self._choices,
@@ -277,6 +280,7 @@ class ChatAggregator:
             self._ignored,
             self._malformed,
             aborted=aborted,
+            too_large=too_large,
             truncated=truncated,
         )
 
@@ -549,5 +553,121 @@ class ChatAggregator:
                 held[key] = value
 
 
-class ChatStream:
-    """Placeholder: the fused scan, parse and fold for pycurl write callbacks lands in phase 2."""
+OnChunk = Callable[[dict[str, Any]], Any]
+
+
+class ChatStream(Decoder):
+    """Scans, parses and folds a chat stream in one pass, for pycurl's ``WRITEFUNCTION`` (or any
+    push source). ``ChatStream(on_chunk=None, *, max_event_bytes=None)``; one per stream, not safe
+    to share between threads.
+
+    ``write(data)`` takes the next bytes (bytes, bytearray or memoryview) and calls
+    ``on_chunk(chunk)`` once for every parsed chunk, in order, on the calling thread: never for
+    ``[DONE]``, for payloads that are not a JSON object, or for payloads after ``[DONE]``. Every
+    chunk is folded (see ``ChatAggregator``) before ``on_chunk`` sees it, so the result holds every
+    chunk ``on_chunk`` saw. It returns None to go on and 0 once the stream has stopped, as pycurl
+    expects, and 0 for every later write. The stream stops, and no later chunk is delivered, not
+    even from the same write:
+
+    - when ``on_chunk`` returns a false value other than None (``False``, ``0``): an abort;
+    - after an error payload (``{"error": ...}`` or an ``event: error``), which ``on_chunk`` sees first;
+    - when ``on_chunk`` raises: the exception propagates out of ``write`` unchanged;
+    - when an event passes ``max_event_bytes``: ``write`` raises ``EventTooLarge`` (chunks before
+      the oversized event were delivered; a chat result missing a chunk would be wrong).
+
+    ``close()`` marks the end of the byte stream (an unfinished event makes ``verdict.truncated``
+    True); later writes return 0. ``result()`` is the folded ``chat.completion`` (partial if the
+    stream stopped early) with a ``"verdict"`` entry (``verdict``, as plain data). ``aggregator``
+    is the underlying ``ChatAggregator`` (``done``, ``error``, the counters).
+
+    ``write`` raises TypeError for other input types (the stream stays usable) and RuntimeError
+    if ``on_chunk`` calls ``write`` on its own stream.
+    """
+
+    def __init__(self, on_chunk: OnChunk | None = None, *, max_event_bytes: int | None = None) -> None:
+        super().__init__(max_event_bytes=max_event_bytes)
+        self._agg = ChatAggregator()
+        self._on_chunk = on_chunk
+        self._finished = False  # stopped by abort, error payload, exception or oversized event
+        self._aborted = False
+        self._too_large = False
+        self._closed = False
+        self._eof_truncated = False
+        self._writing = False
+
+    def write(self, data: bytes | bytearray | memoryview, /) -> int | None:
+        """Scan, parse and fold the next bytes: None to go on, 0 once the stream has stopped.
+
+        It raises what ``on_chunk`` raised, EventTooLarge, TypeError and RuntimeError as
+        described on the class.
+        """
+        if self._finished or self._closed:
+            return 0
+        if self._writing:
+            raise RuntimeError("ChatStream.write() called again from inside on_chunk")
+        chunk = as_bytes(data)
+        self._writing = True
+        self._overflowed = False
+        try:
+            self._scan(chunk)
+        finally:
+            self._writing = False
+        if self._overflowed:
+            self._too_large = True
+            self._finished = True
+            assert self._limit is not None
+            raise too_large(self._limit, [])
+        return 0 if self._finished else None
+
+    def feed(self, data: bytes | bytearray | memoryview, /) -> list[Event]:
+        """``write`` under the Decoder's name: chunks are folded, so it returns ``[]``."""
+        self.write(data)
+        return []
+
+    def close(self) -> list[Event]:
+        """Mark the end of the byte stream; returns ``[]`` (chunks are folded, not returned)."""
+        if not self._closed:
+            self._closed = True
+            super().close()
+            # Bytes we never scanned because we stopped the stream do not make it truncated.
+            self._eof_truncated = self.truncated and not self._finished
+        return []
+
+    def result(self) -> dict[str, Any]:
+        """The folded ``chat.completion`` so far, with ``"verdict"``: a new dict on every call."""
+        out = self._agg.result()
+        out["verdict"] = verdict_dict(self.verdict)
+        return out
+
+    @property
+    def verdict(self) -> Verdict:
+        """How complete the stream is so far (``complete``, ``done``, ``finish_reasons``, ...)."""
+        return self._agg._verdict(self._aborted, self._too_large, self._eof_truncated)
+
+    @property
+    def aggregator(self) -> ChatAggregator:
+        """The ``ChatAggregator`` this stream folds into."""
+        return self._agg
+
+    def _on_event(self, data: bytes, event_type: bytes | None) -> bool:
+        if self._overflowed:  # stop at the oversized event: write raises EventTooLarge
+            return True
+        agg = self._agg
+        chunk = agg._parse_error(data) if event_type == b"error" else agg._parse(data)
+        if chunk is None:
+            return False
+        stop = agg._take(chunk)
+        on_chunk = self._on_chunk
+        if on_chunk is not None:
+            try:
+                answer = on_chunk(chunk)
+                if answer is not None and not answer:
+                    self._aborted = True
+                    stop = True
+            except BaseException:
+                self._aborted = True
+                self._finished = True
+                raise
+        if stop:
+            self._finished = True
+        return stop

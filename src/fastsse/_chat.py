@@ -20,14 +20,16 @@ STANDARD_TOP: Final = ("usage", "system_fingerprint", "service_tier")
 class Verdict:
     """How complete a chat stream was, so a caller can tell a finished answer from a truncated one.
 
-    ``complete`` is True when ``[DONE]`` arrived, no error payload came, the stream was not aborted,
-    and at least one choice arrived and every choice has a ``finish_reason``. The other fields say
-    which of those failed: ``done`` (``[DONE]`` seen), ``finish_reasons`` (one per choice, in the
-    order of ``result()["choices"]``, None where none arrived), ``usage`` (a non-null ``usage``
-    arrived), ``error`` (an error payload stopped the stream), ``aborted`` (``on_chunk`` returned
-    False), ``truncated`` (the byte stream ended inside an event). The counters: ``skipped``
-    payloads that were not a JSON object, ``ignored`` payloads that came after ``[DONE]`` or an
-    error, ``malformed`` values of the wrong type that were dropped from otherwise usable chunks.
+    ``complete`` is True when ``[DONE]`` arrived, no error payload came, the stream was not stopped
+    on the client side, and at least one choice arrived and every choice has a ``finish_reason``.
+    The other fields say which of those failed: ``done`` (``[DONE]`` seen), ``finish_reasons`` (one
+    per choice, in the order of ``result()["choices"]``, None where none arrived), ``usage`` (a
+    non-null ``usage`` arrived), ``error`` (an error payload stopped the stream). For a
+    ``ChatStream`` also: ``aborted`` (``on_chunk`` returned False or raised), ``too_large`` (an
+    event passed ``max_event_bytes``, which stops the stream), ``truncated`` (the byte stream
+    ended inside an event). The counters: ``skipped`` payloads that were not a JSON object,
+    ``ignored`` payloads that came after ``[DONE]`` or an error, ``malformed`` values of the wrong
+    type that were dropped from otherwise usable chunks.
     """
 
     complete: bool
@@ -36,6 +38,7 @@ class Verdict:
     usage: bool
     error: bool
     aborted: bool = False
+    too_large: bool = False
     truncated: bool = False
     skipped: int = 0
     ignored: int = 0
@@ -52,22 +55,31 @@ def make_verdict(
     malformed: int,
     *,
     aborted: bool = False,
+    too_large: bool = False,
     truncated: bool = False,
 ) -> Verdict:
     reasons = tuple(choices[i].finish_reason for i in sorted(choices))
     failed = error is not None
     return Verdict(
-        complete=done and not failed and not aborted and bool(reasons) and None not in reasons,
+        complete=done and not (failed or aborted or too_large) and bool(reasons) and None not in reasons,
         done=done,
         finish_reasons=reasons,
         usage="usage" in top,
         error=failed,
         aborted=aborted,
+        too_large=too_large,
         truncated=truncated,
         skipped=skipped,
         ignored=ignored,
         malformed=malformed,
     )
+
+
+def verdict_dict(verdict: Verdict) -> dict[str, Any]:
+    """The verdict as plain JSON data, for ``ChatStream.result()["verdict"]``."""
+    out = {name: getattr(verdict, name) for name in Verdict.__dataclass_fields__}
+    out["finish_reasons"] = list(verdict.finish_reasons)
+    return out
 
 
 def joined(parts: list[str]) -> str:
