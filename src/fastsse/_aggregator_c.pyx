@@ -1,15 +1,18 @@
 # cython: language_level=3, freethreading_compatible=True, annotation_typing=False
 # cython: embedsignature=True, embedsignature.format=clinic
-"""Compiled chat delta fold; ``_aggregator_py.py`` is its readable twin and the reference.
+"""Compiled chat delta fold and ChatStream; ``_aggregator_py.py`` is the readable twin and the
+reference.
 
 The fold walks orjson's dicts with borrowed ``PyDict_Next`` references and dispatches on key
-length before comparing strings, so a content chunk costs a handful of C calls beyond what
-``orjson.loads`` already paid. The cold half (result assembly, the verdict) is shared Python in
-``_chat.py``.
+length and memcmp, keeps the standard top-level fields in typed slots and copies text fragments
+into one buffer per field, so a content chunk costs little beyond what ``orjson.loads`` already
+paid. ChatStream subclasses the compiled Decoder and folds inside its event hook, with no Event
+object per chunk. The cold half (result assembly, the verdict) is shared Python in ``_chat.py``.
 """
 
 cimport cython
 from cpython.bool cimport PyBool_Check
+from cpython.bytes cimport PyBytes_FromStringAndSize
 from cpython.dict cimport (
     PyDict_Check,
     PyDict_CheckExact,
@@ -19,8 +22,8 @@ from cpython.dict cimport (
 )
 from cpython.list cimport PyList_Append, PyList_Check
 from cpython.long cimport PyLong_Check
-from cpython.object cimport PyObject
 from cpython.mem cimport PyMem_Free, PyMem_Realloc
+from cpython.object cimport PyObject
 from cpython.unicode cimport (
     Py_UCS1,
     Py_UCS2,
@@ -32,17 +35,17 @@ from cpython.unicode cimport (
 )
 from libc.string cimport memcmp, memcpy
 
-cdef extern from "Python.h":
-    str PyUnicode_FromKindAndData(int kind, const void* buffer, Py_ssize_t size)
-
-from cpython.bytes cimport PyBytes_FromStringAndSize
-
 from ._decoder_c cimport Decoder
 
 import orjson
 
 from ._chat import Verdict, build_result, joined, make_verdict, verdict_dict
 from ._errors import too_large
+
+
+cdef extern from "Python.h":
+    str PyUnicode_FromKindAndData(int kind, const void* buffer, Py_ssize_t size)
+
 
 cdef object _loads = orjson.loads
 cdef object _JSONDecodeError = orjson.JSONDecodeError

@@ -1,8 +1,8 @@
-"""Pure-Python chat delta fold: the readable reference for ``_aggregator_c.pyx``.
+"""Pure-Python chat delta fold and ChatStream: the readable reference for ``_aggregator_c.pyx``.
 
-Both fold chunks into per-choice state objects with the same attribute names, and both hand that
-state to ``_chat.build_result``; the golden vectors in ``tests/vectors/chat`` and the differential
-Hypothesis tests hold them to the same output.
+Both fold chunks into per-choice state objects that expose the same attribute names, and both
+hand that state to ``_chat.build_result``; the golden vectors in ``tests/vectors/chat`` and the
+differential Hypothesis tests hold them to the same output.
 """
 
 from __future__ import annotations
