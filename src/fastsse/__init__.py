@@ -9,16 +9,23 @@ from __future__ import annotations
 from ._backend import BACKEND, ChatAggregator, ChatStream, Decoder, Event, get_backend
 from ._errors import EventTooLarge, SSEError, TransportError
 from ._version import __version__
+from .check import Finding, StreamChecker, check_stream
+from .encode import ChatChunkEncoder, encode_event
 
 __all__ = [
     "BACKEND",
     "ChatAggregator",
+    "ChatChunkEncoder",
     "ChatStream",
     "Decoder",
     "Event",
     "EventTooLarge",
+    "Finding",
     "SSEError",
+    "StreamChecker",
     "TransportError",
     "__version__",
+    "check_stream",
+    "encode_event",
     "get_backend",
 ]
