@@ -30,10 +30,7 @@ def resolve(data: bytes, spec: object) -> int:
     if isinstance(spec, int):
         return spec
     assert isinstance(spec, dict)
-    if "line" in spec:
-        at = data.index(spec["line"].encode())
-    else:
-        at = data.rindex(spec["last-line"].encode())
+    at = data.index(spec["line"].encode()) if "line" in spec else data.rindex(spec["last-line"].encode())
     return max(data.rfind(b"\n", 0, at), data.rfind(b"\r", 0, at)) + 1
 
 
@@ -42,7 +39,9 @@ def expected(name: str) -> list[tuple[str, int]]:
     return sorted((code, resolve(data, spec)) for code, spec in CASES[name]["findings"])
 
 
-def findings_of(data: bytes, *, expect_usage: bool = False, cut: int | None = None) -> list[tuple[str, int | None]]:
+def findings_of(
+    data: bytes, *, expect_usage: bool = False, cut: int | None = None
+) -> list[tuple[str, int | None]]:
     checker = StreamChecker(expect_usage=expect_usage)
     if cut is None:
         checker.feed(data)
@@ -97,7 +96,10 @@ def test_incremental_feed_returns_new_findings() -> None:
     data = (LINT / "localai-3.7.sse").read_bytes()
     first_event_end = data.index(b"\n\n") + 2
     checker = StreamChecker()
-    assert [f.code for f in checker.feed(data[:first_event_end])] == ["empty-initial-content", "empty-finish-reason"]
+    assert [f.code for f in checker.feed(data[:first_event_end])] == [
+        "empty-initial-content",
+        "empty-finish-reason",
+    ]
     assert [f.code for f in checker.feed(data[first_event_end:])] == ["final-delta-not-empty"]
     assert checker.close() == []
     assert checker.close() == []
@@ -132,7 +134,11 @@ def test_bom_arriving_byte_by_byte() -> None:
 def test_reported_once_per_cause() -> None:
     crlf = (LINT / "compliant.sse").read_bytes().replace(b"\n", b"\r\n")
     assert findings_of(crlf) == [("crlf-line-endings", 0)]
-    every_chunk = (LINT / "empty-finish-reason.sse").read_bytes().replace(b'"finish_reason":null', b'"finish_reason":""')
+    every_chunk = (
+        (LINT / "empty-finish-reason.sse")
+        .read_bytes()
+        .replace(b'"finish_reason":null', b'"finish_reason":""')
+    )
     assert [c for c, _ in findings_of(every_chunk)] == ["empty-finish-reason"]
 
 
@@ -157,7 +163,9 @@ class _Events(_Framer):
         self.events: list[tuple[str, str]] = []
 
     def on_event(self, offset: int, data: bytes, event_type: bytes | None) -> None:
-        self.events.append((data.decode("utf-8", "replace"), (event_type or b"message").decode("utf-8", "replace")))
+        self.events.append(
+            (data.decode("utf-8", "replace"), (event_type or b"message").decode("utf-8", "replace"))
+        )
 
 
 sse_pieces = st.sampled_from(
@@ -195,7 +203,11 @@ def test_encoder_stream_is_clean_whatever_the_chunking() -> None:
 def run_cli(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
     env = {**os.environ, "PYTHONUTF8": "1"}
     return subprocess.run(
-        [sys.executable, "-m", "fastsse", "check", *args], input=stdin, capture_output=True, timeout=60, env=env
+        [sys.executable, "-m", "fastsse", "check", *args],
+        input=stdin,
+        capture_output=True,
+        timeout=60,
+        env=env,
     )
 
 
@@ -211,7 +223,10 @@ def test_cli_localai_report() -> None:
     result = run_cli(path)
     assert result.returncode == 1
     lines = result.stdout.decode().splitlines()
-    assert lines[0] == f'{path}:0: warning empty-initial-content: choice 0: the first chunk carries "content": ""'
+    assert (
+        lines[0]
+        == f'{path}:0: warning empty-initial-content: choice 0: the first chunk carries "content": ""'
+    )
     assert lines[1].startswith(f"{path}:0: error empty-finish-reason:")
     assert re.match(rf"{re.escape(path)}:\d+: warning final-delta-not-empty:", lines[2])
     assert lines[3] == f"{path}: 1 error(s), 2 warning(s) in {os.path.getsize(path)} bytes, 6 event(s)"
@@ -228,7 +243,14 @@ def test_cli_warnings_only_exit_zero_and_stdin_json() -> None:
         "events": 5,
         "errors": 0,
         "warnings": 1,
-        "findings": [{"code": "crlf-line-endings", "severity": "warning", "offset": 0, "message": report["findings"][0]["message"]}],
+        "findings": [
+            {
+                "code": "crlf-line-endings",
+                "severity": "warning",
+                "offset": 0,
+                "message": report["findings"][0]["message"],
+            }
+        ],
     }
 
 
@@ -301,5 +323,10 @@ def test_cli_url_transport_errors(server, capsys: pytest.CaptureFixture[str]) ->
     assert check_main(["--url", f"http://127.0.0.1:{port}/v1", "--timeout", "5"]) == 2
     assert "transport error" in capsys.readouterr().err
     # the body ends in the middle of an event without the chunked terminator: curl reports it
-    assert check_main(["--url", server.base_url, "--api-key", "sk-test", "--model", "disconnect", "--timeout", "10"]) == 2
+    assert (
+        check_main(
+            ["--url", server.base_url, "--api-key", "sk-test", "--model", "disconnect", "--timeout", "10"]
+        )
+        == 2
+    )
     assert "transport error" in capsys.readouterr().err

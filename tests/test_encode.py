@@ -24,7 +24,10 @@ from fastsse import ChatChunkEncoder, check_stream, encode_event
         ({"data": "\n"}, b"data:\ndata:\n\n"),
         ({"data": " lead"}, b"data:  lead\n\n"),
         ({"data": b"caf\xc3\xa9"}, "data: café\n\n".encode()),
-        ({"data": "x", "event": "delta", "id": "7", "retry": 1500}, b"event: delta\nid: 7\nretry: 1500\ndata: x\n\n"),
+        (
+            {"data": "x", "event": "delta", "id": "7", "retry": 1500},
+            b"event: delta\nid: 7\nretry: 1500\ndata: x\n\n",
+        ),
         ({"data": "x", "id": ""}, b"id:\ndata: x\n\n"),
         ({"comment": "ping"}, b": ping\n\n"),
         ({"comment": ""}, b":\n\n"),
@@ -97,7 +100,7 @@ def test_round_trip_through_decoder(backend, events, cut: int) -> None:
     assert decoder.close() == []
     assert len(got) == len(events)
     last_id, last_retry = "", None
-    for ev, (data, etype, ident, retry, _) in zip(got, events):
+    for ev, (data, etype, ident, retry, _) in zip(got, events, strict=False):
         last_id = last_id if ident is None else ident
         last_retry = last_retry if retry is None else retry
         assert ev.data == re.sub(r"\r\n|\r", "\n", data)
@@ -154,7 +157,9 @@ def test_chat_chunk_tool_calls_reasoning_refusal() -> None:
     deltas = [orjson.loads(c[6:])["choices"][0] for c in chunks]
     assert deltas[0]["delta"] == {"reasoning_content": "think"}
     assert deltas[1]["delta"] == {
-        "tool_calls": [{"index": 0, "id": "call_a", "type": "function", "function": {"name": "f", "arguments": '{"a"'}}]
+        "tool_calls": [
+            {"index": 0, "id": "call_a", "type": "function", "function": {"name": "f", "arguments": '{"a"'}}
+        ]
     }
     assert deltas[2]["delta"]["tool_calls"][0]["function"] == {"name": "g", "arguments": ""}
     assert deltas[3]["delta"] == {"tool_calls": [{"index": 0, "function": {"arguments": ": 1}"}}]}

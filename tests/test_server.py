@@ -89,7 +89,11 @@ def test_openai_create_stream(client: openai.OpenAI, model: str) -> None:
         assert [mine["tool_calls"][k] for k in sorted(mine["tool_calls"])] == calls
     assert chunks[-1].choices == []
     assert chunks[-1].usage is not None
-    assert chunks[-1].usage.model_dump() == {**expected["usage"], "completion_tokens_details": None, "prompt_tokens_details": None}
+    assert chunks[-1].usage.model_dump() == {
+        **expected["usage"],
+        "completion_tokens_details": None,
+        "prompt_tokens_details": None,
+    }
     assert {c.id for c in chunks} == {expected["id"]}
     assert {c.model for c in chunks} == {model}
 
@@ -144,8 +148,16 @@ def test_request_n(client: openai.OpenAI) -> None:
 
 
 def test_httpx_sse(server: LoopbackServer) -> None:
-    body = {"model": "reasoning", "messages": MESSAGES, "stream": True, "stream_options": {"include_usage": True}}
-    with httpx.Client(timeout=TIMEOUT) as http, connect_sse(http, "POST", server.base_url + "/chat/completions", json=body) as source:
+    body = {
+        "model": "reasoning",
+        "messages": MESSAGES,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    with (
+        httpx.Client(timeout=TIMEOUT) as http,
+        connect_sse(http, "POST", server.base_url + "/chat/completions", json=body) as source,
+    ):
         events = list(source.iter_sse())
     assert events[-1].data == "[DONE]"
     chunks = [orjson.loads(e.data) for e in events[:-1]]
@@ -160,9 +172,12 @@ def test_httpx_sse(server: LoopbackServer) -> None:
 
 def test_httpx_sse_refuses_html(server: LoopbackServer) -> None:
     body = {"model": "html", "messages": MESSAGES, "stream": True}
-    with httpx.Client(timeout=TIMEOUT) as http, connect_sse(http, "POST", server.base_url + "/chat/completions", json=body) as source:
-        with pytest.raises(SSEError, match="text/event-stream"):
-            list(source.iter_sse())
+    with (
+        httpx.Client(timeout=TIMEOUT) as http,
+        connect_sse(http, "POST", server.base_url + "/chat/completions", json=body) as source,
+        pytest.raises(SSEError, match="text/event-stream"),
+    ):
+        list(source.iter_sse())
 
 
 def test_openai_reads_html_as_an_empty_stream(client: openai.OpenAI) -> None:
@@ -172,7 +187,9 @@ def test_openai_reads_html_as_an_empty_stream(client: openai.OpenAI) -> None:
 
 @pytest.mark.parametrize("model", [*COMPLIANT, "long-20:bulk", "plain:event", "tools:small"])
 def test_compliant_scenarios_are_lint_clean(server: LoopbackServer, model: str) -> None:
-    assert [f.code for f in check_stream(raw_stream(server, model))] == (["crlf-line-endings"] if model == "crlf" else [])
+    assert [f.code for f in check_stream(raw_stream(server, model))] == (
+        ["crlf-line-endings"] if model == "crlf" else []
+    )
     with_usage = raw_stream(server, model, stream_options={"include_usage": True})
     assert [f.code for f in check_stream(with_usage, expect_usage=True)] == (
         ["crlf-line-endings"] if model == "crlf" else []
@@ -201,15 +218,19 @@ def test_localai_tools_corrupt_the_openai_helper(client: openai.OpenAI) -> None:
         final = stream.get_final_completion()
     message = final.choices[0].message
     assert message.role.startswith("assistantassistant")  # type: ignore[union-attr]
-    assert message.tool_calls is not None and message.tool_calls[0].id.startswith("chatcmpl-localai-toolschatcmpl-")
+    assert message.tool_calls is not None and message.tool_calls[0].id.startswith(
+        "chatcmpl-localai-toolschatcmpl-"
+    )
 
 
 def test_mid_stream_error(client: openai.OpenAI, server: LoopbackServer) -> None:
     seen: list[str] = []
-    with pytest.raises(openai.APIError, match="simulated mid-stream failure"):
-        with client.chat.completions.create(model="error", messages=MESSAGES, stream=True) as stream:  # type: ignore[arg-type]
-            for chunk in stream:
-                seen.append(chunk.choices[0].delta.content or "")
+    with (
+        pytest.raises(openai.APIError, match="simulated mid-stream failure"),
+        client.chat.completions.create(model="error", messages=MESSAGES, stream=True) as stream,  # type: ignore[arg-type]
+    ):
+        for chunk in stream:
+            seen.append(chunk.choices[0].delta.content or "")
     assert "".join(seen) == expected_completion({"model": "error"})["choices"][0]["message"]["content"]
     raw = raw_stream(server, "error")
     assert b" never" in raw and b"[DONE]" not in raw
@@ -221,15 +242,20 @@ def test_mid_stream_error(client: openai.OpenAI, server: LoopbackServer) -> None
 def test_disconnect_mid_event(client: openai.OpenAI, server: LoopbackServer) -> None:
     body = {"model": "disconnect", "messages": MESSAGES, "stream": True}
     received = bytearray()
-    with httpx.Client(timeout=TIMEOUT) as http, http.stream("POST", server.base_url + "/chat/completions", json=body) as r:
-        with pytest.raises(httpx.RemoteProtocolError):
-            for piece in r.iter_bytes():
-                received += piece
+    with (
+        httpx.Client(timeout=TIMEOUT) as http,
+        http.stream("POST", server.base_url + "/chat/completions", json=body) as r,
+        pytest.raises(httpx.RemoteProtocolError),
+    ):
+        for piece in r.iter_bytes():
+            received += piece
     assert not received.endswith(b"\n\n")
     assert [f.code for f in check_stream(bytes(received))][:1] == ["truncated"]
-    with pytest.raises(openai.APIConnectionError):
-        with client.chat.completions.create(**body) as stream:  # type: ignore[call-overload]
-            list(stream)
+    with (
+        pytest.raises(openai.APIConnectionError),
+        client.chat.completions.create(**body) as stream,  # type: ignore[call-overload]
+    ):
+        list(stream)
     with pytest.raises(openai.APIConnectionError):
         client.chat.completions.create(model="disconnect", messages=MESSAGES)
 
@@ -261,7 +287,9 @@ def test_api_key() -> None:
             assert info.value.code == "invalid_api_key"
             with pytest.raises(openai.AuthenticationError):
                 bad.models.list()
-        with openai.OpenAI(base_url=srv.base_url, api_key="sk-secret", max_retries=0, timeout=TIMEOUT) as good:
+        with openai.OpenAI(
+            base_url=srv.base_url, api_key="sk-secret", max_retries=0, timeout=TIMEOUT
+        ) as good:
             assert [m.id for m in good.models.list()] == list(SCENARIOS)
             with good.chat.completions.create(model="plain", messages=MESSAGES, stream=True) as stream:  # type: ignore[arg-type]
                 assert len(list(stream)) == 17
@@ -343,7 +371,9 @@ def test_slow_drip_with_pings(server: LoopbackServer) -> None:
 def test_keep_alive_connection_reuse(server: LoopbackServer) -> None:
     with httpx.Client(timeout=TIMEOUT) as http:
         for _ in range(3):
-            with http.stream("POST", server.base_url + "/chat/completions", json={"model": "plain", "stream": True}) as r:
+            with http.stream(
+                "POST", server.base_url + "/chat/completions", json={"model": "plain", "stream": True}
+            ) as r:
                 assert r.read().endswith(b"data: [DONE]\n\n")
         assert http.get(server.base_url + "/models").status_code == 200
 
@@ -445,7 +475,9 @@ def test_serve_command() -> None:
         base_url = line.split()[3]
         assert base_url.startswith("http://127.0.0.1:") and base_url.endswith("/v1")
         with httpx.Client(timeout=TIMEOUT) as http:
-            r = http.post(base_url + "/chat/completions", json={"model": "plain", "messages": MESSAGES, "stream": True})
+            r = http.post(
+                base_url + "/chat/completions", json={"model": "plain", "messages": MESSAGES, "stream": True}
+            )
         assert r.status_code == 200 and check_stream(r.content) == []
         proc.send_signal(signal.SIGINT)
         assert proc.wait(TIMEOUT) == 0

@@ -42,7 +42,9 @@ CODES: Final[dict[str, CodeInfo]] = {
     "non-data-field": CodeInfo(WARNING, "an event:, id:, retry: or unknown field in a chat stream"),
     "field-only-event": CodeInfo(ERROR, "a block of fields with no data: line, ended by a blank line"),
     "invalid-utf8": CodeInfo(ERROR, "a payload is not valid UTF-8"),
-    "missing-final-blank-line": CodeInfo(ERROR, "the stream ends after an event's lines without the blank line"),
+    "missing-final-blank-line": CodeInfo(
+        ERROR, "the stream ends after an event's lines without the blank line"
+    ),
     "truncated": CodeInfo(ERROR, "the stream ends in the middle of a line (EOF inside an event)"),
     "empty-stream": CodeInfo(ERROR, "the stream holds no event at all"),
     # payloads
@@ -51,7 +53,9 @@ CODES: Final[dict[str, CodeInfo]] = {
     "wrong-object": CodeInfo(ERROR, 'a chunk\'s "object" is not "chat.completion.chunk"'),
     "id-changed": CodeInfo(WARNING, "the chunk id changes mid-stream"),
     "created-changed": CodeInfo(WARNING, '"created" changes mid-stream'),
-    "malformed-chunk": CodeInfo(ERROR, "a chunk lacks choices, a choice lacks index or delta, or a type is wrong"),
+    "malformed-chunk": CodeInfo(
+        ERROR, "a chunk lacks choices, a choice lacks index or delta, or a type is wrong"
+    ),
     "empty-choices": CodeInfo(WARNING, "a chunk with choices: [] that is not the usage chunk"),
     # choices
     "missing-role": CodeInfo(ERROR, "a choice never states its role"),
@@ -63,7 +67,9 @@ CODES: Final[dict[str, CodeInfo]] = {
     "missing-finish-reason": CodeInfo(ERROR, "a choice never gets a non-null finish_reason"),
     # tool calls
     "empty-tool-calls": CodeInfo(ERROR, "a delta carries tool_calls: []"),
-    "tool-calls-without-calls": CodeInfo(ERROR, 'finish_reason "tool_calls" in a choice that made no tool call'),
+    "tool-calls-without-calls": CodeInfo(
+        ERROR, 'finish_reason "tool_calls" in a choice that made no tool call'
+    ),
     "tool-call-without-index": CodeInfo(ERROR, "a tool-call fragment has no integer index"),
     "tool-call-index-gap": CodeInfo(ERROR, "a new tool-call index skips one (the first is not 0, or a gap)"),
     "tool-call-repeated": CodeInfo(ERROR, "a tool call's id or name is sent again in a later fragment"),
@@ -72,7 +78,9 @@ CODES: Final[dict[str, CodeInfo]] = {
     # end of stream
     "missing-done": CodeInfo(ERROR, "no data: [DONE] at the end"),
     "after-done": CodeInfo(ERROR, "an event or field after data: [DONE]"),
-    "missing-usage": CodeInfo(ERROR, "no usage chunk although one was expected (expect_usage / include_usage)"),
+    "missing-usage": CodeInfo(
+        ERROR, "no usage chunk although one was expected (expect_usage / include_usage)"
+    ),
     # HTTP (check --url only)
     "content-type": CodeInfo(ERROR, "the response is not text/event-stream"),
 }
@@ -346,7 +354,9 @@ class StreamChecker(_Framer):
         self._close_lines()
         self._check_bom()
         if self._partial_field:
-            self._report("truncated", self._partial_at, "the stream ends in the middle of a line; the event is lost")
+            self._report(
+                "truncated", self._partial_at, "the stream ends in the middle of a line; the event is lost"
+            )
         elif self.pending:
             self._report(
                 "missing-final-blank-line",
@@ -363,7 +373,9 @@ class StreamChecker(_Framer):
 
     def _check_bom(self) -> None:
         if self.lines.bom:
-            self._report_once("bom", 0, "the stream starts with a UTF-8 BOM; most Python clients then lose the first event")
+            self._report_once(
+                "bom", 0, "the stream starts with a UTF-8 BOM; most Python clients then lose the first event"
+            )
 
     # framing
 
@@ -374,24 +386,36 @@ class StreamChecker(_Framer):
             self._partial_at = self.start if self.start is not None else offset
             return
         if ending == CRLF:
-            self._report_once("crlf-line-endings", offset, "lines end in CRLF; clients that split on \\n\\n break")
+            self._report_once(
+                "crlf-line-endings", offset, "lines end in CRLF; clients that split on \\n\\n break"
+            )
         elif ending == CR:
-            self._report_once("cr-line-endings", offset, "lines end in a lone CR; LF-only clients see no events")
+            self._report_once(
+                "cr-line-endings", offset, "lines end in a lone CR; LF-only clients see no events"
+            )
         if not line or line[0] == 0x3A:
             return
         if self._done_at is not None:
-            self._report_once("after-done", offset, "a field after data: [DONE]; clients stop reading at [DONE]")
+            self._report_once(
+                "after-done", offset, "a field after data: [DONE]; clients stop reading at [DONE]"
+            )
         if line.startswith(b"data:"):
             if len(line) > 5 and line[5] != 0x20:
                 self._report_once(
-                    "data-without-space", offset, "data: without a space; clients that strip 'data: ' misread it"
+                    "data-without-space",
+                    offset,
+                    "data: without a space; clients that strip 'data: ' misread it",
                 )
             return
         name = line.split(b":", 1)[0]
         if name == b"event" and line[6:].lstrip(b" ") in (b"message", b"error"):
             return  # "error" is reported as error-object when its event dispatches
         label = name.decode("utf-8", "replace")
-        hint = " (openai-python then turns a later comment or blank line into an empty event)" if name == b"id" else ""
+        hint = (
+            " (openai-python then turns a later comment or blank line into an empty event)"
+            if name == b"id"
+            else ""
+        )
         self._report_once("non-data-field", offset, f"a {label!r} field in a chat stream{hint}", key=label)
 
     def on_fields(self, offset: int, names: list[bytes]) -> None:
@@ -416,7 +440,9 @@ class StreamChecker(_Framer):
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
-            self._report("invalid-utf8", offset, f"the payload is not valid UTF-8 ({exc.reason} at byte {exc.start})")
+            self._report(
+                "invalid-utf8", offset, f"the payload is not valid UTF-8 ({exc.reason} at byte {exc.start})"
+            )
             text = raw.decode("utf-8", "replace")
         if text == "[DONE]":
             self._done_at = offset
@@ -434,7 +460,9 @@ class StreamChecker(_Framer):
             self._report("error-object", offset, f"{how} mid-stream: {message!r}")
             return
         if not isinstance(chunk, dict):
-            self._report("invalid-json", offset, f"the payload is JSON but not an object: {type(chunk).__name__}")
+            self._report(
+                "invalid-json", offset, f"the payload is JSON but not an object: {type(chunk).__name__}"
+            )
             return
         self._chunk(offset, chunk)
 
@@ -480,7 +508,9 @@ class StreamChecker(_Framer):
             )
         if delta.get("role") is not None:
             if state.role or not first:
-                self._report_once("role-repeated", offset, f"choice {index}: a role after its first chunk", key=index)
+                self._report_once(
+                    "role-repeated", offset, f"choice {index}: a role after its first chunk", key=index
+                )
             state.role = True
         finish = choice.get("finish_reason")
         substantive = any(delta.get(k) for k in _SUBSTANTIVE) or bool(delta.get("tool_calls"))
@@ -510,7 +540,9 @@ class StreamChecker(_Framer):
                 )
             if finish == "tool_calls" and not state.tools:
                 self._report(
-                    "tool-calls-without-calls", offset, f'choice {index}: finish_reason "tool_calls" with no tool call'
+                    "tool-calls-without-calls",
+                    offset,
+                    f'choice {index}: finish_reason "tool_calls" with no tool call',
                 )
 
     def _tool_calls(self, offset: int, index: int, state: _ChoiceState, calls: Any) -> None:
@@ -527,7 +559,9 @@ class StreamChecker(_Framer):
                 continue
             at = call.get("index")
             if type(at) is not int:
-                self._report("tool-call-without-index", offset, f"choice {index}: a tool-call fragment without index")
+                self._report(
+                    "tool-call-without-index", offset, f"choice {index}: a tool-call fragment without index"
+                )
                 continue
             slot = state.tools.get(at)
             if slot is None:
@@ -578,11 +612,15 @@ class StreamChecker(_Framer):
             for at, (call_id, name) in sorted(state.tools.items()):
                 if not call_id or not name:
                     lacks = " and ".join(w for w, v in (("id", call_id), ("name", name)) if not v)
-                    self._report("tool-call-incomplete", end, f"choice {index}: tool call {at} has no {lacks}")
+                    self._report(
+                        "tool-call-incomplete", end, f"choice {index}: tool call {at} has no {lacks}"
+                    )
         if self.expect_usage and not self._usage:
             self._report("missing-usage", end, "no usage chunk (choices: [] with usage) before [DONE]")
         if self._done_at is None:
-            self._report("missing-done", end, "no data: [DONE]; clients waiting for it hang or report an error")
+            self._report(
+                "missing-done", end, "no data: [DONE]; clients waiting for it hang or report an error"
+            )
 
 
 def check_stream(data: bytes | bytearray | memoryview, /, *, expect_usage: bool = False) -> list[Finding]:
@@ -603,7 +641,10 @@ def check_stream(data: bytes | bytearray | memoryview, /, *, expect_usage: bool 
 def _format(findings: list[Finding], source: str, size: int, events: int) -> str:
     errors = sum(f.severity == ERROR for f in findings)
     warnings = len(findings) - errors
-    lines = [f"{source}:{f.offset if f.offset is not None else '-'}: {f.severity} {f.code}: {f.message}" for f in findings]
+    lines = [
+        f"{source}:{f.offset if f.offset is not None else '-'}: {f.severity} {f.code}: {f.message}"
+        for f in findings
+    ]
     if findings:
         lines.append(f"{source}: {errors} error(s), {warnings} warning(s) in {size} bytes, {events} event(s)")
     else:
@@ -681,10 +722,15 @@ def main(argv: list[str] | None = None) -> int:
         "Finding codes: docs/conformance.md.",
     )
     parser.add_argument("file", nargs="?", help="a captured stream (the raw response body); - reads stdin")
-    parser.add_argument("--url", help="POST a small streaming chat request to this endpoint (base URL or .../chat/completions)")
+    parser.add_argument(
+        "--url",
+        help="POST a small streaming chat request to this endpoint (base URL or .../chat/completions)",
+    )
     parser.add_argument("--model", default="gpt-4o-mini", help="model for --url (default: gpt-4o-mini)")
     parser.add_argument("--api-key", help="bearer token for --url (default: $OPENAI_API_KEY)")
-    parser.add_argument("--timeout", type=float, default=60.0, help="seconds for the whole --url request (default 60)")
+    parser.add_argument(
+        "--timeout", type=float, default=60.0, help="seconds for the whole --url request (default 60)"
+    )
     parser.add_argument(
         "--expect-usage",
         action="store_true",
@@ -704,7 +750,10 @@ def main(argv: list[str] | None = None) -> int:
         try:
             status, content_type, body = _fetch(args, checker)
         except ImportError:
-            print("python -m fastsse check: --url needs pycurl (pip install 'fastsse-cython[curl]')", file=sys.stderr)
+            print(
+                "python -m fastsse check: --url needs pycurl (pip install 'fastsse-cython[curl]')",
+                file=sys.stderr,
+            )
             return 2
         except Exception as exc:  # pycurl.error: refused, timeout, reset
             print(f"python -m fastsse check: {source}: transport error: {exc}", file=sys.stderr)
@@ -713,7 +762,7 @@ def main(argv: list[str] | None = None) -> int:
             text = body.decode("utf-8", "replace").strip()
             print(f"python -m fastsse check: {source}: HTTP {status}: {text[:500]}", file=sys.stderr)
             return 2
-        if not content_type.split(";")[0].strip().lower() == "text/event-stream":
+        if content_type.split(";")[0].strip().lower() != "text/event-stream":
             http_findings.append(
                 Finding(
                     "content-type",

@@ -146,7 +146,9 @@ class ChatChunkEncoder:
         self._check_open(what)
         choice = self._choices.get(index)
         if choice is None or not choice.started:
-            raise ValueError(f"{what} for choice {index} before role(index={index}): the first chunk carries the role")
+            raise ValueError(
+                f"{what} for choice {index} before role(index={index}): the first chunk carries the role"
+            )
         if choice.finished:
             raise ValueError(f"{what} for choice {index} after finish(index={index})")
         return choice
@@ -217,12 +219,16 @@ class ChatChunkEncoder:
             }
         elif 0 <= index < len(calls):
             if id is not None or name is not None:
-                raise ValueError(f"tool call {index} already has its id and name; clients concatenate repeats")
+                raise ValueError(
+                    f"tool call {index} already has its id and name; clients concatenate repeats"
+                )
             if not arguments:
                 raise ValueError(f"empty arguments fragment for tool call {index}")
             call = {"index": index, "function": {"arguments": arguments}}
         else:
-            raise ValueError(f"tool call index {index} skips {len(calls)}: indexes start at 0 and grow by one")
+            raise ValueError(
+                f"tool call index {index} skips {len(calls)}: indexes start at 0 and grow by one"
+            )
         return self._chunk(choice, {"tool_calls": [call]})
 
     def finish(self, reason: str = "stop", /, index: int = 0) -> bytes:

@@ -42,6 +42,7 @@ answers 401 to requests without ``Authorization: Bearer <api_key>``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import random
 import re
 import socket
@@ -205,7 +206,7 @@ def expected_completion(request: dict[str, Any], /) -> dict[str, Any]:
             message = choices[step[2]]["message"]
             message[key] = (message.get(key) or "") + step[1]
         elif kind == "tool":
-            _, call, call_id, fn, args = step
+            _, _call, call_id, fn, args = step
             calls = choices[0]["message"].setdefault("tool_calls", [])
             calls.append({"id": call_id, "type": "function", "function": {"name": fn, "arguments": args}})
         elif kind == "args":
@@ -253,7 +254,16 @@ class _LocalAIEncoder:
     reasoning = content
     refusal = content
 
-    def tool_call(self, index: int, /, *, id: str | None = None, name: str | None = None, arguments: str = "", choice: int = 0) -> bytes:
+    def tool_call(
+        self,
+        index: int,
+        /,
+        *,
+        id: str | None = None,
+        name: str | None = None,
+        arguments: str = "",
+        choice: int = 0,
+    ) -> bytes:
         function = {"name": name} if name is not None else {"arguments": arguments}
         call = {"index": index, "id": self.request_id, "type": "function", "function": function}
         delta: dict[str, Any] = {"role": "assistant", "tool_calls": [call]}
@@ -382,7 +392,9 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
-    def _error(self, status: int, message: str, type_: str = "invalid_request_error", code: str | None = None) -> None:
+    def _error(
+        self, status: int, message: str, type_: str = "invalid_request_error", code: str | None = None
+    ) -> None:
         self._send(status, _error_body(status, message, type_, code))
 
     def _authorized(self) -> bool:
@@ -398,7 +410,9 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if not self._authorized():
             return
-        models = [{"id": name, "object": "model", "created": CREATED, "owned_by": "fastsse"} for name in SCENARIOS]
+        models = [
+            {"id": name, "object": "model", "created": CREATED, "owned_by": "fastsse"} for name in SCENARIOS
+        ]
         self._send(200, orjson.dumps({"object": "list", "data": models}))
 
     def do_POST(self) -> None:
@@ -423,7 +437,9 @@ class _Handler(BaseHTTPRequestHandler):
             if not 400 <= status <= 599:
                 status = 500
             type_ = "server_error" if status >= 500 else "invalid_request_error"
-            self._error(status, f"Simulated HTTP {status} from the fastsse loopback server.", type_, f"http_{status}")
+            self._error(
+                status, f"Simulated HTTP {status} from the fastsse loopback server.", type_, f"http_{status}"
+            )
             return
         if name == "html":
             self._send(200, HTML_PAGE, "text/html; charset=utf-8")
@@ -452,10 +468,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _cut(self) -> None:
         self.close_connection = True
-        try:
+        with contextlib.suppress(OSError):
             self.connection.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
 
     def _stream(self, request: dict[str, Any], model: str, write: str) -> None:
         app = self.server.app
@@ -575,7 +589,10 @@ class LoopbackServer:
         """Serve from a daemon thread; return self."""
         if self._thread is None:
             self._thread = threading.Thread(
-                target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, name="fastsse-loopback", daemon=True
+                target=self._httpd.serve_forever,
+                kwargs={"poll_interval": 0.05},
+                name="fastsse-loopback",
+                daemon=True,
             )
             self._thread.start()
         return self
@@ -594,10 +611,8 @@ class LoopbackServer:
             self._thread.join(timeout)
         with self._lock:
             for conn in list(self._connections):
-                try:
+                with contextlib.suppress(OSError):
                     conn.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
             self._idle.wait_for(lambda: not self._connections, timeout)
         self._httpd.server_close()
 
@@ -632,20 +647,30 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m fastsse serve",
         description="Run the OpenAI-compatible loopback streaming server on 127.0.0.1.",
-        epilog=scenarios.rstrip() + "\n\nWRITE: small (uneven 1-11 byte pieces), event (one event per write), "
+        epilog=scenarios.rstrip()
+        + "\n\nWRITE: small (uneven 1-11 byte pieces), event (one event per write), "
         "bulk (64 KiB writes).",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--port", type=int, default=8000, help="TCP port on 127.0.0.1; 0 picks a free one (default 8000)")
+    parser.add_argument(
+        "--port", type=int, default=8000, help="TCP port on 127.0.0.1; 0 picks a free one (default 8000)"
+    )
     parser.add_argument("--api-key", help="answer 401 unless requests carry Authorization: Bearer API_KEY")
     parser.add_argument("--write", choices=WRITE_MODES, help="force one write mode for every stream")
-    parser.add_argument("--pause", type=float, default=0.0001, help="seconds between small pieces (default 0.0001)")
+    parser.add_argument(
+        "--pause", type=float, default=0.0001, help="seconds between small pieces (default 0.0001)"
+    )
     parser.add_argument("--seed", type=int, default=0, help="seed of the piece sizes (default 0)")
     parser.add_argument("--quiet", action="store_true", help="do not log requests")
     args = parser.parse_args(argv)
     try:
         server = LoopbackServer(
-            args.port, api_key=args.api_key, write=args.write, pause=args.pause, seed=args.seed, verbose=not args.quiet
+            args.port,
+            api_key=args.api_key,
+            write=args.write,
+            pause=args.pause,
+            seed=args.seed,
+            verbose=not args.quiet,
         )
     except OSError as exc:
         print(f"python -m fastsse serve: cannot listen on 127.0.0.1:{args.port}: {exc}", file=sys.stderr)
