@@ -11,6 +11,7 @@ from ._errors import EventTooLarge, SSEError, TransportError
 from ._version import __version__
 from .check import Finding, StreamChecker, check_stream
 from .encode import ChatChunkEncoder, encode_event
+from .normalize import Normalizer
 
 __all__ = [
     "BACKEND",
@@ -21,6 +22,7 @@ __all__ = [
     "Event",
     "EventTooLarge",
     "Finding",
+    "Normalizer",
     "SSEError",
     "StreamChecker",
     "TransportError",
