@@ -185,7 +185,7 @@ def test_chat_chunk_several_choices() -> None:
     stream = [enc.role(index=0), enc.role(index=1), enc.content("a", 1), enc.content("b", 0)]
     with pytest.raises(ValueError, match=r"choice\(s\) \[0, 1\]"):
         enc.done()
-    stream += [enc.finish("stop", 0), enc.finish("length", 1), enc.done()]
+    stream += [enc.finish("stop", 0), enc.finish(reason="length", index=1), enc.done()]
     assert check_stream(b"".join(stream)) == []
 
 

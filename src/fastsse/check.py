@@ -309,8 +309,7 @@ class StreamChecker(_Framer):
         self._once: set[tuple[str, object]] = set()
         self._done_at: int | None = None
         self._usage = False
-        self._id: Any = None
-        self._created: Any = None
+        self._first: dict[str, Any] = {}  # the first chunk's id and created
         self._choices: dict[int, _ChoiceState] = {}
         self._tool_ids: dict[str, tuple[int, int]] = {}
         self._new: list[Finding] = []
@@ -399,6 +398,8 @@ class StreamChecker(_Framer):
             self._report_once(
                 "after-done", offset, "a field after data: [DONE]; clients stop reading at [DONE]"
             )
+        if line == b"data":
+            return  # a data field with an empty value
         if line.startswith(b"data:"):
             if len(line) > 5 and line[5] != 0x20:
                 self._report_once(
@@ -456,6 +457,8 @@ class StreamChecker(_Framer):
         if etype == b"error" or (isinstance(chunk, dict) and chunk.get("error")):
             error = chunk.get("error") if isinstance(chunk, dict) else None
             message = error.get("message") if isinstance(error, dict) else error
+            if message is None and isinstance(chunk, dict):
+                message = chunk.get("message")  # the flat {"type": "error", "message": ...} form
             how = "an event: error" if etype == b"error" else "an error object"
             self._report("error-object", offset, f"{how} mid-stream: {message!r}")
             return
@@ -473,9 +476,9 @@ class StreamChecker(_Framer):
             )
         for key, code in (("id", "id-changed"), ("created", "created-changed")):
             value = chunk.get(key)
-            first = getattr(self, f"_{key}")
+            first = self._first.get(key)
             if first is None:
-                setattr(self, f"_{key}", value)
+                self._first[key] = value
             elif value is not None and value != first:
                 self._report_once(code, offset, f"{key} changes from {first!r} to {value!r}")
         if chunk.get("usage"):

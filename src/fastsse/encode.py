@@ -153,7 +153,7 @@ class ChatChunkEncoder:
             raise ValueError(f"{what} for choice {index} after finish(index={index})")
         return choice
 
-    def role(self, role: str = "assistant", /, index: int = 0) -> bytes:
+    def role(self, role: str = "assistant", index: int = 0) -> bytes:
         """The first chunk of choice ``index``: ``{"delta": {"role": role}}``, no content, finish_reason null."""
         self._check_open("role()")
         if not role:
@@ -231,7 +231,7 @@ class ChatChunkEncoder:
             )
         return self._chunk(choice, {"tool_calls": [call]})
 
-    def finish(self, reason: str = "stop", /, index: int = 0) -> bytes:
+    def finish(self, reason: str = "stop", index: int = 0) -> bytes:
         """The final chunk of choice ``index``: ``{"delta": {}, "finish_reason": reason}``."""
         choice = self._open(index, "finish()")
         if not isinstance(reason, str) or not reason:

@@ -245,7 +245,7 @@ class _LocalAIEncoder:
         }
         return b"data: " + orjson.dumps(chunk) + b"\n\n"
 
-    def role(self, role: str = "assistant", /, index: int = 0) -> bytes:
+    def role(self, role: str = "assistant", index: int = 0) -> bytes:
         return self._chunk({"role": role, "content": ""}, index=index)
 
     def content(self, text: str, /, index: int = 0) -> bytes:
@@ -271,7 +271,7 @@ class _LocalAIEncoder:
             delta["content"] = ""
         return self._chunk(delta, index=choice)
 
-    def finish(self, reason: str = "stop", /, index: int = 0) -> bytes:
+    def finish(self, reason: str = "stop", index: int = 0) -> bytes:
         return self._chunk({"content": ""}, reason, index=index)
 
     def usage(self, usage: dict[str, Any], /) -> bytes:
