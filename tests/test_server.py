@@ -66,7 +66,18 @@ def fold(chunks: list[Any]) -> dict[int, dict[str, Any]]:
     return choices
 
 
-COMPLIANT = ["plain", "n2", "tools", "reasoning", "refusal", "long-300", "huge-100000", "slow-2", "crlf"]
+COMPLIANT = [
+    "plain",
+    "demo",
+    "n2",
+    "tools",
+    "reasoning",
+    "refusal",
+    "long-300",
+    "huge-100000",
+    "slow-2",
+    "crlf",
+]
 
 
 @pytest.mark.parametrize("model", COMPLIANT)

@@ -11,6 +11,7 @@ Endpoints: ``POST /v1/chat/completions`` (``"stream": true`` streams, false retu
 The request's ``model`` picks a scripted scenario: ``NAME[-N][:WRITE]``. Unknown names get ``plain``.
 
   plain         content with non-ASCII text (the default); honours the request's ``n``
+  demo          reasoning_content, then a haiku (what ``python -m fastsse demo`` asks for)
   n2            plain with two choices, their chunks interleaved
   tools         two parallel tool calls (get_weather, get_time), fragments interleaved; finish tool_calls
   reasoning     reasoning_content deltas, then content
@@ -64,6 +65,7 @@ FINGERPRINT: Final = "fp_fastsse"
 
 SCENARIOS: Final[dict[str, str]] = {
     "plain": "content with non-ASCII text; honours n",
+    "demo": "reasoning_content, then a haiku",
     "n2": "two choices, interleaved",
     "tools": "two parallel tool calls, finish tool_calls",
     "reasoning": "reasoning_content, then content",
@@ -86,6 +88,11 @@ PLAIN: Final = [
     " héllo", " wörld", ",", " 你好", " 🌍", ".",
 ]  # fmt: skip
 REASONING: Final = ["The user", " greets me", "; a short", " friendly", " reply", " fits", " — ok."]
+DEMO_REASONING: Final = ["A haiku", ": five,", " seven,", " five", " syllables", "; the sea", "."]
+DEMO: Final = [
+    "Salt", " wind", " on", " the", " waves", " —", "\n", "the", " tide", " folds", " the", " moon's",
+    " bright", " path", "\n", "back", " into", " the", " sea", ".", " 🌊",
+]  # fmt: skip
 REFUSAL: Final = ["I'm sorry", ", but I", " can't help", " with that."]
 LONG: Final = [" lorem", " ipsum", " dolor", " sit", " amet", ",", " ünïcode", " token"]
 TOOLS: Final = [
@@ -140,7 +147,10 @@ def _script(name: str, number: int | None, n: int) -> list[tuple[Any, ...]]:
         n = 1
     for i in range(n):
         steps.append(("role", i))
-    if name == "reasoning":
+    if name == "demo":
+        steps += [("reasoning", t, 0) for t in DEMO_REASONING]
+        steps += [("content", t, 0) for t in DEMO]
+    elif name == "reasoning":
         steps += [("reasoning", t, 0) for t in REASONING]
         steps += [("content", t, 0) for t in ["Hello", "! Nice", " to meet", " you."]]
     elif name == "refusal":
@@ -647,7 +657,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m fastsse serve",
         description="Run the OpenAI-compatible loopback streaming server on 127.0.0.1.",
-        epilog=scenarios.rstrip()
+        epilog=scenarios.replace("``", "").rstrip()
         + "\n\nWRITE: small (uneven 1-11 byte pieces), event (one event per write), "
         "bulk (64 KiB writes).",
         formatter_class=argparse.RawDescriptionHelpFormatter,
