@@ -30,7 +30,9 @@ def _extensions():
     else:
         args = ["/O2"] if sys.platform == "win32" else ["-O3"]
     exts = [
-        Extension(f"fastsse.{name}", [f"src/fastsse/{name}.pyx"], extra_compile_args=args, optional=not STRICT)
+        Extension(
+            f"fastsse.{name}", [f"src/fastsse/{name}.pyx"], extra_compile_args=args, optional=not STRICT
+        )
         for name in MODULES
     ]
     return cythonize(
@@ -56,7 +58,10 @@ def _build():
     except Exception as exc:  # Cython missing or a .pyx failed to translate
         if STRICT:
             raise
-        print(f"*** WARNING fastsse: compiled backend unavailable ({exc}); pure Python build ***", file=sys.stderr)
+        print(
+            f"*** WARNING fastsse: compiled backend unavailable ({exc}); pure Python build ***",
+            file=sys.stderr,
+        )
         return []
 
 

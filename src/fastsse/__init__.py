@@ -12,6 +12,7 @@ from ._version import __version__
 from .check import Finding, StreamChecker, check_stream
 from .encode import ChatChunkEncoder, encode_event
 from .normalize import Normalizer
+from .stream import aiter_chunks, aiter_events, create_stream, iter_chunks, iter_events
 
 __all__ = [
     "BACKEND",
@@ -27,7 +28,12 @@ __all__ = [
     "StreamChecker",
     "TransportError",
     "__version__",
+    "aiter_chunks",
+    "aiter_events",
     "check_stream",
+    "create_stream",
     "encode_event",
     "get_backend",
+    "iter_chunks",
+    "iter_events",
 ]
