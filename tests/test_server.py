@@ -436,6 +436,18 @@ def test_close_ends_streams_in_progress() -> None:
     srv.close()  # twice is harmless
 
 
+def test_serve_forever_on_the_calling_thread_stops_on_close() -> None:
+    srv = LoopbackServer(pause=0)
+    thread = threading.Thread(target=srv.serve_forever)
+    thread.start()
+    with httpx.Client(timeout=TIMEOUT) as http:
+        assert http.get(srv.base_url + "/models").status_code == 200
+    srv.close()
+    thread.join(TIMEOUT)
+    assert not thread.is_alive()
+    LoopbackServer(pause=0).close()  # never started: closes at once
+
+
 def test_parse_model() -> None:
     assert parse_model("long-20000") == ("long", 20000, None)
     assert parse_model("long-20000:bulk") == ("long", 20000, "bulk")

@@ -200,8 +200,9 @@ def expected_completion(request: dict[str, Any], /) -> dict[str, Any]:
     """``expected_completion(request) -> dict``: the ``chat.completion`` the scenario stands for.
 
     It is the non-streamed answer to ``request``, and what a client should fold the streamed answer
-    into (``usage`` in a stream only with ``stream_options.include_usage``). For ``error``,
-    ``disconnect``, ``html`` and ``http-N`` it describes the part that is sent before the failure.
+    into (``usage`` in a stream only with ``stream_options.include_usage``; the ``localai`` streams
+    carry LocalAI's zero usage on every chunk instead). For ``error`` and ``disconnect`` it describes
+    the part sent before the failure; ``html`` and ``http-N`` send no completion at all.
     """
     model = str(request.get("model") or "plain")
     name, number, _ = parse_model(model)
@@ -581,6 +582,7 @@ class LoopbackServer:
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
         self._thread: threading.Thread | None = None
+        self._serving = False  # serve_forever is running, on our thread or the caller's
         self._httpd = _HTTPServer(("127.0.0.1", port), _Handler)
         self._httpd.app = self
         self.port: int = self._httpd.server_address[1]
@@ -598,26 +600,27 @@ class LoopbackServer:
     def start(self) -> LoopbackServer:
         """Serve from a daemon thread; return self."""
         if self._thread is None:
-            self._thread = threading.Thread(
-                target=self._httpd.serve_forever,
-                kwargs={"poll_interval": 0.05},
-                name="fastsse-loopback",
-                daemon=True,
-            )
+            self._thread = threading.Thread(target=self.serve_forever, name="fastsse-loopback", daemon=True)
+            self._serving = True  # before the thread runs, so an immediate close() still shuts it down
             self._thread.start()
         return self
 
     def serve_forever(self) -> None:
         """Serve on the calling thread until ``close()`` is called from another one (or Ctrl-C)."""
-        self._httpd.serve_forever(poll_interval=0.1)
+        self._serving = True
+        try:
+            self._httpd.serve_forever(poll_interval=0.05)
+        finally:
+            self._serving = False
 
     def close(self, timeout: float = 5.0) -> None:
         """Stop serving, end the streams in progress and close every connection (waits up to ``timeout`` s)."""
         if self._stopping.is_set():
             return
         self._stopping.set()
-        if self._thread is not None:
+        if self._serving:
             self._httpd.shutdown()
+        if self._thread is not None:
             self._thread.join(timeout)
         with self._lock:
             for conn in list(self._connections):
@@ -691,6 +694,5 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         pass
     finally:
-        server._stopping.set()
-        server._httpd.server_close()
+        server.close()
     return 0
