@@ -7,6 +7,7 @@ both backends behave identically.
 from __future__ import annotations
 
 from ._backend import BACKEND, ChatAggregator, ChatStream, Decoder, Event, get_backend
+from ._chat import Verdict
 from ._errors import EventTooLarge, SSEError, TransportError
 from ._version import __version__
 from .check import Finding, StreamChecker, check_stream
@@ -27,6 +28,7 @@ __all__ = [
     "SSEError",
     "StreamChecker",
     "TransportError",
+    "Verdict",
     "__version__",
     "aiter_chunks",
     "aiter_events",
