@@ -13,7 +13,7 @@ from fastsse import _contenders, bench
 @pytest.fixture
 def tiny(monkeypatch):
     monkeypatch.setattr(bench, "QUICK_SCALE", 0.002)
-    monkeypatch.setattr(bench, "QUICK_GROUPS", ("decode:chat:1KiB", "aggregate:chat"))
+    monkeypatch.setattr(bench, "QUICK_GROUPS", ("decode:chat:1KiB", "aggregate:chat:str"))
     monkeypatch.setattr(bench, "_time", lambda run, args, repeats, min_seconds: (run(*args), 1e-3)[1])
 
 

@@ -91,6 +91,17 @@ class Corpus:
         """The payloads that are JSON (everything but ``[DONE]``): the orjson floor's input."""
         return [p for p in self.payloads if p != "[DONE]"]
 
+    @cached_property
+    def payload_bytes(self) -> list[bytes]:
+        """Every dispatched event's data as ``bytes``, fresh copies made one after the other so
+        they sit packed in memory as a stream read does (the generator's own objects are
+        scattered, and chasing them costs more than decoding a chat payload)."""
+        return [bytes(memoryview(d)) for d in self.datas]
+
+    @cached_property
+    def json_payload_bytes(self) -> list[bytes]:
+        return [p for p in self.payload_bytes if p != b"[DONE]"]
+
     def chunked(self, how: str) -> list[bytes]:
         """The stream cut into reads: ``64B``, ``1KiB``, ``16KiB``, ``random`` (log-uniform 1 B to
         16 KiB, seeded) or ``event`` (one read per event). Cached; done once, never while timed."""

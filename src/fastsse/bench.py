@@ -32,10 +32,10 @@ CASES: tuple[Case, ...] = (
         for how in ("64B", "1KiB", "16KiB", "event")
     ),
     ("decode:large:16KiB", _contenders.decoder, _contenders.DECODERS, "large", "16KiB"),
-    ("aggregate:chat", _contenders.aggregator, _contenders.AGGREGATORS, "chat", "event"),
+    ("aggregate:chat:str", _contenders.aggregator, _contenders.AGGREGATORS, "chat", "str"),
     ("stream:chat:1KiB", _contenders.stream, _contenders.STREAMERS, "chat", "1KiB"),
 )
-QUICK_GROUPS = ("decode:chat:1KiB", "decode:large:16KiB", "aggregate:chat", "stream:chat:1KiB")
+QUICK_GROUPS = ("decode:chat:1KiB", "decode:large:16KiB", "aggregate:chat:str", "stream:chat:1KiB")
 
 
 @dataclass
