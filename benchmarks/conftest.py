@@ -19,6 +19,7 @@ import fastsse
 from fastsse import _contenders, _corpora
 
 QUICK_SCALE = 0.05
+_LOAD_AT_START = pytest.StashKey[tuple[float, float, float]]()
 PEERS = {"openai": "openai", "httpx-sse": "httpx-sse", "sseclient-py": "sseclient-py", "orjson": "orjson"}
 
 
@@ -42,10 +43,17 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     ]
 
 
+def pytest_sessionstart(session: pytest.Session) -> None:
+    session.config.stash[_LOAD_AT_START] = os.getloadavg()
+
+
 def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: dict[str, Any]) -> None:
     machine_info["fastsse"] = {"version": fastsse.__version__, "backend": fastsse.BACKEND}
     machine_info["peers"] = {dist: _contenders._version(dist) for dist in PEERS.values()}
-    machine_info["loadavg"] = os.getloadavg()
+    # The 1-minute load average before the run and when the JSON is written (after it): on a
+    # 2-core machine a value near 1 is the benchmark alone; above that, something else ran.
+    machine_info["loadavg_start"] = config.stash.get(_LOAD_AT_START, None)
+    machine_info["loadavg_end"] = os.getloadavg()
     machine_info["cpu_count"] = os.cpu_count()
     machine_info["corpus_scale"] = _scale(config)
     machine_info["python_build"] = f"{platform.python_implementation()} {sys.version}"

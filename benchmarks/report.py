@@ -157,6 +157,16 @@ def targets(groups: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _load(info: dict[str, Any]) -> str:
+    start, end = info.get("loadavg_start"), info.get("loadavg_end") or info.get("loadavg")
+    parts = []
+    if start:
+        parts.append(f"{start[0]:.2f} before")
+    if end:
+        parts.append(f"{end[0]:.2f} after")
+    return " and ".join(parts) or "?"
+
+
 def main(argv: list[str]) -> int:
     if len(argv) != 1:
         print(__doc__, file=sys.stderr)
@@ -167,7 +177,7 @@ def main(argv: list[str]) -> int:
     fastsse = info.get("fastsse", {})
     out = [
         f"Run {info.get('datetime', '?')} at commit {info.get('commit', '?')}: {cpu}, "
-        f"{info.get('cpu_count', '?')} CPUs, load average at start {_fmt((info.get('loadavg') or [None])[0], 2)}; "
+        f"{info.get('cpu_count', '?')} CPUs, 1-minute load average {_load(info)}; "
         f"{info.get('python_implementation', '')} {info.get('python_version', '')}; "
         f"fastsse {fastsse.get('version', '?')}; {peers}.",
         "",
@@ -179,7 +189,7 @@ def main(argv: list[str]) -> int:
         "",
         *decode_table(groups),
         "",
-        "### Aggregation (payload str -> chat.completion)",
+        "### Aggregation (payloads, str or bytes -> chat.completion)",
         "",
         *fold_table(groups, "aggregate:", ("fastsse-cython", "fastsse-python", "openai", "floor")),
         "",
