@@ -19,6 +19,8 @@ marked slow). Without a cap, a 64 MiB event must cost time linear in its size wh
 from __future__ import annotations
 
 import itertools
+import json
+import sys
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -27,6 +29,7 @@ import pytest
 
 import fastsse
 from _memory import rss, traced_peak
+from _sse_helpers import VECTORS, chunkings, decode
 
 CAP = 4 << 10
 CHUNK_SIZES = [1, 64, 64 << 10]
@@ -279,3 +282,49 @@ def test_64mib_event_costs_linear_time(backend: Any, shape: str, head: bytes, pa
     chunked = min(_time_event(backend, head, pattern, size, 4096) for _ in range(2))
     assert chunked / whole < 40, (shape, chunked, whole)
     assert max(chunked, whole) < 15.0, (shape, chunked, whole)
+
+
+# Regression vectors (tests/vectors/regressions.json, expectations written by hand).
+
+
+def _regressions() -> list[dict[str, Any]]:
+    with open(VECTORS / "regressions.json", encoding="utf-8") as f:
+        vectors: list[dict[str, Any]] = json.load(f)
+    for v in vectors:
+        v["bytes"] = v["input"].encode(v["encoding"])
+    return vectors
+
+
+REGRESSIONS = _regressions()
+
+
+def _some_chunkings(data: bytes) -> Iterator[tuple[str, list[bytes]]]:
+    # These inputs run to 10 KB, so every 2-way split is replaced by every 97th one.
+    for name, chunks in chunkings(data, seed=len(data), randoms=6):
+        if not name.startswith("split@") or int(name[6:]) % 97 in (0, 1):
+            yield name, chunks
+
+
+@pytest.mark.parametrize("vector", REGRESSIONS, ids=[v["name"] for v in REGRESSIONS])
+def test_regression_vectors(backend: Any, vector: dict[str, Any]) -> None:
+    want = [(e["event"], e["data"], e["id"], e["retry"]) for e in vector["events"]]
+    for name, chunks in _some_chunkings(vector["bytes"]):
+        decoder = backend.Decoder()
+        events, truncated = decode(decoder, chunks)
+        assert events == want, name
+        assert truncated is vector["truncated"], name
+        assert decoder.last_event_id == vector["last_event_id"], name
+        assert decoder.retry == vector["retry"], name
+
+
+def test_retry_ignores_the_interpreter_int_digit_limit(backend: Any) -> None:
+    # sys.set_int_max_str_digits is process-wide; the decoder must not depend on it.
+    if not hasattr(sys, "set_int_max_str_digits"):
+        pytest.skip("no int digit limit on this interpreter")
+    old = sys.get_int_max_str_digits()
+    sys.set_int_max_str_digits(640)
+    try:
+        (event,) = backend.Decoder().feed(b"retry: " + b"7" * 1000 + b"\ndata: a\n\n")
+    finally:
+        sys.set_int_max_str_digits(old)
+    assert event.retry == (10**1000 - 1) // 9 * 7
