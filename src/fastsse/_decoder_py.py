@@ -10,6 +10,7 @@ import re
 from typing import Final
 
 from ._errors import bad_input_type, too_large
+from ._fields import long_retry
 
 _EOL: Final = re.compile(rb"[\r\n]")
 _BOM: Final = b"\xef\xbb\xbf"
@@ -260,5 +261,7 @@ class Decoder:
             if b"\x00" not in value:
                 self._last_id = value.decode("utf-8", "replace")
         elif name == b"retry" and value and value.isdigit():
-            self._retry = int(value)
+            retry = int(value) if len(value) <= 18 else long_retry(value)
+            if retry is not None:
+                self._retry = retry
         return False
