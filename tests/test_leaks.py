@@ -61,7 +61,12 @@ def flat_rss(step: Callable[[], None], rounds: int, *, warmup: int) -> tuple[int
         if (r + 1) % max(rounds // 10, 1) == 0:
             samples.append(rss())
     gc.collect()
-    return rss() - base, samples
+    end = rss()
+    # Shown with ``pytest -s``: the figures quoted in the hardening note.
+    print(
+        f"\nRSS after warm-up {base >> 10} KiB, at the end {end >> 10} KiB, samples {[x >> 10 for x in samples]}"
+    )
+    return end - base, samples
 
 
 @pytest.mark.slow
@@ -187,3 +192,161 @@ def test_tracemalloc_finds_nothing_left(backend: Any) -> None:
         tracemalloc.stop()
     # 20,000 events went through; what stays is at most the decoder's reused buffers.
     assert end - start < 16 << 10, end - start
+
+
+# ChatAggregator and ChatStream: 10^6 chunks each, as 1000 streams of 1000 chunks (a fold keeps what
+# it folds, so one endless stream would grow by design; one stream of chunks that replace rather
+# than append is checked separately).
+
+
+def _chat_block(n: int = 1000) -> list[bytes]:
+    head = b'"id":"c","object":"chat.completion.chunk","created":1,"model":"m"'
+    out = [b"{" + head + b',"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}']
+    for i in range(1, n - 3):
+        k = i % 6
+        if k == 0:
+            out.append(b"{" + head + b',"choices":[{"index":0,"delta":{"content":"w%d \xc3\xa9"}}]}' % i)
+        elif k == 1:
+            out.append(b"{" + head + b',"choices":[{"index":1,"delta":{"reasoning_content":"r%d"}}]}' % i)
+        elif k == 2:
+            out.append(
+                b"{" + head + b',"choices":[{"index":0,"delta":{"tool_calls":[{"index":%d,"id":"call_%d",'
+                b'"function":{"name":"f","arguments":"{\\"a\\":"}}]}}]}' % (i % 4, i % 4)
+            )
+        elif k == 3:
+            out.append(
+                b"{" + head + b',"choices":[{"index":0,"delta":{"content":"x"},"logprobs":{"content":'
+                b'[{"token":"x","logprob":-0.5,"bytes":[120],"top_logprobs":[]}]}}]}'
+            )
+        elif k == 4:
+            out.append(b'{"choices": 5, "delta": [], "usage": {"total_tokens": %d}}' % i)  # malformed
+        else:
+            out.append(b"not json %d" % i)  # skipped
+    out.append(b"{" + head + b',"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}')
+    out.append(b"{" + head + b',"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":2}}')
+    out.append(b"[DONE]")
+    return out
+
+
+CHAT_PAYLOADS = _chat_block()
+CHAT_SSE = b"".join(b"data: " + p + b"\n\n" for p in CHAT_PAYLOADS)
+CHAT_CHUNKS = [CHAT_SSE[i : i + 4093] for i in range(0, len(CHAT_SSE), 4093)]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", [pytest.param("cython", marks=pytest.mark.c_extension), "python"])
+def test_chat_aggregator_rss_flat_over_a_million_chunks(name: str) -> None:
+    backend = fastsse.get_backend(name)
+
+    def step() -> None:
+        agg = backend.ChatAggregator()
+        for payload in CHAT_PAYLOADS:
+            agg.feed_data(payload)
+        assert agg.done and agg.result()["choices"][0]["finish_reason"] == "stop"
+
+    grown, samples = flat_rss(step, 1000, warmup=100)
+    assert grown < (1 << 20), (grown, samples)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", [pytest.param("cython", marks=pytest.mark.c_extension), "python"])
+def test_chat_stream_rss_flat_over_a_million_chunks(name: str) -> None:
+    backend = fastsse.get_backend(name)
+    count = 0
+
+    def on_chunk(chunk: Any) -> None:
+        nonlocal count
+        count += 1
+
+    def step() -> None:
+        stream = backend.ChatStream(on_chunk)
+        for chunk in CHAT_CHUNKS:
+            assert stream.write(chunk) is None
+        stream.close()
+        assert stream.result()["verdict"]["done"] is True
+
+    grown, samples = flat_rss(step, 1000, warmup=100)
+    assert grown < (1 << 20), (grown, samples)
+    assert count > 800_000
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", [pytest.param("cython", marks=pytest.mark.c_extension), "python"])
+def test_one_chat_stream_of_replacing_chunks_stays_flat(name: str) -> None:
+    # Chunks that only replace state (role, finish_reason, usage, provider fields): no growth.
+    backend = fastsse.get_backend(name)
+    event = (
+        b'data: {"id":"c","model":"m","usage":{"total_tokens":7},"x_provider":{"k":[1,2]},'
+        b'"choices":[{"index":0,"delta":{"role":"assistant"},"finish_reason":"stop"}]}\n\n'
+    ) * 1000
+    stream = backend.ChatStream()
+    grown, samples = flat_rss(lambda: stream.write(event), 500, warmup=50)
+    assert grown < (1 << 20), (grown, samples)
+
+
+@pytest.mark.parametrize("name", [pytest.param("cython", marks=pytest.mark.c_extension), "python"])
+def test_chat_refcounts_and_tracemalloc(name: str) -> None:
+    backend = fastsse.get_backend(name)
+    payload = CHAT_PAYLOADS[3]
+    callback_calls = []
+
+    def on_chunk(chunk: Any) -> bool:
+        callback_calls.append(1)
+        return len(callback_calls) % 97 != 0  # abort now and then
+
+    def run_once() -> None:
+        agg = backend.ChatAggregator()
+        for p in CHAT_PAYLOADS:
+            agg.feed_data(p)
+        agg.result()
+        stream = backend.ChatStream(on_chunk, max_event_bytes=1 << 16)
+        for chunk in CHAT_CHUNKS:
+            if stream.write(chunk) == 0:
+                break
+        stream.result()
+
+    for _ in range(3):
+        run_once()
+    gc.collect()
+    before = (sys.getrefcount(payload), sys.getrefcount(on_chunk), sys.getrefcount(CHAT_CHUNKS[0]))
+    tracemalloc.start()
+    try:
+        start, _ = tracemalloc.get_traced_memory()
+        for _ in range(20):
+            run_once()
+        callback_calls.clear()
+        gc.collect()
+        end, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert (sys.getrefcount(payload), sys.getrefcount(on_chunk), sys.getrefcount(CHAT_CHUNKS[0])) == before
+    assert end - start < 16 << 10, end - start
+
+
+@pytest.mark.parametrize("name", [pytest.param("cython", marks=pytest.mark.c_extension), "python"])
+def test_chat_stream_error_paths_do_not_leak(name: str) -> None:
+    # on_chunk raising, EventTooLarge, writes after the stop: refcounts of the exception's pieces
+    # and of the inputs come back.
+    backend = fastsse.get_backend(name)
+
+    class Boom(Exception):
+        pass
+
+    def explode(chunk: Any) -> None:
+        raise Boom
+
+    big = b"data: " + b"z" * 5000 + b"\n\n"
+    gc.collect()
+    before = (sys.getrefcount(explode), sys.getrefcount(big), sys.getrefcount(Boom))
+    for _ in range(2000):
+        stream = backend.ChatStream(explode)
+        with pytest.raises(Boom):
+            stream.write(CHAT_CHUNKS[0])
+        assert stream.write(CHAT_CHUNKS[1]) == 0
+        stream = backend.ChatStream(max_event_bytes=1024)
+        with pytest.raises(fastsse.EventTooLarge):
+            stream.write(big)
+        assert stream.write(big) == 0
+    del stream
+    gc.collect()
+    assert (sys.getrefcount(explode), sys.getrefcount(big), sys.getrefcount(Boom)) == before
