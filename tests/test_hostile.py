@@ -26,6 +26,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import fastsse
 from _memory import rss, traced_peak
@@ -328,3 +330,171 @@ def test_retry_ignores_the_interpreter_int_digit_limit(backend: Any) -> None:
     finally:
         sys.set_int_max_str_digits(old)
     assert event.retry == (10**1000 - 1) // 9 * 7
+
+
+# Slow: a grammar-based differential suite with a large example budget (the fast budgets live in
+# test_decoder_hypothesis.py and the agg branch's suites). Streams are built from SSE lines and from
+# chat chunks with wrong types mixed in, then compared across backends, across chunkings and, for
+# chat, between ChatStream and Decoder + ChatAggregator.
+
+_NAMES = st.sampled_from(
+    [b"data", b"event", b"id", b"retry", b"", b"Data", b"dat", b"datas", b":", b"\xef\xbb\xbf"]
+)
+_VALUES = st.one_of(
+    st.binary(max_size=40),
+    st.sampled_from(
+        [b"", b" ", b"123", b"9" * 30, b"\x00", b"[DONE]", b"\xff", "é🙂".encode(), b"\r", b"x" * 200]
+    ),
+)
+_EOLS = st.sampled_from([b"\n", b"\r", b"\r\n"])
+_LINE = st.one_of(
+    st.tuples(_NAMES, st.sampled_from([b":", b": ", b""]), _VALUES, _EOLS).map(b"".join),
+    _EOLS,
+)
+_SSE = st.tuples(st.sampled_from([b"", b"\xef\xbb\xbf", b"\xef"]), st.lists(_LINE, max_size=60)).map(
+    lambda t: t[0] + b"".join(t[1])
+)
+_CUTS = st.lists(st.integers(min_value=0, max_value=1 << 16), max_size=20)
+
+_ANY = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**63), max_value=2**63 - 1),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=8),
+    st.just([]),
+    st.just({}),
+)
+_TEXT = st.one_of(st.text(max_size=12), _ANY)
+_CALL = st.fixed_dictionaries(
+    {},
+    optional={
+        "index": st.one_of(st.integers(min_value=0, max_value=3), _ANY),
+        "id": st.one_of(st.sampled_from(["call_a", "call_b", ""]), _ANY),
+        "type": st.one_of(st.just("function"), _ANY),
+        "function": st.one_of(
+            st.fixed_dictionaries({}, optional={"name": _TEXT, "arguments": _TEXT}),
+            _ANY,
+        ),
+    },
+)
+_DELTA = st.fixed_dictionaries(
+    {},
+    optional={
+        "role": st.one_of(st.sampled_from(["assistant", ""]), _ANY),
+        "content": _TEXT,
+        "reasoning_content": _TEXT,
+        "refusal": _TEXT,
+        "tool_calls": st.one_of(st.lists(st.one_of(_CALL, _ANY), max_size=3), _ANY),
+        "function_call": st.one_of(
+            st.fixed_dictionaries({}, optional={"name": _TEXT, "arguments": _TEXT}), _ANY
+        ),
+    },
+)
+_CHOICE = st.fixed_dictionaries(
+    {},
+    optional={
+        "index": st.one_of(st.integers(min_value=0, max_value=2), _ANY),
+        "delta": st.one_of(_DELTA, _ANY),
+        "finish_reason": st.one_of(st.sampled_from(["stop", "length", "tool_calls", ""]), _ANY),
+    },
+)
+_CHUNK = st.fixed_dictionaries(
+    {},
+    optional={
+        "id": _TEXT,
+        "model": _TEXT,
+        "choices": st.one_of(st.lists(st.one_of(_CHOICE, _ANY), max_size=3), _ANY),
+        "usage": st.one_of(st.fixed_dictionaries({"total_tokens": st.integers(0, 100)}), _ANY),
+        "error": st.one_of(st.none(), st.none(), st.none(), st.just({"message": "boom"})),
+    },
+)
+_PAYLOAD = st.one_of(
+    _CHUNK.map(lambda c: json.dumps(c, separators=(",", ":")).encode("utf-8", "surrogatepass")),
+    st.sampled_from([b"[DONE]", b"not json", b"{", b"null", b"[]", b"5"]),
+    st.binary(max_size=20),
+)
+_CHAT = st.lists(
+    st.tuples(st.sampled_from([b"", b"event: error\n", b": ping\n", b"id: 1\n"]), _PAYLOAD, _EOLS),
+    max_size=25,
+).map(
+    lambda items: b"".join(
+        pre + b"data: " + p.replace(b"\n", b" ").replace(b"\r", b" ") + eol + eol for pre, p, eol in items
+    )
+)
+
+_SLOW = settings(max_examples=3000, deadline=None, suppress_health_check=list(HealthCheck))
+
+
+def _split(data: bytes, cuts: list[int]) -> list[bytes]:
+    bounds = sorted({0, len(data), *(c % (len(data) + 1) for c in cuts)})
+    return [data[a:b] for a, b in itertools.pairwise(bounds)]
+
+
+def _decoder_trace(backend: Any, chunks: list[bytes], limit: int | None) -> Any:
+    decoder = backend.Decoder(max_event_bytes=limit)
+    trace: list[Any] = []
+    for chunk in chunks:
+        try:
+            trace.append([(e.event, e.data, e.id, e.retry) for e in decoder.feed(chunk)])
+        except fastsse.EventTooLarge as exc:
+            trace.append(("too-large", [(e.event, e.data, e.id, e.retry) for e in exc.events]))
+    decoder.close()
+    return trace, decoder.truncated, decoder.last_event_id, decoder.retry
+
+
+def _flat(trace: Any) -> list[Any]:
+    return [e for step in trace[0] for e in (step[1] if isinstance(step, tuple) else step)]
+
+
+@pytest.mark.slow
+@pytest.mark.c_extension
+@_SLOW
+@given(data=_SSE, cuts=_CUTS, limit=st.one_of(st.none(), st.integers(min_value=1, max_value=300)))
+def test_grammar_streams_differential_large_budget(data: bytes, cuts: list[int], limit: int | None) -> None:
+    c, py = fastsse.get_backend("cython"), fastsse.get_backend("python")
+    chunks = _split(data, cuts)
+    got = _decoder_trace(c, chunks, limit)
+    assert got == _decoder_trace(py, chunks, limit)
+    whole = _decoder_trace(c, [data], limit)
+    assert _flat(got) == _flat(whole) and got[1:] == whole[1:]
+
+
+def _chat_trace(backend: Any, chunks: list[bytes], limit: int | None) -> Any:
+    seen: list[str] = []
+    stream = backend.ChatStream(lambda chunk: seen.append(repr(chunk)), max_event_bytes=limit)
+    outcomes: list[Any] = []
+    for chunk in chunks:
+        try:
+            outcomes.append(stream.write(chunk))
+        except fastsse.EventTooLarge:
+            outcomes.append("too-large")
+    stream.close()
+    return outcomes, seen, stream.result()
+
+
+@pytest.mark.slow
+@pytest.mark.c_extension
+@_SLOW
+@given(
+    data=_CHAT, cuts=_CUTS, limit=st.one_of(st.none(), st.none(), st.integers(min_value=16, max_value=400))
+)
+def test_grammar_chat_streams_differential_large_budget(
+    data: bytes, cuts: list[int], limit: int | None
+) -> None:
+    c, py = fastsse.get_backend("cython"), fastsse.get_backend("python")
+    chunks = _split(data, cuts)
+    got = _chat_trace(c, chunks, limit)
+    assert got == _chat_trace(py, chunks, limit)
+    if limit is None:
+        assert got[1:] == _chat_trace(c, [data], None)[1:]  # same chunks seen, same result
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError:
+            return  # the known fused/unfused difference: see test_garbage_chat.py
+        agg = c.ChatAggregator()
+        for event in c.Decoder().feed(data):
+            agg.feed_event(event)
+        fused = dict(got[2])
+        fused.pop("verdict")
+        assert fused == agg.result()
