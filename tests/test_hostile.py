@@ -498,3 +498,11 @@ def test_grammar_chat_streams_differential_large_budget(
         fused = dict(got[2])
         fused.pop("verdict")
         assert fused == agg.result()
+
+
+@pytest.mark.parametrize("bad", [1.5, "64", b"64", 2.0], ids=repr)
+def test_max_event_bytes_must_be_an_int_on_both_backends(backend: Any, bad: object) -> None:
+    # The compiled decoder stores it in a C integer; the twin used to accept a float and then raise
+    # EventTooLarge(limit=1.5), so the two backends disagreed on a caller's mistake.
+    with pytest.raises(TypeError):
+        backend.Decoder(max_event_bytes=bad)
