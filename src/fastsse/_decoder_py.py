@@ -6,6 +6,7 @@ Both implement the WHATWG "event stream interpretation" rules byte for byte; the
 
 from __future__ import annotations
 
+import operator
 import re
 from typing import Final
 
@@ -79,8 +80,11 @@ class Decoder:
     """
 
     def __init__(self, *, max_event_bytes: int | None = None) -> None:
-        if max_event_bytes is not None and max_event_bytes < 1:
-            raise ValueError(f"max_event_bytes must be a positive int or None, not {max_event_bytes!r}")
+        if max_event_bytes is not None:
+            # operator.index: a float is a TypeError here as in the compiled module's C integer.
+            max_event_bytes = operator.index(max_event_bytes)
+            if max_event_bytes < 1:
+                raise ValueError(f"max_event_bytes must be a positive int or None, not {max_event_bytes!r}")
         self._limit = max_event_bytes
         self._last_id = ""
         self._retry: int | None = None
