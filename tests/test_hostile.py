@@ -30,6 +30,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import fastsse
+import fastsse.stream
 from _memory import rss, traced_peak
 from _sse_helpers import VECTORS, chunkings, decode
 
@@ -506,3 +507,71 @@ def test_max_event_bytes_must_be_an_int_on_both_backends(backend: Any, bad: obje
     # EventTooLarge(limit=1.5), so the two backends disagreed on a caller's mistake.
     with pytest.raises(TypeError):
         backend.Decoder(max_event_bytes=bad)
+
+
+# The same hostile input through ChatStream and the byte iterators.
+
+CHAT_BEFORE = b'data: {"choices":[{"index":0,"delta":{"role":"assistant","content":"before"}}]}\n\n'
+
+
+@pytest.mark.parametrize("chunk_size", CHUNK_SIZES)
+@pytest.mark.parametrize(
+    ("name", "head", "pattern", "short"), OVERFLOWING[:5], ids=[c[0] for c in OVERFLOWING[:5]]
+)
+def test_chat_stream_stops_at_an_endless_event(
+    backend: Any, name: str, head: bytes, pattern: bytes, short: bool, chunk_size: int
+) -> None:
+    seen: list[Any] = []
+    stream = backend.ChatStream(seen.append, max_event_bytes=CAP)
+    body = repeated(pattern, chunk_size, total(backend, chunk_size, short_lines=short))
+    first = CHAT_BEFORE + head
+    chunks = itertools.chain(pieces(first, chunk_size) if chunk_size < 64 else [first], body)
+    raised = 0
+    answers = []
+    with traced_peak() as peak:
+        for chunk in chunks:
+            try:
+                answers.append(stream.write(chunk))
+            except fastsse.EventTooLarge:
+                raised += 1
+            if raised:
+                break
+    assert raised == 1, name
+    assert stream.write(b"data: {}\n\n") == 0  # stopped for good
+    assert [c["choices"][0]["delta"]["content"] for c in seen] == ["before"]
+    result = stream.result()
+    assert result["choices"][0]["message"]["content"] == "before"
+    assert result["verdict"]["complete"] is False
+    assert peak.bytes < 2 * CAP + 2 * chunk_size + (64 << 10), (name, peak.bytes)
+
+
+def test_iter_events_yields_everything_before_an_endless_line(
+    backend: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(fastsse.stream, "Decoder", backend.Decoder)
+    source = hostile_stream(b"data: ", b"x", 64 << 10, 64 << 20)
+    got = []
+    with pytest.raises(fastsse.EventTooLarge), traced_peak() as peak:
+        for event in fastsse.iter_events(source, max_event_bytes=CAP):
+            got.append(event.data)
+    assert got == ["before"]
+    assert peak.bytes < 2 * CAP + 2 * (64 << 10) + (32 << 10)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="bug in stream.ChunkIterator: when write() raises EventTooLarge, the chunks on_chunk "
+    "queued earlier in the same write are folded into result() but never yielded",
+)
+def test_iter_chunks_yields_the_chunks_before_an_oversized_event(
+    backend: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(fastsse.stream, "ChatStream", backend.ChatStream)
+    source = [CHAT_BEFORE + b"data: " + b"x" * 200 + b"\n\n"]
+    chunks = fastsse.iter_chunks(source, max_event_bytes=100)
+    got = []
+    with pytest.raises(fastsse.EventTooLarge):
+        for chunk in chunks:
+            got.append(chunk)
+    assert chunks.result()["choices"][0]["message"]["content"] == "before"
+    assert len(got) == 1  # iter_events does yield its events in the same situation
