@@ -558,11 +558,6 @@ def test_iter_events_yields_everything_before_an_endless_line(
     assert peak.bytes < 2 * CAP + 2 * (64 << 10) + (32 << 10)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug in stream.ChunkIterator: when write() raises EventTooLarge, the chunks on_chunk "
-    "queued earlier in the same write are folded into result() but never yielded",
-)
 def test_iter_chunks_yields_the_chunks_before_an_oversized_event(
     backend: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -574,4 +569,4 @@ def test_iter_chunks_yields_the_chunks_before_an_oversized_event(
         for chunk in chunks:
             got.append(chunk)
     assert chunks.result()["choices"][0]["message"]["content"] == "before"
-    assert len(got) == 1  # iter_events does yield its events in the same situation
+    assert len(got) == 1  # as iter_events yields its events in the same situation
