@@ -59,7 +59,9 @@ class BuildExt(build_ext):
 
             # Generated C goes under build/ (per interpreter), never next to the .pyx.
             build_dir = os.path.join(self.build_temp, "cython")
-            (translated,) = cythonize([ext], compiler_directives=DIRECTIVES, build_dir=build_dir, force=self.force)
+            (translated,) = cythonize(
+                [ext], compiler_directives=DIRECTIVES, build_dir=build_dir, force=self.force
+            )
             ext.sources = translated.sources
             super().build_extension(ext)
         except Exception as exc:

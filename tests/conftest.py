@@ -19,7 +19,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--no-c-extensions",
         action="store_true",
-        default=os.environ.get("FASTSSE_NO_EXTENSIONS", "").strip().lower() in ("1", "true", "yes", "on", "y"),
+        default=os.environ.get("FASTSSE_NO_EXTENSIONS", "").strip().lower()
+        in ("1", "true", "yes", "on", "y"),
         help="run only the pure-Python backend (default when FASTSSE_NO_EXTENSIONS is set)",
     )
 

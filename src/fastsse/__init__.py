@@ -9,6 +9,7 @@ from __future__ import annotations
 from ._backend import BACKEND, ChatAggregator, ChatStream, Decoder, Event, get_backend
 from ._errors import EventTooLarge, SSEError, TransportError
 from ._version import __version__
+from .stream import aiter_chunks, aiter_events, create_stream, iter_chunks, iter_events
 
 __all__ = [
     "BACKEND",
@@ -20,5 +21,10 @@ __all__ = [
     "SSEError",
     "TransportError",
     "__version__",
+    "aiter_chunks",
+    "aiter_events",
+    "create_stream",
     "get_backend",
+    "iter_chunks",
+    "iter_events",
 ]

@@ -13,7 +13,10 @@ from . import BACKEND, Decoder, EventTooLarge, __version__
 
 # command -> (module holding main(argv), one-line help)
 COMMANDS = {
-    "demo": ("fastsse.demo", "stream a chat completion from the built-in loopback server (or --url) and fold it"),
+    "demo": (
+        "fastsse.demo",
+        "stream a chat completion from the built-in loopback server (or --url) and fold it",
+    ),
     "events": ("fastsse.__main__", "print the decoded events of a captured stream as JSON lines"),
     "serve": ("fastsse.server", "run the OpenAI-compatible loopback streaming server"),
     "check": ("fastsse.check", "lint a captured stream or a live endpoint for OpenAI stream conformance"),
@@ -22,7 +25,11 @@ COMMANDS = {
 
 
 def _usage() -> str:
-    lines = [f"usage: python -m fastsse COMMAND [ARGS]   (fastsse {__version__}, backend: {BACKEND})", "", "commands:"]
+    lines = [
+        f"usage: python -m fastsse COMMAND [ARGS]   (fastsse {__version__}, backend: {BACKEND})",
+        "",
+        "commands:",
+    ]
     lines += [f"  {name:<8} {text}" for name, (_, text) in COMMANDS.items()]
     lines.append("\n`python -m fastsse COMMAND --help` for a command's options.")
     return "\n".join(lines)

@@ -27,7 +27,9 @@ class Event:
 
     __slots__ = ("data", "event", "id", "retry")
 
-    def __init__(self, data: str = "", event: str = "message", id: str = "", retry: int | None = None) -> None:
+    def __init__(
+        self, data: str = "", event: str = "message", id: str = "", retry: int | None = None
+    ) -> None:
         self.data = data
         self.event = event
         self.id = id
@@ -155,8 +157,8 @@ class Decoder:
             return
         if not self._bom_done:
             chunk = self._strip_bom(chunk)
-            if not chunk:
-                return
+        if not chunk:
+            return
         pos = 0
         n = len(chunk)
         if self._pending_cr:
@@ -257,7 +259,6 @@ class Decoder:
         elif name == b"id":
             if b"\x00" not in value:
                 self._last_id = value.decode("utf-8", "replace")
-        elif name == b"retry":
-            if value and value.isdigit():
-                self._retry = int(value)
+        elif name == b"retry" and value and value.isdigit():
+            self._retry = int(value)
         return False

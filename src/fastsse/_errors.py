@@ -28,7 +28,9 @@ class TransportError(SSEError):
     ``result`` holds the partial aggregate folded from what arrived before the failure.
     """
 
-    def __init__(self, message: str, *, result: dict[str, Any] | None = None, code: int | None = None) -> None:
+    def __init__(
+        self, message: str, *, result: dict[str, Any] | None = None, code: int | None = None
+    ) -> None:
         super().__init__(message)
         self.result: dict[str, Any] = result if result is not None else {}
         self.code = code

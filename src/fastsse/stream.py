@@ -1,0 +1,270 @@
+"""Transports: ``create_stream`` over pycurl, and event / chunk iterators over any byte iterator.
+
+The scanning, parsing and folding all happen inside ``ChatStream.write`` (compiled for the cython
+backend); this module only moves bytes and maps transport outcomes to results and errors.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import deque
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+import orjson
+
+from ._backend import ChatStream, Decoder, Event
+from ._errors import EventTooLarge, TransportError
+
+OnChunk = Callable[[dict[str, Any]], "bool | None"]
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+_ERROR_BODY_LIMIT = 1 << 20  # bytes of an HTTP error body kept for the result
+
+
+def _import_pycurl() -> Any:
+    try:
+        import pycurl
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ImportError(
+            "create_stream needs pycurl: pip install 'fastsse-cython[curl]' (or pip install pycurl)"
+        ) from exc
+    return pycurl
+
+
+class _Transfer:
+    """Per-request state for the curl callbacks: status, headers, the body sink, a caught exception."""
+
+    def __init__(self, curl: Any, stream: Any, pycurl: Any) -> None:
+        self.curl = curl
+        self.stream = stream
+        self.pycurl = pycurl
+        self.status = 0
+        self.content_type = ""
+        self.mode = ""  # "sse", "json" (a non-streaming answer) or "body" (an error or foreign body)
+        self.body = bytearray()
+        self.stopped = False  # our write callback asked curl to stop
+        self.exc: BaseException | None = None
+
+    def header(self, line: bytes) -> None:
+        if line[:5] == b"HTTP/":
+            self.content_type = ""  # a new header block (e.g. after 100 Continue)
+        elif line[:13].lower() == b"content-type:":
+            self.content_type = line[13:].strip().decode("latin-1").lower()
+
+    def _choose_mode(self) -> None:
+        self.status = int(self.curl.getinfo(self.pycurl.RESPONSE_CODE))
+        if self.status >= 400:
+            self.mode = "body"
+        elif self.content_type.startswith("text/event-stream") or not self.content_type:
+            self.mode = "sse"
+        elif self.content_type.startswith("application/json"):
+            self.mode = "json"
+        else:
+            self.mode = "body"
+
+    def write(self, data: bytes) -> int | None:
+        try:
+            if not self.mode:
+                self._choose_mode()
+            if self.mode == "sse":
+                if self.stream.write(data) == 0:
+                    self.stopped = True
+                    return 0
+                return None
+            room = _ERROR_BODY_LIMIT - len(self.body)
+            if self.mode == "json":
+                room = len(data)  # a full completion: keep all of it
+            self.body += data[: max(room, 0)]
+            return None
+        except BaseException as exc:  # re-raised unchanged by create_stream once curl has stopped
+            self.exc = exc
+            self.stopped = True
+            return 0
+
+
+def _http_error(status: int, body: bytes) -> dict[str, Any]:
+    try:
+        parsed = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return {"error": body.decode("utf-8", "replace"), "status": status}
+    if isinstance(parsed, dict) and "error" in parsed:
+        return {"error": parsed["error"], "status": status}
+    return {"error": parsed, "status": status}
+
+
+def _json_answer(body: bytes) -> dict[str, Any]:
+    try:
+        parsed = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        parsed = None
+    if isinstance(parsed, dict):
+        return parsed
+    return {"error": body.decode("utf-8", "replace"), "status": 200}
+
+
+def create_stream(
+    input: Mapping[str, Any],
+    on_chunk: OnChunk | None = None,
+    *,
+    base_url: str | None = None,
+    api_key: str | None = None,
+    path: str = "/chat/completions",
+    headers: Mapping[str, str] | Sequence[str] | None = None,
+    timeout: float | None = None,
+    connect_timeout: float | None = None,
+    curl: Any = None,
+    max_event_bytes: int | None = None,
+) -> dict[str, Any]:
+    """POST a chat request with ``"stream": true`` and return the folded ``chat.completion``.
+
+    ``on_chunk(chunk)`` is called on this thread for every parsed chunk as it arrives (never for
+    ``[DONE]``); returning ``False`` cancels the transfer and the partial result is returned without
+    an error. ``base_url`` and ``api_key`` default to ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY`` (then
+    the OpenAI endpoint), like the openai SDK. ``timeout`` bounds the whole transfer and
+    ``connect_timeout`` the connection, in seconds. Pass a ``pycurl.Curl`` as ``curl`` to reuse its
+    connection across calls (only the options this call needs are set on it; it is left open).
+
+    The result carries ``"verdict"`` (whether ``[DONE]``, a finish reason and usage arrived). An HTTP
+    status >= 400 returns ``{"error": <the server's error object or body>, "status": code}``; so does
+    a 200 answer that is neither an event stream nor JSON. A 200 JSON answer (a server that ignored
+    ``stream``) is returned as it came.
+
+    It raises TransportError (with ``.result``, the partial aggregate) if the connection is refused,
+    times out or breaks mid-stream; whatever ``on_chunk`` raises, unchanged, after the transfer is
+    stopped; EventTooLarge if an event passes ``max_event_bytes``; ImportError without pycurl.
+    """
+    pycurl = _import_pycurl()
+    base = base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
+    key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
+    body = orjson.dumps({**input, "stream": True})
+    url = base.rstrip("/") + "/" + path.lstrip("/")
+
+    header_lines = ["Content-Type: application/json", "Accept: text/event-stream", "Expect:"]
+    if key:
+        header_lines.append(f"Authorization: Bearer {key}")
+    if isinstance(headers, Mapping):
+        header_lines += [f"{name}: {value}" for name, value in headers.items()]
+    elif headers:
+        header_lines += list(headers)
+
+    stream = ChatStream(on_chunk, max_event_bytes=max_event_bytes)
+    handle = curl if curl is not None else pycurl.Curl()
+    transfer = _Transfer(handle, stream, pycurl)
+    handle.setopt(pycurl.URL, url)
+    handle.setopt(pycurl.POST, 1)
+    handle.setopt(pycurl.POSTFIELDS, body)
+    handle.setopt(pycurl.POSTFIELDSIZE, len(body))
+    handle.setopt(pycurl.HTTPHEADER, header_lines)
+    handle.setopt(pycurl.WRITEFUNCTION, transfer.write)
+    handle.setopt(pycurl.HEADERFUNCTION, transfer.header)
+    handle.setopt(pycurl.NOSIGNAL, 1)
+    handle.setopt(pycurl.TIMEOUT_MS, int(timeout * 1000) if timeout else 0)
+    handle.setopt(pycurl.CONNECTTIMEOUT_MS, int(connect_timeout * 1000) if connect_timeout else 0)
+    try:
+        try:
+            handle.perform()
+        except pycurl.error as err:
+            if transfer.exc is not None:
+                raise transfer.exc from None
+            if not transfer.stopped:
+                code = err.args[0]
+                message = err.args[1] if len(err.args) > 1 else str(err)
+                stream.close()
+                raise TransportError(
+                    f"{url}: {message} (curl error {code})", result=stream.result(), code=code
+                ) from None
+        status = transfer.status or int(handle.getinfo(pycurl.RESPONSE_CODE))
+    finally:
+        if curl is None:
+            handle.close()
+    if transfer.exc is not None:  # raised in the last write, after curl had all the bytes
+        raise transfer.exc
+    if transfer.mode == "body" or status >= 400:
+        return _http_error(status, bytes(transfer.body))
+    if transfer.mode == "json":
+        return _json_answer(bytes(transfer.body))
+    stream.close()
+    return stream.result()  # type: ignore[no-any-return]
+
+
+def iter_events(source: Iterable[bytes], /, *, max_event_bytes: int | None = None) -> Iterator[Event]:
+    """Yield the events of a stream given as an iterable of byte chunks (``httpx``'s
+    ``response.iter_bytes()``, ``requests``' ``response.iter_content(None)``, a file opened ``rb``).
+
+    It raises EventTooLarge after yielding every event completed before and beside the oversized one.
+    """
+    decoder = Decoder(max_event_bytes=max_event_bytes)
+    for chunk in source:
+        try:
+            events = decoder.feed(chunk)
+        except EventTooLarge as exc:
+            yield from exc.events
+            raise
+        yield from events
+    decoder.close()
+
+
+async def aiter_events(
+    source: AsyncIterable[bytes], /, *, max_event_bytes: int | None = None
+) -> AsyncIterator[Event]:
+    """The async form of ``iter_events`` (``httpx``'s ``aiter_bytes()``, aiohttp's ``content.iter_any()``)."""
+    decoder = Decoder(max_event_bytes=max_event_bytes)
+    async for chunk in source:
+        try:
+            events = decoder.feed(chunk)
+        except EventTooLarge as exc:
+            for event in exc.events:
+                yield event
+            raise
+        for event in events:
+            yield event
+    decoder.close()
+
+
+class ChunkIterator:
+    """Iterates the parsed chat chunks of a byte stream; ``result()`` is the folded completion.
+
+    Made by ``iter_chunks`` / ``aiter_chunks``. Iteration ends at the end of the input, after an error
+    payload (which is yielded first), or when you stop iterating; ``result()`` may be called at any
+    time and gives the aggregate of every chunk yielded so far, with its verdict.
+    """
+
+    def __init__(self, source: Any, *, max_event_bytes: int | None = None) -> None:
+        self._source = source
+        self._pending: deque[dict[str, Any]] = deque()
+        self._stream = ChatStream(self._pending.append, max_event_bytes=max_event_bytes)
+
+    def _drain(self) -> Iterator[dict[str, Any]]:
+        while self._pending:
+            yield self._pending.popleft()
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        for data in self._source:
+            stop = self._stream.write(data) == 0
+            yield from self._drain()
+            if stop:
+                return
+        self._stream.close()
+
+    async def __aiter__(self) -> AsyncIterator[dict[str, Any]]:
+        async for data in self._source:
+            stop = self._stream.write(data) == 0
+            for chunk in self._drain():
+                yield chunk
+            if stop:
+                return
+        self._stream.close()
+
+    def result(self) -> dict[str, Any]:
+        return self._stream.result()  # type: ignore[no-any-return]
+
+
+def iter_chunks(source: Iterable[bytes], /, *, max_event_bytes: int | None = None) -> ChunkIterator:
+    """Parsed chat chunks of a byte iterable, in order; ``.result()`` on the returned iterator folds them."""
+    return ChunkIterator(source, max_event_bytes=max_event_bytes)
+
+
+def aiter_chunks(source: AsyncIterable[bytes], /, *, max_event_bytes: int | None = None) -> ChunkIterator:
+    """The async form of ``iter_chunks``: ``async for chunk in aiter_chunks(response.aiter_bytes())``."""
+    return ChunkIterator(source, max_event_bytes=max_event_bytes)
