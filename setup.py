@@ -67,18 +67,17 @@ class BuildExt(build_ext):
         except Exception as exc:
             if not ext.optional:
                 raise
-            self._failed.append(f"{ext.name.rpartition('.')[2]}: {str(exc).strip() or type(exc).__name__}")
+            reason = " ".join(str(exc).split()) or type(exc).__name__
+            self._failed.append(f"{ext.name.rpartition('.')[2]}: {reason[:160]}")
 
     def run(self):
         super().run()
         if self._failed:
             print(
-                "WARNING: fastsse: the compiled backend could not be built ("
-                + "; ".join(self._failed)
-                + "); installing the pure-Python backend only, which is several times slower."
-                " Install a C compiler and the Python headers and reinstall to get it;"
-                " FASTSSE_NO_EXTENSIONS=1 builds pure Python on purpose, FASTSSE_REQUIRE_EXTENSIONS=1"
-                " turns this into an error.",
+                "WARNING: fastsse: the compiled backend could not be built, so only the pure-Python"
+                " backend (several times slower) is installed. To get it, install a C compiler and"
+                " the Python headers, then reinstall; FASTSSE_REQUIRE_EXTENSIONS=1 makes this an error,"
+                " FASTSSE_NO_EXTENSIONS=1 builds pure Python on purpose. Cause: " + "; ".join(self._failed),
                 file=sys.stderr,
             )
 
