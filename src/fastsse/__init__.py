@@ -7,23 +7,34 @@ both backends behave identically.
 from __future__ import annotations
 
 from ._backend import BACKEND, ChatAggregator, ChatStream, Decoder, Event, get_backend
+from ._chat import Verdict
 from ._errors import EventTooLarge, SSEError, TransportError
 from ._version import __version__
+from .check import Finding, StreamChecker, check_stream
+from .encode import ChatChunkEncoder, encode_event
+from .normalize import Normalizer
 from .stream import aiter_chunks, aiter_events, create_stream, iter_chunks, iter_events
 
 __all__ = [
     "BACKEND",
     "ChatAggregator",
+    "ChatChunkEncoder",
     "ChatStream",
     "Decoder",
     "Event",
     "EventTooLarge",
+    "Finding",
+    "Normalizer",
     "SSEError",
+    "StreamChecker",
     "TransportError",
+    "Verdict",
     "__version__",
     "aiter_chunks",
     "aiter_events",
+    "check_stream",
     "create_stream",
+    "encode_event",
     "get_backend",
     "iter_chunks",
     "iter_events",

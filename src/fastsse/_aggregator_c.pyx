@@ -1,10 +1,1116 @@
-# cython: language_level=3, freethreading_compatible=True
-"""Placeholder: the compiled chat delta fold lands with the ChatAggregator issue."""
+# cython: language_level=3, freethreading_compatible=True, annotation_typing=False
+# cython: embedsignature=True, embedsignature.format=clinic
+"""Compiled chat delta fold and ChatStream; ``_aggregator_py.py`` is the readable twin and the
+reference.
+
+The fold walks orjson's dicts with borrowed ``PyDict_Next`` references and dispatches on key
+length and memcmp, keeps the standard top-level fields in typed slots and copies text fragments
+into one buffer per field, so a content chunk costs little beyond what ``orjson.loads`` already
+paid. ChatStream subclasses the compiled Decoder and folds inside its event hook, with no Event
+object per chunk. The cold half (result assembly, the verdict) is shared Python in ``_chat.py``.
+"""
+
+cimport cython
+from cpython.bool cimport PyBool_Check
+from cpython.bytes cimport PyBytes_FromStringAndSize
+from cpython.dict cimport (
+    PyDict_Check,
+    PyDict_CheckExact,
+    PyDict_GetItemWithError,
+    PyDict_Next,
+    PyDict_SetItem,
+)
+from cpython.list cimport PyList_Append, PyList_Check
+from cpython.long cimport PyLong_Check
+from cpython.mem cimport PyMem_Free, PyMem_Realloc
+from cpython.object cimport PyObject
+from cpython.unicode cimport (
+    Py_UCS1,
+    Py_UCS2,
+    PyUnicode_1BYTE_KIND,
+    PyUnicode_Check,
+    PyUnicode_DATA,
+    PyUnicode_GET_LENGTH,
+    PyUnicode_KIND,
+)
+from libc.string cimport memcmp, memcpy
+
+from ._decoder_c cimport Decoder
+
+import orjson
+
+from ._chat import Verdict, build_result, joined, make_verdict, verdict_dict
+from ._errors import too_large
 
 
+cdef extern from "Python.h":
+    str PyUnicode_FromKindAndData(int kind, const void* buffer, Py_ssize_t size)
+
+
+cdef object _loads = orjson.loads
+cdef object _JSONDecodeError = orjson.JSONDecodeError
+cdef str _BLANKS = " \t\r\n"
+cdef bytes _BLANKS_B = b" \t\r\n"
+
+# Key codes: each dict is walked once and every key classified by its length first.
+cdef enum:
+    K_OTHER
+    K_CHOICES
+    K_OBJECT
+    K_DROP
+    K_ERROR
+    K_TOP_ID
+    K_CREATED
+    K_MODEL
+    K_FINGERPRINT
+    K_USAGE
+    K_TIER
+    K_INDEX
+    K_DELTA
+    K_FINISH
+    K_TEXT
+    K_LOGPROBS
+    K_CONTENT
+    K_ROLE
+    K_TOOL_CALLS
+    K_REASONING_CONTENT
+    K_REASONING
+    K_REFUSAL
+    K_ANNOTATIONS
+    K_FUNCTION_CALL
+    K_AUDIO
+    K_ID
+    K_FUNCTION
+    K_TYPE
+    K_NAME
+    K_ARGUMENTS
+    K_AUDIO_TEXT
+
+
+cdef inline bint _is(object k, const char* literal, Py_ssize_t n) noexcept:
+    # ``k`` is a str whose length the caller matched to ``n``; ``literal`` is ASCII, so equal
+    # one-byte data means equal strings (cheaper than PyUnicode_Compare on every dict key).
+    return PyUnicode_KIND(k) == PyUnicode_1BYTE_KIND and memcmp(PyUnicode_DATA(k), literal, n) == 0
+
+
+cdef inline int _top_key(object key) noexcept:
+    if not PyUnicode_Check(key):
+        return K_OTHER
+    cdef object k = key
+    cdef Py_ssize_t n = PyUnicode_GET_LENGTH(k)
+    if n == 2:
+        if _is(k, b"id", n):
+            return K_TOP_ID
+    elif n == 7:
+        if _is(k, b"choices", n):
+            return K_CHOICES
+        if _is(k, b"created", n):
+            return K_CREATED
+    elif n == 5:
+        if _is(k, b"model", n):
+            return K_MODEL
+        if _is(k, b"usage", n):
+            return K_USAGE
+        if _is(k, b"error", n):
+            return K_ERROR
+    elif n == 6:
+        if _is(k, b"object", n):
+            return K_OBJECT
+    elif n == 18:
+        if _is(k, b"system_fingerprint", n):
+            return K_FINGERPRINT
+    elif n == 12:
+        if _is(k, b"service_tier", n):
+            return K_TIER
+    elif n == 11:
+        if _is(k, b"obfuscation", n):
+            return K_DROP
+    return K_OTHER
+
+
+cdef inline int _choice_key(object key) noexcept:
+    if not PyUnicode_Check(key):
+        return K_OTHER
+    cdef object k = key
+    cdef Py_ssize_t n = PyUnicode_GET_LENGTH(k)
+    if n == 5:
+        if _is(k, b"delta", n):
+            return K_DELTA
+        if _is(k, b"index", n):
+            return K_INDEX
+    elif n == 13:
+        if _is(k, b"finish_reason", n):
+            return K_FINISH
+    elif n == 8:
+        if _is(k, b"logprobs", n):
+            return K_LOGPROBS
+    elif n == 7:
+        if _is(k, b"message", n):
+            return K_DELTA
+    elif n == 4:
+        if _is(k, b"text", n):
+            return K_TEXT
+    return K_OTHER
+
+
+cdef inline int _delta_key(object key) noexcept:
+    if not PyUnicode_Check(key):
+        return K_OTHER
+    cdef object k = key
+    cdef Py_ssize_t n = PyUnicode_GET_LENGTH(k)
+    if n == 7:
+        if _is(k, b"content", n):
+            return K_CONTENT
+        if _is(k, b"refusal", n):
+            return K_REFUSAL
+    elif n == 4:
+        if _is(k, b"role", n):
+            return K_ROLE
+    elif n == 10:
+        if _is(k, b"tool_calls", n):
+            return K_TOOL_CALLS
+    elif n == 17:
+        if _is(k, b"reasoning_content", n):
+            return K_REASONING_CONTENT
+    elif n == 9:
+        if _is(k, b"reasoning", n):
+            return K_REASONING
+    elif n == 11:
+        if _is(k, b"annotations", n):
+            return K_ANNOTATIONS
+    elif n == 13:
+        if _is(k, b"function_call", n):
+            return K_FUNCTION_CALL
+    elif n == 5:
+        if _is(k, b"audio", n):
+            return K_AUDIO
+    return K_OTHER
+
+
+cdef inline int _call_key(object key) noexcept:
+    if not PyUnicode_Check(key):
+        return K_OTHER
+    cdef object k = key
+    cdef Py_ssize_t n = PyUnicode_GET_LENGTH(k)
+    if n == 5:
+        if _is(k, b"index", n):
+            return K_INDEX
+    elif n == 2:
+        if _is(k, b"id", n):
+            return K_ID
+    elif n == 8:
+        if _is(k, b"function", n):
+            return K_FUNCTION
+    elif n == 4:
+        if _is(k, b"type", n):
+            return K_TYPE
+    return K_OTHER
+
+
+cdef inline int _function_key(object key) noexcept:
+    if not PyUnicode_Check(key):
+        return K_OTHER
+    cdef object k = key
+    cdef Py_ssize_t n = PyUnicode_GET_LENGTH(k)
+    if n == 9:
+        if _is(k, b"arguments", n):
+            return K_ARGUMENTS
+    elif n == 4:
+        if _is(k, b"name", n):
+            return K_NAME
+    return K_OTHER
+
+
+cdef inline int _audio_key(object key) noexcept:
+    if not PyUnicode_Check(key):
+        return K_OTHER
+    cdef object k = key
+    cdef Py_ssize_t n = PyUnicode_GET_LENGTH(k)
+    if n == 4:
+        if _is(k, b"data", n):
+            return K_AUDIO_TEXT
+    elif n == 10:
+        if _is(k, b"transcript", n):
+            return K_AUDIO_TEXT
+    return K_OTHER
+
+
+cdef inline bint _is_index(object value) noexcept:
+    return PyLong_Check(value) and not PyBool_Check(value)
+
+
+cdef bint _is_done(object payload) except -1:
+    if PyUnicode_Check(payload):
+        return (<str>payload).strip(_BLANKS) == "[DONE]"
+    return bytes(payload).strip(_BLANKS_B) == b"[DONE]"
+
+
+cdef str _as_text(object payload):
+    if PyUnicode_Check(payload):
+        return <str>payload
+    return bytes(payload).decode("utf-8", "replace")
+
+
+cdef int _check_payload(object payload) except -1:
+    if not isinstance(payload, (bytes, str, bytearray, memoryview)):
+        raise TypeError(f"feed_data() takes str, bytes, bytearray or memoryview, not {type(payload).__name__}")
+    return 0
+
+
+@cython.final
+cdef class _Text:
+    """The fragments of one text field, copied into one buffer in the widest string kind seen so
+    far (what ``"".join`` would build), so a long answer costs 1 to 4 bytes per character instead
+    of one str object per fragment, and the fragments die with their chunk."""
+
+    cdef char* _buf
+    cdef Py_ssize_t _len  # characters
+    cdef Py_ssize_t _cap  # bytes
+    cdef int _kind  # bytes per character: 1, 2 or 4
+
+    def __cinit__(self):
+        self._buf = NULL
+        self._len = 0
+        self._cap = 0
+        self._kind = 1
+
+    def __dealloc__(self):
+        PyMem_Free(self._buf)
+
+    cdef int _reserve(self, Py_ssize_t nbytes) except -1:
+        cdef Py_ssize_t cap
+        cdef char* buf
+        if nbytes <= self._cap:
+            return 0
+        cap = self._cap * 2
+        if cap < nbytes:
+            cap = nbytes
+        if cap < 64:
+            cap = 64
+        buf = <char*>PyMem_Realloc(self._buf, cap)
+        if buf == NULL:
+            raise MemoryError()
+        self._buf = buf
+        self._cap = cap
+        return 0
+
+    cdef int _widen(self, int kind) except -1:
+        # In place, from the last character back, so nothing is overwritten before it is read.
+        cdef Py_ssize_t i = self._len
+        self._reserve(self._len * kind)
+        if self._kind == 1 and kind == 2:
+            while i > 0:
+                i -= 1
+                (<Py_UCS2*>self._buf)[i] = (<Py_UCS1*>self._buf)[i]
+        elif self._kind == 1:
+            while i > 0:
+                i -= 1
+                (<Py_UCS4*>self._buf)[i] = (<Py_UCS1*>self._buf)[i]
+        else:
+            while i > 0:
+                i -= 1
+                (<Py_UCS4*>self._buf)[i] = (<Py_UCS2*>self._buf)[i]
+        self._kind = kind
+        return 0
+
+    cdef int add(self, object fragment) except -1:
+        cdef Py_ssize_t n = PyUnicode_GET_LENGTH(fragment)
+        cdef int kind = PyUnicode_KIND(fragment)
+        cdef const void* src = PyUnicode_DATA(fragment)
+        cdef char* dst
+        cdef Py_ssize_t i
+        if n == 0:
+            return 0
+        if kind > self._kind:
+            self._widen(kind)
+        self._reserve((self._len + n) * self._kind)
+        dst = self._buf + self._len * self._kind
+        if kind == self._kind:
+            memcpy(dst, src, n * kind)
+        elif kind == 1 and self._kind == 2:
+            for i in range(n):
+                (<Py_UCS2*>dst)[i] = (<const Py_UCS1*>src)[i]
+        elif kind == 1:
+            for i in range(n):
+                (<Py_UCS4*>dst)[i] = (<const Py_UCS1*>src)[i]
+        else:
+            for i in range(n):
+                (<Py_UCS4*>dst)[i] = (<const Py_UCS2*>src)[i]
+        self._len += n
+        return 0
+
+    cdef list parts(self):
+        # The shared result builder reads text fields as lists of fragments.
+        if self._len == 0:
+            return [""]
+        return [PyUnicode_FromKindAndData(self._kind, self._buf, self._len)]
+
+
+cdef inline _Text _text_add(_Text text, object fragment):
+    if text is None:
+        text = _Text.__new__(_Text)
+    text.add(fragment)
+    return text
+
+
+@cython.final
+cdef class _Call:
+    """One tool call (or the legacy ``function_call``) being assembled."""
+
+    cdef readonly object index
+    cdef readonly object id
+    cdef readonly object type
+    cdef readonly list name
+    cdef readonly Py_ssize_t name_len
+    cdef _Text _arguments
+    cdef readonly dict extras
+    cdef readonly dict function_extras
+
+    def __cinit__(self, index):
+        self.index = index
+        self.name = []
+        self.name_len = 0
+        self._arguments = _Text.__new__(_Text)
+        self.extras = {}
+        self.function_extras = {}
+
+    @property
+    def arguments(self):
+        return self._arguments.parts()
+
+    cdef int _add_name(self, str name) except -1:
+        # Providers that resend the whole name on every chunk (LiteLLM proxy) must not double it.
+        if self.name_len == PyUnicode_GET_LENGTH(name) and joined(self.name) == name:
+            return 0
+        PyList_Append(self.name, name)
+        self.name_len += PyUnicode_GET_LENGTH(name)
+        return 0
+
+
+@cython.final
+cdef class _Choice:
+    """The fold state of one choice index."""
+
+    cdef readonly object index
+    cdef readonly object role
+    cdef readonly object finish_reason
+    cdef _Text _content
+    cdef _Text _refusal
+    cdef _Text _reasoning_content
+    cdef _Text _reasoning
+    cdef _Text _text
+    cdef readonly bint has_delta
+    cdef readonly object annotations
+    cdef readonly dict logprobs
+    cdef readonly dict audio
+    cdef readonly _Call function_call
+    cdef readonly list calls
+    cdef readonly dict by_index
+    cdef readonly _Call last
+    cdef readonly object next_index
+    cdef readonly dict extras
+    cdef readonly dict delta_extras
+
+    def __cinit__(self, index):
+        self.index = index
+        self.calls = []
+        self.by_index = {}
+        self.next_index = 0
+        self.extras = {}
+        self.delta_extras = {}
+
+    # The shared result builder reads each text field as a list of fragments, or None if unseen.
+
+    @property
+    def content(self):
+        return None if self._content is None else self._content.parts()
+
+    @property
+    def refusal(self):
+        return None if self._refusal is None else self._refusal.parts()
+
+    @property
+    def reasoning_content(self):
+        return None if self._reasoning_content is None else self._reasoning_content.parts()
+
+    @property
+    def reasoning(self):
+        return None if self._reasoning is None else self._reasoning.parts()
+
+    @property
+    def text(self):
+        return None if self._text is None else self._text.parts()
+
+
+@cython.final
 cdef class ChatAggregator:
-    pass
+    """ChatAggregator()
+--
+
+Folds the chunks of an OpenAI-style chat stream into one response shaped like a
+    non-streaming ``chat.completion``. One aggregator per stream; not safe to share between threads.
+
+    ``feed(chunk)`` takes a parsed chunk (a dict), ``feed_data(payload)`` the JSON text of one
+    event (str or a bytes-like object), ``feed_event(event)`` a fastsse ``Event``. ``result()`` may be
+    called at any time (a partial result) and again later. ``done``, ``error``, ``verdict`` and the
+    counters ``skipped``, ``ignored`` and ``malformed`` describe the stream so far.
+
+    Rules (seed 003, generalised; one rule for each provider quirk):
+
+    - Top level: every field except ``choices``, ``object``, ``error`` and ``obfuscation``: the
+      last non-null value wins, so a ``usage`` repeated on every chunk keeps the last one and a
+      later ``usage: null`` does not erase it. ``object`` becomes ``"chat.completion"``
+      (``"text_completion"`` if the chunks said so).
+    - Choices are folded by ``index``, in any order and with gaps, and listed by ascending index.
+      A choice without ``index`` takes its position in the ``choices`` list. ``choices: null``
+      and ``choices: []`` (the usage chunk) add nothing.
+    - Per choice: ``content``, ``reasoning_content``, ``reasoning``, ``refusal`` and legacy
+      ``text`` are concatenated separately, in arrival order (``content`` and ``refusal`` stay None
+      until a string arrives). ``role`` and ``finish_reason``: the last non-empty string wins, so
+      ``finish_reason: ""`` never overwrites and a role resent on every chunk is not doubled;
+      ``role`` defaults to ``"assistant"``. ``annotations``: the last list wins. ``logprobs``: list
+      fields are extended, other fields last non-null wins. ``audio``: ``data`` and ``transcript``
+      are concatenated, other fields last non-null wins. A choice that carries ``message``
+      instead of ``delta`` is folded the same way. Unknown delta and choice fields: last non-null
+      value wins.
+    - Tool calls are merged by ``index`` and listed by ascending index (calls that share an index
+      keep their arrival order). ``function.name`` and ``function.arguments`` are concatenated,
+      ``type`` is the last non-empty value (default ``"function"``), and the first non-empty
+      ``id`` names the call:
+
+      - a name fragment equal to the whole name held so far is not appended (the LiteLLM proxy
+        resends ``id`` and ``name`` on every chunk; the id is never concatenated either);
+      - a delta with a new ``id`` and a ``name`` at an index whose call has a different id starts
+        a new call (Gemini and Ollama send parallel calls all at ``index`` 0);
+      - a delta with a new ``id`` but no ``name`` continues the call and keeps its id (LM Studio
+        and Poolside send a fresh id with every fragment);
+      - a delta without ``index`` continues the choice's most recent call, under the same new-call
+        rule; a call it starts gets the index after the highest one seen (0 for the first);
+      - indexes that start at 1 or leave gaps are fine; ``tool_calls: []`` adds nothing.
+
+      The legacy ``function_call`` is folded like one tool call.
+    - A payload with a non-null ``error`` is folded, then recorded (``error``,
+      ``result()["error"]``); ``[DONE]`` sets ``done``. After either, every payload is ignored
+      and counted in ``ignored``.
+    - A payload that is not JSON, or JSON that is not an object, is skipped and counted in
+      ``skipped``. A value of the wrong type anywhere (``choices: 5``, ``delta: []``,
+      ``index: "a"``, ``arguments: 7``) is dropped and counted in ``malformed``, and the rest of
+      the chunk is still folded; null always means absent. Nothing a server sends makes the
+      aggregator raise.
+    """
+
+    cdef dict _top  # top-level fields other than the standard ones below, first-seen order
+    cdef object _id
+    cdef object _created
+    cdef object _model
+    cdef object _fingerprint
+    cdef object _usage
+    cdef object _tier
+    cdef dict _choices
+    cdef object _error
+    cdef bint _done
+    cdef bint _text_completion
+    cdef Py_ssize_t _skipped
+    cdef Py_ssize_t _ignored
+    cdef Py_ssize_t _malformed
+
+    def __init__(self) -> None:
+        self._top = {}
+        self._choices = {}
+        self._error = None
+        self._done = False
+        self._text_completion = False
+        self._skipped = 0
+        self._ignored = 0
+        self._malformed = 0
+
+    # Public API
+
+    def feed(self, chunk: dict[str, Any], /) -> None:
+        """Fold one parsed chunk. Something other than a dict is skipped and counted in ``skipped``."""
+        if self._done or self._error is not None:
+            self._ignored += 1
+        elif PyDict_Check(chunk):
+            self._take(<dict>chunk)
+        else:
+            self._skipped += 1
+
+    def feed_data(self, payload: str | bytes | bytearray | memoryview, /) -> dict[str, Any] | None:
+        """Parse one event's data and fold it. It returns the chunk it folded, or None for
+        ``[DONE]`` and for a skipped or ignored payload.
+
+        It raises TypeError if ``payload`` is not str, bytes, bytearray or memoryview.
+        """
+        if type(payload) is not bytes:
+            _check_payload(payload)
+        chunk = self._parse_obj(payload)
+        if chunk is not None:
+            self._take(<dict>chunk)
+        return chunk
+
+    def feed_event(self, event: Any, /) -> dict[str, Any] | None:
+        """Fold one SSE event (anything with ``event`` and ``data`` attributes, e.g. ``fastsse.Event``).
+        It returns what ``feed_data`` returns. An event of type ``error`` is an error payload: its
+        data, parsed if it is a JSON object holding ``error`` and else wrapped as
+        ``{"error": <parsed JSON or text>}``, is folded, recorded, and ends the stream.
+        """
+        data = event.data
+        _check_payload(data)
+        chunk = self._parse_error(data) if event.event == "error" else self._parse_obj(data)
+        if chunk is not None:
+            self._take(<dict>chunk)
+        return chunk
+
+    def result(self) -> dict[str, Any]:
+        """The response folded so far, shaped like a non-streaming ``chat.completion``. Every
+        container it builds (the dict, choices, messages, tool calls, logprobs lists) is new on each
+        call, so later feeds do not change it; values carried whole from a chunk (``usage``,
+        ``annotations``, provider fields, logprob entries) are that chunk's own objects."""
+        return build_result(self._merged_top(), self._choices, self._error, self._text_completion)
+
+    @property
+    def done(self) -> bool:
+        """True once ``[DONE]`` arrived."""
+        return self._done
+
+    @property
+    def error(self) -> Any:
+        """The ``error`` value of the error payload that stopped the stream, or None."""
+        return self._error
+
+    @property
+    def skipped(self) -> int:
+        """Payloads skipped because they were not JSON or not a JSON object."""
+        return self._skipped
+
+    @property
+    def ignored(self) -> int:
+        """Payloads ignored because they came after ``[DONE]`` or an error."""
+        return self._ignored
+
+    @property
+    def malformed(self) -> int:
+        """Values of the wrong type dropped from otherwise usable chunks."""
+        return self._malformed
+
+    @property
+    def verdict(self) -> Verdict:
+        """How complete the stream is so far: a frozen ``Verdict`` (``complete``, ``done``,
+        ``finish_reasons``, ``usage``, ``error`` and the counters)."""
+        return self._verdict(False, False, False)
+
+    # Internal entry points shared with ChatStream
+
+    cdef dict _merged_top(self):
+        # The standard fields live in typed slots (a dict store per field per chunk costs a third
+        # of the fold); result() and the verdict read them through one dict like the Python twin's.
+        cdef dict top = {}
+        for key, value in (
+            ("id", self._id),
+            ("created", self._created),
+            ("model", self._model),
+            ("system_fingerprint", self._fingerprint),
+            ("usage", self._usage),
+            ("service_tier", self._tier),
+        ):
+            if value is not None:
+                top[key] = value
+        top.update(self._top)
+        return top
+
+    cdef object _verdict(self, bint aborted, bint too_large, bint truncated):
+        return make_verdict(
+            self._done,
+            self._choices,
+            self._merged_top(),
+            self._error,
+            self._skipped,
+            self._ignored,
+            self._malformed,
+            aborted=aborted,
+            too_large=too_large,
+            truncated=truncated,
+        )
+
+    cdef object _parse_obj(self, object payload):
+        """Parse one data payload: the chunk, or None for [DONE] and for skipped or ignored ones."""
+        if self._done or self._error is not None:
+            self._ignored += 1
+            return None
+        try:
+            chunk = _loads(payload)
+        except _JSONDecodeError:
+            if _is_done(payload):
+                self._done = True
+            else:
+                self._skipped += 1
+            return None
+        if not PyDict_CheckExact(chunk):
+            self._skipped += 1
+            return None
+        return chunk
+
+    cdef object _parse_error(self, object payload):
+        """Parse the data of an ``event: error``: always a chunk with a non-null ``error``."""
+        if self._done or self._error is not None:
+            self._ignored += 1
+            return None
+        try:
+            value = _loads(payload)
+        except _JSONDecodeError:
+            value = None
+        if PyDict_CheckExact(value) and (<dict>value).get("error") is not None:
+            return value
+        return {"error": value if value is not None else _as_text(payload)}
+
+    cdef int _take(self, dict chunk) except -1:
+        """Fold one chunk; 1 when it was an error payload, which ends the stream."""
+        cdef Py_ssize_t pos = 0
+        cdef PyObject* k
+        cdef PyObject* v
+        cdef int code
+        cdef object value
+        cdef object error = None
+        while PyDict_Next(chunk, &pos, &k, &v):
+            if <object>v is None:
+                continue
+            value = <object>v
+            code = _top_key(<object>k)
+            if code == K_CHOICES:
+                if PyList_Check(value):
+                    self._fold_choices(<list>value)
+                else:
+                    self._malformed += 1
+            elif code == K_TOP_ID:
+                self._id = value
+            elif code == K_CREATED:
+                self._created = value
+            elif code == K_MODEL:
+                self._model = value
+            elif code == K_FINGERPRINT:
+                self._fingerprint = value
+            elif code == K_USAGE:
+                self._usage = value
+            elif code == K_TIER:
+                self._tier = value
+            elif code == K_OBJECT:
+                if (
+                    PyUnicode_Check(value)
+                    and PyUnicode_GET_LENGTH(value) == 15
+                    and _is(value, b"text_completion", 15)
+                ):
+                    self._text_completion = True
+            elif code == K_ERROR:
+                error = value
+            elif code == K_OTHER:
+                PyDict_SetItem(self._top, <object>k, value)
+        if error is not None:
+            self._error = error
+            return 1
+        return 0
+
+    # The fold
+
+    cdef int _fold_choices(self, list choices) except -1:
+        cdef Py_ssize_t pos = -1
+        cdef Py_ssize_t start
+        cdef _Choice choice
+        cdef PyObject* k
+        cdef PyObject* found
+        for item in choices:
+            pos += 1
+            if item is None:
+                continue
+            if not PyDict_Check(item):
+                self._malformed += 1
+                continue
+            # Servers put "index" first: read it with the first step of the walk _fold_choice
+            # continues, instead of a hash lookup.
+            start = 0
+            if (
+                PyDict_Next(<dict>item, &start, &k, &found)
+                and _choice_key(<object>k) == K_INDEX
+            ):
+                pass
+            else:
+                start = 0
+                found = PyDict_GetItemWithError(<dict>item, "index")
+            if found is NULL or <object>found is None:
+                index = pos
+            elif _is_index(<object>found):
+                index = <object>found
+            else:
+                self._malformed += 1
+                continue
+            found = PyDict_GetItemWithError(self._choices, index)
+            if found is NULL:
+                choice = _Choice(index)
+                PyDict_SetItem(self._choices, index, choice)
+            else:
+                choice = <_Choice>found
+            self._fold_choice(choice, <dict>item, start)
+        return 0
+
+    cdef int _fold_choice(self, _Choice c, dict item, Py_ssize_t pos) except -1:
+        cdef PyObject* k
+        cdef PyObject* v
+        cdef int code
+        cdef object value
+        while PyDict_Next(item, &pos, &k, &v):
+            if <object>v is None:
+                continue
+            value = <object>v
+            code = _choice_key(<object>k)
+            if code == K_DELTA:
+                if PyDict_Check(value):
+                    c.has_delta = True
+                    self._fold_delta(c, <dict>value)
+                else:
+                    self._malformed += 1
+            elif code == K_FINISH:
+                if PyUnicode_Check(value):
+                    if PyUnicode_GET_LENGTH(value):
+                        c.finish_reason = value
+                else:
+                    self._malformed += 1
+            elif code == K_INDEX:
+                pass
+            elif code == K_TEXT:
+                if PyUnicode_Check(value):
+                    c._text = _text_add(c._text, value)
+                else:
+                    self._malformed += 1
+            elif code == K_LOGPROBS:
+                if PyDict_Check(value):
+                    self._fold_logprobs(c, <dict>value)
+                else:
+                    self._malformed += 1
+            else:
+                PyDict_SetItem(c.extras, <object>k, value)
+        return 0
+
+    cdef int _fold_delta(self, _Choice c, dict delta) except -1:
+        cdef Py_ssize_t pos = 0
+        cdef PyObject* k
+        cdef PyObject* v
+        cdef int code
+        cdef object value
+        while PyDict_Next(delta, &pos, &k, &v):
+            if <object>v is None:
+                continue
+            value = <object>v
+            code = _delta_key(<object>k)
+            if code == K_CONTENT:
+                if PyUnicode_Check(value):
+                    c._content = _text_add(c._content, value)
+                else:
+                    self._malformed += 1
+            elif code == K_ROLE:
+                if PyUnicode_Check(value):
+                    if PyUnicode_GET_LENGTH(value):
+                        c.role = value
+                else:
+                    self._malformed += 1
+            elif code == K_TOOL_CALLS:
+                if PyList_Check(value):
+                    for call in <list>value:
+                        if call is not None:
+                            self._fold_tool_call(c, call)
+                else:
+                    self._malformed += 1
+            elif code == K_REASONING_CONTENT:
+                if PyUnicode_Check(value):
+                    c._reasoning_content = _text_add(c._reasoning_content, value)
+                else:
+                    self._malformed += 1
+            elif code == K_REASONING:
+                if PyUnicode_Check(value):
+                    c._reasoning = _text_add(c._reasoning, value)
+                else:
+                    self._malformed += 1
+            elif code == K_REFUSAL:
+                if PyUnicode_Check(value):
+                    c._refusal = _text_add(c._refusal, value)
+                else:
+                    self._malformed += 1
+            elif code == K_ANNOTATIONS:
+                if PyList_Check(value):
+                    c.annotations = value
+                else:
+                    self._malformed += 1
+            elif code == K_FUNCTION_CALL:
+                if PyDict_Check(value):
+                    if c.function_call is None:
+                        c.function_call = _Call(0)
+                    self._fold_function(c.function_call, <dict>value)
+                else:
+                    self._malformed += 1
+            elif code == K_AUDIO:
+                if PyDict_Check(value):
+                    self._fold_audio(c, <dict>value)
+                else:
+                    self._malformed += 1
+            else:
+                PyDict_SetItem(c.delta_extras, <object>k, value)
+        return 0
+
+    cdef int _fold_tool_call(self, _Choice c, object delta) except -1:
+        if not PyDict_Check(delta):
+            self._malformed += 1
+            return 0
+        cdef dict d = <dict>delta
+        cdef PyObject* found = PyDict_GetItemWithError(d, "index")
+        cdef object index = None if found is NULL else <object>found
+        if index is not None and not _is_index(index):
+            self._malformed += 1
+            return 0
+        found = PyDict_GetItemWithError(d, "id")
+        cdef object call_id = None if found is NULL else <object>found
+        if call_id is not None and not PyUnicode_Check(call_id):
+            self._malformed += 1
+            call_id = None
+        cdef bint has_id = call_id is not None and PyUnicode_GET_LENGTH(call_id) > 0
+        found = PyDict_GetItemWithError(d, "function")
+        cdef object function = None if found is NULL else <object>found
+        if function is not None and not PyDict_Check(function):
+            self._malformed += 1
+            function = None
+        cdef bint named = False
+        if function is not None:
+            found = PyDict_GetItemWithError(<dict>function, "name")
+            named = found is not NULL and PyUnicode_Check(<object>found) and PyUnicode_GET_LENGTH(<object>found) > 0
+        cdef _Call call
+        if index is None:
+            call = c.last
+        else:
+            found = PyDict_GetItemWithError(c.by_index, index)
+            call = None if found is NULL else <_Call>found
+        if call is None or (named and has_id and call.id is not None and call_id != call.id):
+            if index is None:
+                index = c.next_index
+            call = _Call(index)
+            PyList_Append(c.calls, call)
+            PyDict_SetItem(c.by_index, index, call)
+            if index >= c.next_index:
+                c.next_index = index + 1
+        c.last = call
+        if has_id and call.id is None:
+            call.id = call_id
+        cdef Py_ssize_t pos = 0
+        cdef PyObject* k
+        cdef PyObject* v
+        cdef int code
+        cdef object value
+        while PyDict_Next(d, &pos, &k, &v):
+            if <object>v is None:
+                continue
+            value = <object>v
+            code = _call_key(<object>k)
+            if code == K_TYPE:
+                if PyUnicode_Check(value):
+                    if PyUnicode_GET_LENGTH(value):
+                        call.type = value
+                else:
+                    self._malformed += 1
+            elif code == K_OTHER:
+                PyDict_SetItem(call.extras, <object>k, value)
+        if function is not None:
+            self._fold_function(call, <dict>function)
+        return 0
+
+    cdef int _fold_function(self, _Call call, dict function) except -1:
+        cdef Py_ssize_t pos = 0
+        cdef PyObject* k
+        cdef PyObject* v
+        cdef int code
+        cdef object value
+        while PyDict_Next(function, &pos, &k, &v):
+            if <object>v is None:
+                continue
+            value = <object>v
+            code = _function_key(<object>k)
+            if code == K_ARGUMENTS:
+                if PyUnicode_Check(value):
+                    call._arguments.add(value)
+                else:
+                    self._malformed += 1
+            elif code == K_NAME:
+                if PyUnicode_Check(value):
+                    if PyUnicode_GET_LENGTH(value):
+                        call._add_name(<str>value)
+                else:
+                    self._malformed += 1
+            else:
+                PyDict_SetItem(call.function_extras, <object>k, value)
+        return 0
+
+    cdef int _fold_logprobs(self, _Choice c, dict logprobs) except -1:
+        if c.logprobs is None:
+            c.logprobs = {}
+        cdef dict held = c.logprobs
+        cdef PyObject* mine
+        for key, value in logprobs.items():
+            if PyList_Check(value):
+                mine = PyDict_GetItemWithError(held, key)
+                if mine is not NULL and type(<object>mine) is list:
+                    (<list>mine).extend(<list>value)
+                else:
+                    held[key] = list(value)  # our own list: extending must never touch the chunk's
+            elif value is None:
+                held.setdefault(key, None)
+            else:
+                held[key] = value
+        return 0
+
+    cdef int _fold_audio(self, _Choice c, dict audio) except -1:
+        if c.audio is None:
+            c.audio = {}
+        cdef dict held = c.audio
+        cdef PyObject* parts
+        for key, value in audio.items():
+            if value is None:
+                continue
+            if _audio_key(key) == K_AUDIO_TEXT:
+                if PyUnicode_Check(value):
+                    parts = PyDict_GetItemWithError(held, key)
+                    if parts is NULL:
+                        held[key] = [value]
+                    else:
+                        PyList_Append(<list>parts, value)
+                else:
+                    self._malformed += 1
+            else:
+                held[key] = value
+        return 0
 
 
-cdef class ChatStream:
-    pass
+@cython.final
+cdef class ChatStream(Decoder):
+    """ChatStream(on_chunk=None, *, max_event_bytes=None)
+--
+
+Scans, parses and folds a chat stream in one pass, for pycurl's ``WRITEFUNCTION`` (or any
+    push source). ``ChatStream(on_chunk=None, *, max_event_bytes=None)``; one per stream, not safe
+    to share between threads.
+
+    ``write(data)`` takes the next bytes (bytes, bytearray or memoryview) and calls
+    ``on_chunk(chunk)`` once for every parsed chunk, in order, on the calling thread: never for
+    ``[DONE]``, for payloads that are not a JSON object, or for payloads after ``[DONE]``. Every
+    chunk is folded (see ``ChatAggregator``) before ``on_chunk`` sees it, so the result holds every
+    chunk ``on_chunk`` saw. It returns None to go on and 0 once the stream has stopped, as pycurl
+    expects, and 0 for every later write. The stream stops, and no later chunk is delivered, not
+    even from the same write:
+
+    - when ``on_chunk`` returns a false value other than None (``False``, ``0``): an abort;
+    - after an error payload (``{"error": ...}`` or an ``event: error``), which ``on_chunk`` sees first;
+    - when ``on_chunk`` raises: the exception propagates out of ``write`` unchanged;
+    - when an event passes ``max_event_bytes``: ``write`` raises ``EventTooLarge`` (chunks before
+      the oversized event were delivered; a chat result missing a chunk would be wrong).
+
+    ``close()`` marks the end of the byte stream (an unfinished event makes ``verdict.truncated``
+    True); later writes return 0. ``result()`` is the folded ``chat.completion`` (partial if the
+    stream stopped early) with a ``"verdict"`` entry (``verdict``, as plain data). ``aggregator``
+    is the underlying ``ChatAggregator`` (``done``, ``error``, the counters).
+
+    ``write`` raises TypeError for other input types (the stream stays usable) and RuntimeError
+    if ``on_chunk`` calls ``write`` on its own stream.
+    """
+
+    cdef ChatAggregator _agg
+    cdef object _on_chunk
+    cdef bint _finished  # stopped by abort, error payload, exception or oversized event
+    cdef bint _aborted
+    cdef bint _too_large
+    cdef bint _closed
+    cdef bint _eof_truncated
+    cdef bint _writing
+
+    def __init__(self, on_chunk: OnChunk | None = None, *, max_event_bytes: int | None = None) -> None:
+        Decoder.__init__(self, max_event_bytes=max_event_bytes)
+        self._agg = ChatAggregator()
+        self._on_chunk = on_chunk
+
+    def write(self, data: bytes | bytearray | memoryview, /) -> int | None:
+        """Scan, parse and fold the next bytes: None to go on, 0 once the stream has stopped.
+
+        It raises what ``on_chunk`` raised, EventTooLarge, TypeError and RuntimeError as
+        described on the class.
+        """
+        if self._finished or self._closed:
+            return 0
+        if self._writing:
+            raise RuntimeError("ChatStream.write() called again from inside on_chunk")
+        self._writing = True
+        self._overflowed = False
+        try:
+            self._feed_object(data)
+        finally:
+            self._writing = False
+        if self._overflowed:
+            self._too_large = True
+            self._finished = True
+            raise too_large(self._limit, [])
+        return 0 if self._finished else None
+
+    def feed(self, data: bytes | bytearray | memoryview, /) -> list[Event]:
+        """``write`` under the Decoder's name: chunks are folded, so it returns ``[]``."""
+        self.write(data)
+        return []
+
+    def close(self) -> list[Event]:
+        """Mark the end of the byte stream; returns ``[]`` (chunks are folded, not returned)."""
+        if not self._closed:
+            self._closed = True
+            Decoder.close(self)
+            # Bytes we never scanned because we stopped the stream do not make it truncated.
+            self._eof_truncated = self._truncated and not self._finished
+        return []
+
+    def result(self) -> dict[str, Any]:
+        """The folded ``chat.completion`` so far, with ``"verdict"``: a new dict on every call."""
+        out = self._agg.result()
+        out["verdict"] = verdict_dict(self.verdict)
+        return out
+
+    @property
+    def verdict(self) -> Verdict:
+        """How complete the stream is so far (``complete``, ``done``, ``finish_reasons``, ...)."""
+        return self._agg._verdict(self._aborted, self._too_large, self._eof_truncated)
+
+    @property
+    def aggregator(self) -> ChatAggregator:
+        """The ``ChatAggregator`` this stream folds into."""
+        return self._agg
+
+    cdef int _on_event(self, const char* data, Py_ssize_t n, const char* etype, Py_ssize_t tn) except -1:
+        cdef ChatAggregator agg = self._agg
+        cdef object payload
+        cdef object chunk
+        cdef int stop
+        if self._overflowed:  # stop at the oversized event: write raises EventTooLarge
+            return 1
+        if agg._done or agg._error is not None:
+            agg._ignored += 1  # what _parse_obj would do, without copying the payload
+            return 0
+        payload = PyBytes_FromStringAndSize(data, n)
+        if tn == 5 and memcmp(etype, b"error", 5) == 0:
+            chunk = agg._parse_error(payload)
+        else:
+            chunk = agg._parse_obj(payload)
+        if chunk is None:
+            return 0
+        stop = agg._take(<dict>chunk)
+        on_chunk = self._on_chunk
+        if on_chunk is not None:
+            try:
+                answer = on_chunk(chunk)
+                if answer is not None and not answer:
+                    self._aborted = True
+                    stop = 1
+            except BaseException:
+                self._aborted = True
+                self._finished = True
+                raise
+        if stop:
+            self._finished = True
+        return stop

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import importlib
 import os
-import platform
+import sys
 from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
@@ -20,7 +20,7 @@ def _flag(name: str) -> bool:
     return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on", "y")
 
 
-NO_EXTENSIONS: bool = _flag("FASTSSE_NO_EXTENSIONS") or platform.python_implementation() != "CPython"
+NO_EXTENSIONS: bool = _flag("FASTSSE_NO_EXTENSIONS") or sys.implementation.name != "cpython"
 
 
 def get_backend(name: str) -> SimpleNamespace:

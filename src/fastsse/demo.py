@@ -32,6 +32,8 @@ def _endpoint(url: str | None) -> Iterator[str]:
 
 
 def _printer(out: Any) -> Any:
+    state = {"reasoning": False}
+
     def on_chunk(chunk: dict[str, Any]) -> bool:
         for choice in chunk.get("choices") or ():
             if not isinstance(choice, dict) or choice.get("index", 0) != 0:
@@ -41,8 +43,14 @@ def _printer(out: Any) -> Any:
                 continue
             for key in ("reasoning_content", "reasoning"):
                 if isinstance(delta.get(key), str):
+                    if not state["reasoning"]:
+                        out.write("(thinking) ")
+                        state["reasoning"] = True
                     out.write(f"\x1b[2m{delta[key]}\x1b[0m" if out.isatty() else delta[key])
             if isinstance(delta.get("content"), str):
+                if state["reasoning"]:
+                    out.write("\n\n")
+                    state["reasoning"] = False
                 out.write(delta["content"])
             for call in delta.get("tool_calls") or ():
                 if isinstance(call, dict) and isinstance(call.get("function"), dict):

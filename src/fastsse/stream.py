@@ -48,12 +48,14 @@ class _Transfer:
 
     def header(self, line: bytes) -> None:
         if line[:5] == b"HTTP/":
-            self.content_type = ""  # a new header block (e.g. after 100 Continue)
+            # a new header block (e.g. after 100 Continue); pycurl has no getinfo() during perform()
+            self.content_type = ""
+            parts = line.split(None, 2)
+            self.status = int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 0
         elif line[:13].lower() == b"content-type:":
             self.content_type = line[13:].strip().decode("latin-1").lower()
 
     def _choose_mode(self) -> None:
-        self.status = int(self.curl.getinfo(self.pycurl.RESPONSE_CODE))
         if self.status >= 400:
             self.mode = "body"
         elif self.content_type.startswith("text/event-stream") or not self.content_type:

@@ -1,0 +1,332 @@
+"""The conformance linter: one capture per finding code, offsets, chunking invariance, framing == decoder, the CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import re
+import socket
+import subprocess
+import sys
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fastsse import ChatChunkEncoder, StreamChecker, check_stream
+from fastsse.check import CODES, Finding, _Framer
+from fastsse.check import main as check_main
+
+LINT = pathlib.Path(__file__).parent / "vectors" / "lint"
+CASES: dict[str, dict] = json.loads((LINT / "cases.json").read_text(encoding="utf-8"))
+ROOT = pathlib.Path(__file__).parent.parent
+
+
+def resolve(data: bytes, spec: object) -> int:
+    """An expected offset: an int, "end", or the start of the line holding a marker (first or last)."""
+    if spec == "end":
+        return len(data)
+    if isinstance(spec, int):
+        return spec
+    assert isinstance(spec, dict)
+    at = data.index(spec["line"].encode()) if "line" in spec else data.rindex(spec["last-line"].encode())
+    return max(data.rfind(b"\n", 0, at), data.rfind(b"\r", 0, at)) + 1
+
+
+def expected(name: str) -> list[tuple[str, int]]:
+    data = (LINT / name).read_bytes()
+    return sorted((code, resolve(data, spec)) for code, spec in CASES[name]["findings"])
+
+
+def findings_of(
+    data: bytes, *, expect_usage: bool = False, cut: int | None = None
+) -> list[tuple[str, int | None]]:
+    checker = StreamChecker(expect_usage=expect_usage)
+    if cut is None:
+        checker.feed(data)
+    else:
+        for k in range(0, len(data), cut):
+            checker.feed(data[k : k + cut])
+    checker.close()
+    return sorted((f.code, f.offset) for f in checker.findings)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+@pytest.mark.parametrize("cut", [None, 1, 7])
+def test_capture(name: str, cut: int | None) -> None:
+    data = (LINT / name).read_bytes()
+    assert findings_of(data, expect_usage=CASES[name].get("expect_usage", False), cut=cut) == expected(name)
+
+
+def test_every_code_has_a_capture_and_a_doc_row() -> None:
+    captured = {code for case in CASES.values() for code, _ in case["findings"]}
+    # content-type is an HTTP-level finding: test_cli_url_html checks it against the server
+    assert captured | {"content-type"} == set(CODES)
+    for code in CODES:
+        assert (LINT / f"{code}.sse").exists() or code == "content-type", code
+    doc = (ROOT / "docs" / "conformance.md").read_text(encoding="utf-8")
+    rows = dict(re.findall(r"^\| `([a-z0-9-]+)` \| (error|warning) \|", doc, re.M))
+    assert rows == {code: info.severity for code, info in CODES.items()}
+
+
+def test_localai_capture_findings_and_severities() -> None:
+    data = (LINT / "localai-3.7.sse").read_bytes()
+    findings = check_stream(data)
+    assert [(f.code, f.severity) for f in findings] == [
+        ("empty-initial-content", "warning"),
+        ("empty-finish-reason", "error"),
+        ("final-delta-not-empty", "warning"),
+    ]
+    assert all(isinstance(f, Finding) and f.message for f in findings)
+
+
+def test_finding_fields() -> None:
+    (finding,) = check_stream((LINT / "missing-done.sse").read_bytes())
+    assert finding == Finding("missing-done", "error", finding.offset, finding.message)
+    assert finding.as_dict() == {
+        "code": "missing-done",
+        "severity": "error",
+        "offset": (LINT / "missing-done.sse").stat().st_size,
+        "message": finding.message,
+    }
+
+
+def test_incremental_feed_returns_new_findings() -> None:
+    data = (LINT / "localai-3.7.sse").read_bytes()
+    first_event_end = data.index(b"\n\n") + 2
+    checker = StreamChecker()
+    assert [f.code for f in checker.feed(data[:first_event_end])] == [
+        "empty-initial-content",
+        "empty-finish-reason",
+    ]
+    assert [f.code for f in checker.feed(data[first_event_end:])] == ["final-delta-not-empty"]
+    assert checker.close() == []
+    assert checker.close() == []
+    assert len(checker.findings) == 3
+    assert checker.events == 6
+    assert checker.size == len(data)
+    with pytest.raises(ValueError, match="after close"):
+        checker.feed(b"data: x\n\n")
+
+
+def test_bad_input_type() -> None:
+    with pytest.raises(TypeError, match="bytes"):
+        check_stream("data: [DONE]\n\n")  # type: ignore[arg-type]
+    assert check_stream(memoryview((LINT / "compliant.sse").read_bytes())) == []
+
+
+def test_crlf_split_across_feeds_is_one_crlf() -> None:
+    data = (LINT / "crlf-line-endings.sse").read_bytes()
+    cr = data.index(b"\r")
+    checker = StreamChecker()
+    checker.feed(data[: cr + 1])
+    checker.feed(data[cr + 1 :])
+    checker.close()
+    assert [f.code for f in checker.findings] == ["crlf-line-endings"]
+
+
+def test_bom_arriving_byte_by_byte() -> None:
+    assert findings_of((LINT / "bom.sse").read_bytes(), cut=1) == [("bom", 0)]
+    assert findings_of(b"\xef\xbb") == [("empty-stream", 2), ("truncated", 0)]  # half a BOM, then EOF
+
+
+def test_reported_once_per_cause() -> None:
+    crlf = (LINT / "compliant.sse").read_bytes().replace(b"\n", b"\r\n")
+    assert findings_of(crlf) == [("crlf-line-endings", 0)]
+    every_chunk = (
+        (LINT / "empty-finish-reason.sse")
+        .read_bytes()
+        .replace(b'"finish_reason":null', b'"finish_reason":""')
+    )
+    assert [c for c, _ in findings_of(every_chunk)] == ["empty-finish-reason"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(name=st.sampled_from(sorted(CASES)), cuts=st.lists(st.integers(0, 2000), max_size=12))
+def test_any_chunking_gives_the_same_findings(name: str, cuts: list[int]) -> None:
+    data = (LINT / name).read_bytes()
+    expect_usage = CASES[name].get("expect_usage", False)
+    checker = StreamChecker(expect_usage=expect_usage)
+    last = 0
+    for cut in sorted(c % (len(data) + 1) for c in cuts):
+        checker.feed(data[last:cut])
+        last = cut
+    checker.feed(data[last:])
+    checker.close()
+    assert checker.findings == check_stream(data, expect_usage=expect_usage)
+
+
+class _Events(_Framer):
+    def __init__(self) -> None:
+        super().__init__()
+        self.events: list[tuple[str, str]] = []
+
+    def on_event(self, offset: int, data: bytes, event_type: bytes | None) -> None:
+        self.events.append(
+            (data.decode("utf-8", "replace"), (event_type or b"message").decode("utf-8", "replace"))
+        )
+
+
+sse_pieces = st.sampled_from(
+    [b"data: x", b"data:y", b"data", b"data:  z", b"event: e", b"event:", b"id: 1", b"retry: 5", b": c", b"\xef\xbb\xbf",
+     b"\n", b"\r", b"\r\n", b"\n\n", b"\xc3", b"\xa9", b"\xff", b":", b" ", b"x"]
+)  # fmt: skip
+
+
+@settings(max_examples=400, deadline=None)
+@given(pieces=st.lists(sse_pieces, max_size=40), cut=st.integers(1, 9))
+def test_framing_matches_the_decoder(backend, pieces: list[bytes], cut: int) -> None:
+    """The linter's own line scanner dispatches exactly the events fastsse.Decoder does."""
+    stream = b"".join(pieces)
+    framer = _Events()
+    decoder = backend.Decoder()
+    events = []
+    for k in range(0, len(stream), cut):
+        framer._feed_lines(stream[k : k + cut])
+        events += decoder.feed(stream[k : k + cut])
+    framer._close_lines()
+    events += decoder.close()
+    assert framer.events == [(ev.data, ev.event) for ev in events]
+
+
+def test_encoder_stream_is_clean_whatever_the_chunking() -> None:
+    enc = ChatChunkEncoder(id="c", model="m", created=1)
+    stream = enc.role() + enc.content("héllo 🌍") + enc.finish() + enc.usage({"total_tokens": 2}) + enc.done()
+    for cut in (1, 2, 3, 5):
+        assert findings_of(stream, expect_usage=True, cut=cut) == []
+
+
+# CLI
+
+
+def run_cli(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+    env = {**os.environ, "PYTHONUTF8": "1"}
+    return subprocess.run(
+        [sys.executable, "-m", "fastsse", "check", *args],
+        input=stdin,
+        capture_output=True,
+        timeout=60,
+        env=env,
+    )
+
+
+def test_cli_clean_file() -> None:
+    result = run_cli(str(LINT / "compliant.sse"))
+    assert result.returncode == 0, result.stderr
+    size = (LINT / "compliant.sse").stat().st_size
+    assert result.stdout.decode().endswith(f"compliant ({size} bytes, 5 event(s))\n")
+
+
+def test_cli_localai_report() -> None:
+    path = str(LINT / "localai-3.7.sse")
+    result = run_cli(path)
+    assert result.returncode == 1
+    lines = result.stdout.decode().splitlines()
+    assert (
+        lines[0]
+        == f'{path}:0: warning empty-initial-content: choice 0: the first chunk carries "content": ""'
+    )
+    assert lines[1].startswith(f"{path}:0: error empty-finish-reason:")
+    assert re.match(rf"{re.escape(path)}:\d+: warning final-delta-not-empty:", lines[2])
+    assert lines[3] == f"{path}: 1 error(s), 2 warning(s) in {os.path.getsize(path)} bytes, 6 event(s)"
+
+
+def test_cli_warnings_only_exit_zero_and_stdin_json() -> None:
+    data = (LINT / "crlf-line-endings.sse").read_bytes()
+    result = run_cli("-", "--json", stdin=data)
+    assert result.returncode == 0
+    report = json.loads(result.stdout)
+    assert report == {
+        "source": "<stdin>",
+        "bytes": len(data),
+        "events": 5,
+        "errors": 0,
+        "warnings": 1,
+        "findings": [
+            {
+                "code": "crlf-line-endings",
+                "severity": "warning",
+                "offset": 0,
+                "message": report["findings"][0]["message"],
+            }
+        ],
+    }
+
+
+def test_cli_expect_usage() -> None:
+    assert run_cli(str(LINT / "compliant.sse"), "--expect-usage").returncode == 1
+    assert run_cli(str(LINT / "compliant-tools.sse"), "--expect-usage").returncode == 0
+
+
+def test_cli_usage_errors(capsys: pytest.CaptureFixture[str], tmp_path: pathlib.Path) -> None:
+    assert check_main([]) == 2
+    assert check_main([str(LINT / "compliant.sse"), "--url", "http://127.0.0.1:9/v1"]) == 2
+    assert check_main([str(tmp_path / "missing.sse")]) == 2
+    assert "missing.sse" in capsys.readouterr().err
+
+
+def test_cli_in_process(capsys: pytest.CaptureFixture[str]) -> None:
+    assert check_main([str(LINT / "missing-done.sse")]) == 1
+    assert "error missing-done" in capsys.readouterr().out
+    from fastsse.__main__ import main as fastsse_main
+
+    assert fastsse_main(["check", str(LINT / "compliant.sse")]) == 0
+
+
+@pytest.fixture(scope="module")
+def server():
+    from fastsse.server import serve_in_thread
+
+    with serve_in_thread(api_key="sk-test", pause=0) as srv:
+        yield srv
+
+
+def test_cli_url_compliant(server, capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["--url", server.base_url, "--api-key", "sk-test", "--timeout", "20"]
+    assert check_main([*args, "--model", "plain"]) == 0
+    assert "compliant" in capsys.readouterr().out
+    assert check_main([*args, "--model", "tools", "--expect-usage"]) == 0
+    assert check_main([*args[:1], server.base_url + "/chat/completions", *args[2:], "--model", "crlf"]) == 0
+    assert "crlf-line-endings" in capsys.readouterr().out
+
+
+def test_cli_url_localai(server, capsys: pytest.CaptureFixture[str]) -> None:
+    code = check_main(["--url", server.base_url, "--api-key", "sk-test", "--model", "localai", "--json"])
+    assert code == 1
+    report = json.loads(capsys.readouterr().out)
+    assert [f["code"] for f in report["findings"]] == [
+        "empty-initial-content",
+        "empty-finish-reason",
+        "final-delta-not-empty",
+    ]
+
+
+def test_cli_url_html(server, capsys: pytest.CaptureFixture[str]) -> None:
+    assert check_main(["--url", server.base_url, "--api-key", "sk-test", "--model", "html"]) == 1
+    out = capsys.readouterr().out
+    assert "error content-type: Content-Type is 'text/html; charset=utf-8'" in out
+    assert "error empty-stream" in out
+
+
+def test_cli_url_http_errors(server, capsys: pytest.CaptureFixture[str]) -> None:
+    assert check_main(["--url", server.base_url, "--api-key", "wrong", "--model", "plain"]) == 2
+    assert "HTTP 401" in capsys.readouterr().err
+    assert check_main(["--url", server.base_url, "--api-key", "sk-test", "--model", "http-503"]) == 2
+    assert "HTTP 503" in capsys.readouterr().err
+
+
+def test_cli_url_transport_errors(server, capsys: pytest.CaptureFixture[str]) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    assert check_main(["--url", f"http://127.0.0.1:{port}/v1", "--timeout", "5"]) == 2
+    assert "transport error" in capsys.readouterr().err
+    # the body ends in the middle of an event without the chunked terminator: curl reports it
+    assert (
+        check_main(
+            ["--url", server.base_url, "--api-key", "sk-test", "--model", "disconnect", "--timeout", "10"]
+        )
+        == 2
+    )
+    assert "transport error" in capsys.readouterr().err
