@@ -8,11 +8,19 @@ types, mypy fails here first. The compiled backend is typed through its pure-Pyt
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
 import fastsse
 
+CHAT = [
+    b'data: {"id":"c1","model":"m","choices":[{"index":0,"delta":{"role":"assistant"}}]}\n\n',
+    b'data: {"id":"c1","choices":[{"index":0,"delta":{"content":"Hel"}}]}\n\n',
+    b'data: {"id":"c1","choices":[{"index":0,"delta":{"content":"lo"},"finish_reason":null}]}\n\n',
+    b'data: {"id":"c1","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n',
+    b"data: [DONE]\n\n",
+]
 STREAM = b'id: 7\nretry: 1500\nevent: note\ndata: {"a": 1}\n\ndata: tail\n\n'
 
 
@@ -68,3 +76,49 @@ def test_backend_names() -> None:
     assert python.Decoder().feed(STREAM) == fastsse.Decoder().feed(STREAM)
     version: str = fastsse.__version__
     assert version
+
+
+def test_chat_aggregator_types() -> None:
+    aggregator = fastsse.ChatAggregator()
+    folded: list[dict[str, Any]] = []
+    for event in fastsse.iter_events(iter(CHAT)):
+        chunk = aggregator.feed_event(event)
+        if chunk is not None:
+            folded.append(chunk)
+    result: dict[str, Any] = aggregator.result()
+    done: bool = aggregator.done
+    complete: bool = aggregator.verdict.complete
+    assert (len(folded), done, complete) == (4, True, True)
+    assert result["object"] == "chat.completion"
+    assert result["choices"][0]["message"]["content"] == "Hello"
+
+
+def test_chat_stream_write_protocol() -> None:
+    seen: list[dict[str, Any]] = []
+
+    def on_chunk(chunk: dict[str, Any]) -> bool:
+        seen.append(chunk)
+        return True
+
+    stream = fastsse.ChatStream(on_chunk, max_event_bytes=1 << 16)
+    for piece in CHAT:
+        answer: int | None = stream.write(piece)  # pycurl WRITEFUNCTION: None goes on, 0 aborts
+        assert answer is None
+    stream.close()
+    result: dict[str, Any] = stream.result()
+    verdict: fastsse.Verdict = stream.verdict
+    assert (len(seen), verdict.complete) == (4, True)
+    assert result["choices"][0]["message"]["content"] == "Hello"
+
+
+def test_server_side_round_trip() -> None:
+    encoder = fastsse.ChatChunkEncoder(id="c1", model="m", created=0)
+    wire: bytes = b"".join([encoder.role(), encoder.content("Hi"), encoder.finish("stop"), encoder.done()])
+    findings: list[fastsse.Finding] = fastsse.check_stream(wire)
+    assert [f.code for f in findings if f.severity == "error"] == []
+    folded = fastsse.ChatAggregator()
+    for event in fastsse.iter_events([wire]):
+        folded.feed_event(event)
+    assert folded.result()["choices"][0]["message"]["content"] == "Hi"
+    single: bytes = fastsse.encode_event("x", event="note", id="1")
+    assert fastsse.Decoder().feed(single) == [fastsse.Event(data="x", event="note", id="1")]
