@@ -229,34 +229,52 @@ class ChunkIterator:
 
     Made by ``iter_chunks`` / ``aiter_chunks``. Iteration ends at the end of the input, after an error
     payload (which is yielded first), or when you stop iterating; ``result()`` may be called at any
-    time and gives the aggregate of every chunk yielded so far, with its verdict.
+    time and gives the aggregate of every chunk yielded so far, with its verdict. An event past
+    ``max_event_bytes`` stops the stream: the chunks before it are yielded, then EventTooLarge is raised.
     """
 
     def __init__(self, source: Any, *, max_event_bytes: int | None = None) -> None:
         self._source = source
         self._pending: deque[dict[str, Any]] = deque()
         self._stream = ChatStream(self._pending.append, max_event_bytes=max_event_bytes)
+        self._error: EventTooLarge | None = None
 
     def _drain(self) -> Iterator[dict[str, Any]]:
         while self._pending:
             yield self._pending.popleft()
 
+    def _write(self, data: bytes) -> bool:
+        try:
+            return self._stream.write(data) == 0  # type: ignore[no-any-return]
+        except EventTooLarge as exc:
+            self._error = exc  # raised once the chunks folded before it have been yielded
+            return True
+
     def __iter__(self) -> Iterator[dict[str, Any]]:
         for data in self._source:
-            stop = self._stream.write(data) == 0
+            stop = self._write(data)
             yield from self._drain()
             if stop:
-                return
-        self._stream.close()
+                break
+        else:
+            self._stream.close()
+        self._raise_if_failed()
 
     async def __aiter__(self) -> AsyncIterator[dict[str, Any]]:
         async for data in self._source:
-            stop = self._stream.write(data) == 0
+            stop = self._write(data)
             for chunk in self._drain():
                 yield chunk
             if stop:
-                return
-        self._stream.close()
+                break
+        else:
+            self._stream.close()
+        self._raise_if_failed()
+
+    def _raise_if_failed(self) -> None:
+        error, self._error = self._error, None
+        if error is not None:
+            raise error
 
     def result(self) -> dict[str, Any]:
         return self._stream.result()  # type: ignore[no-any-return]
