@@ -187,7 +187,7 @@ def create_stream(
     if transfer.mode == "json":
         return _json_answer(bytes(transfer.body))
     stream.close()
-    return stream.result()  # type: ignore[no-any-return]
+    return stream.result()
 
 
 def iter_events(source: Iterable[bytes], /, *, max_event_bytes: int | None = None) -> Iterator[Event]:
@@ -245,7 +245,7 @@ class ChunkIterator:
 
     def _write(self, data: bytes) -> bool:
         try:
-            return self._stream.write(data) == 0  # type: ignore[no-any-return]
+            return self._stream.write(data) == 0
         except EventTooLarge as exc:
             self._error = exc  # raised once the chunks folded before it have been yielded
             return True
@@ -277,7 +277,7 @@ class ChunkIterator:
             raise error
 
     def result(self) -> dict[str, Any]:
-        return self._stream.result()  # type: ignore[no-any-return]
+        return self._stream.result()
 
 
 def iter_chunks(source: Iterable[bytes], /, *, max_event_bytes: int | None = None) -> ChunkIterator:
