@@ -8,18 +8,17 @@ import os
 import tracemalloc
 from collections.abc import Iterator
 
-import pytest
-
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
 def rss() -> int:
-    """The resident set size of this process now, in bytes (Linux ``/proc``; skips elsewhere)."""
+    """The resident set size of this process now, in bytes, from Linux's ``/proc``; 0 elsewhere
+    (macOS and Windows wheels are tested too: there the tracemalloc bounds carry the check)."""
     try:
         with open("/proc/self/statm", "rb") as f:
             return int(f.read().split()[1]) * _PAGE
     except OSError:  # pragma: no cover - not Linux
-        pytest.skip("RSS needs /proc/self/statm")
+        return 0
 
 
 class Peak:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import socket
 import struct
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -202,7 +203,8 @@ def _reset(conn: socket.socket) -> None:
     conn.sendall(SSE_HEAD + b"\r\n" + FIRST + b'data: {"choices":[{"index":0,"delta":{"content":"cut')
     time.sleep(0.05)
     # SO_LINGER with a zero timeout: close() sends RST instead of FIN.
-    conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    linger = struct.pack("HH", 1, 0) if sys.platform == "win32" else struct.pack("ii", 1, 0)
+    conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, linger)
 
 
 def test_tcp_reset_mid_event(stream_backend: Any) -> None:
