@@ -136,14 +136,6 @@ def run_chatstream(backend, chunks, limit, stop_at):
     return outcomes, seen, first
 
 
-def _is_utf8(data: bytes) -> bool:
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    return True
-
-
 def unfused(data, limit):
     decoder = C.Decoder(max_event_bytes=limit)
     agg = C.ChatAggregator()
@@ -164,10 +156,8 @@ def check_chatstream(buf: bytes) -> None:
     if c != p:
         raise AssertionError(f"backends differ on {inp.data!r} in {len(chunks)} chunks:\n{c}\n{p}")
     outcomes, _, result = c
-    # Known difference, reported and pinned by an xfail test in tests/test_garbage_chat.py: ChatStream
-    # hands orjson the raw bytes and skips a payload with invalid UTF-8, where the Decoder replaces it
-    # with U+FFFD and feed_event folds it. Compared on valid UTF-8 only until that is settled.
-    if inp.stop_at == 0 and all(o is None for o in outcomes) and _is_utf8(inp.data):
+    # The fused path must fold exactly what Decoder + feed_event folds, invalid UTF-8 included.
+    if inp.stop_at == 0 and all(o is None for o in outcomes):
         want = unfused(inp.data, inp.limit)
         result = dict(result)
         result.pop("verdict", None)

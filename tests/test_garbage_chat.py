@@ -364,11 +364,6 @@ INVALID_UTF8 = [
 ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known: ChatStream skips a payload with invalid UTF-8 (orjson reads the raw bytes) where "
-    "Decoder + feed_event folds it with U+FFFD; found by fuzz/fuzz_chatstream.py",
-)
 @pytest.mark.parametrize("payloads", INVALID_UTF8, ids=["split-character", "cesu-surrogate"])
 def test_invalid_utf8_payload_fused_equals_unfused(payloads: list[bytes]) -> None:
     stream_bytes = sse([ROLE, *payloads])
