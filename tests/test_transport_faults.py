@@ -247,6 +247,16 @@ def test_silence_ends_at_the_timeout(stream_backend: Any, script: Any, content: 
     assert (choices[0]["message"]["content"] if choices else None) == content
 
 
+def test_idle_timeout_ends_a_silent_stream(stream_backend: Any) -> None:
+    # No total timeout: only the idle bound stops the wait once the server goes quiet mid-event.
+    with RawServer(_silent_mid_event) as raw:
+        _, exc, elapsed = timed(lambda: call(raw.base_url, timeout=None, idle_timeout=1))
+    assert isinstance(exc, fastsse.TransportError), exc
+    assert exc.code == pycurl.E_OPERATION_TIMEDOUT
+    assert elapsed < 1 + 6 + MARGIN  # curl averages the speed over its last ~5 s
+    assert exc.result["choices"][0]["message"]["content"] == "Hello"
+
+
 def _endless_events(conn: socket.socket) -> None:
     conn.sendall(SSE_HEAD + b"\r\n")
     event = chunk({"content": "x"})
