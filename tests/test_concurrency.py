@@ -1,6 +1,6 @@
 """Many threads, each with its own Decoder / ChatStream, give exactly the single-threaded results.
 
-The contract (docs/guarantees.md): instances are not shared between threads; distinct instances
+The contract (README, "Guarantees"): instances are not shared between threads; distinct instances
 share no mutable state (no module-level buffers), so they can run on as many threads as you like.
 The switch interval is shortened so the threads interleave as often as the interpreter allows.
 On a free-threaded build (``python3.13t``) the same tests run with true parallelism; none is
