@@ -1,8 +1,12 @@
 """Extension definitions and build switches; all metadata lives in pyproject.toml.
 
-FASTSSE_NO_EXTENSIONS=1       build pure Python (no compiler needed)
+FASTSSE_NO_EXTENSIONS=1       build pure Python: a py3-none-any wheel, no compiler needed
 FASTSSE_REQUIRE_EXTENSIONS=1  fail the build if an extension cannot be compiled (CIBUILDWHEEL=1 implies it)
 FASTSSE_DEBUG_BUILD=1         -O0 -g, Cython bounds checks on
+
+Without FASTSSE_REQUIRE_EXTENSIONS a failed compile (no compiler, no Python headers, no Cython) is not
+fatal: the build prints one warning and the package installs with the pure-Python backend
+(``fastsse.BACKEND == "python"``).
 """
 
 import os
@@ -10,6 +14,7 @@ import platform
 import sys
 
 from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
 
 
 def _flag(name):
@@ -19,50 +24,76 @@ def _flag(name):
 NO_EXTENSIONS = _flag("FASTSSE_NO_EXTENSIONS") or platform.python_implementation() != "CPython"
 STRICT = _flag("FASTSSE_REQUIRE_EXTENSIONS") or _flag("CIBUILDWHEEL")
 DEBUG = _flag("FASTSSE_DEBUG_BUILD")
-MODULES = ["_decoder_c", "_aggregator_c"]
+MODULES = ("_decoder_c", "_aggregator_c")
+DIRECTIVES = {
+    "language_level": "3",
+    "embedsignature": True,
+    "binding": True,
+    "boundscheck": DEBUG,
+    "wraparound": DEBUG,
+    "initializedcheck": DEBUG,
+    "freethreading_compatible": True,
+}
+
+if DEBUG:
+    COMPILE_ARGS = ["/Od", "/Zi"] if sys.platform == "win32" else ["-O0", "-g3", "-UNDEBUG"]
+else:
+    COMPILE_ARGS = ["/O2"] if sys.platform == "win32" else ["-O3"]
+
+
+class BuildExt(build_ext):
+    """Cythonize at build time and turn a failed optional extension into one warning.
+
+    Translating here rather than at import of setup.py keeps generated C out of the sdist (the sdist
+    command asks build_ext for its sources) and lets a machine without Cython still install.
+    setuptools' own ``optional=True`` handling would log one easily missed line per extension.
+    """
+
+    def initialize_options(self):
+        super().initialize_options()
+        self._failed = []
+
+    def build_extension(self, ext):
+        try:
+            from Cython.Build import cythonize
+
+            # Generated C goes under build/ (per interpreter), never next to the .pyx.
+            build_dir = os.path.join(self.build_temp, "cython")
+            (translated,) = cythonize(
+                [ext], compiler_directives=DIRECTIVES, build_dir=build_dir, force=self.force
+            )
+            ext.sources = translated.sources
+            super().build_extension(ext)
+        except Exception as exc:
+            if not ext.optional:
+                raise
+            reason = " ".join(str(exc).split()) or type(exc).__name__
+            self._failed.append(f"{ext.name.rpartition('.')[2]}: {reason[:160]}")
+
+    def run(self):
+        super().run()
+        if self._failed:
+            print(
+                "WARNING: fastsse: the compiled backend could not be built, so only the pure-Python"
+                " backend (several times slower) is installed. To get it, install a C compiler and"
+                " the Python headers, then reinstall; FASTSSE_REQUIRE_EXTENSIONS=1 makes this an error,"
+                " FASTSSE_NO_EXTENSIONS=1 builds pure Python on purpose. Cause: " + "; ".join(self._failed),
+                file=sys.stderr,
+            )
 
 
 def _extensions():
-    from Cython.Build import cythonize
-
-    if DEBUG:
-        args = ["/Od", "/Zi"] if sys.platform == "win32" else ["-O0", "-g3", "-UNDEBUG"]
-    else:
-        args = ["/O2"] if sys.platform == "win32" else ["-O3"]
-    exts = [
+    if NO_EXTENSIONS:
+        return []
+    return [
         Extension(
-            f"fastsse.{name}", [f"src/fastsse/{name}.pyx"], extra_compile_args=args, optional=not STRICT
+            f"fastsse.{name}",
+            [f"src/fastsse/{name}.pyx"],
+            extra_compile_args=COMPILE_ARGS,
+            optional=not STRICT,  # setuptools then tolerates the missing module when it copies outputs
         )
         for name in MODULES
     ]
-    return cythonize(
-        exts,
-        compiler_directives={
-            "language_level": "3",
-            "embedsignature": True,
-            "binding": True,
-            "boundscheck": DEBUG,
-            "wraparound": DEBUG,
-            "initializedcheck": DEBUG,
-            "freethreading_compatible": True,
-        },
-    )
 
 
-def _build():
-    if NO_EXTENSIONS:
-        print("*** fastsse: pure Python build (FASTSSE_NO_EXTENSIONS) ***", file=sys.stderr)
-        return []
-    try:
-        return _extensions()
-    except Exception as exc:  # Cython missing or a .pyx failed to translate
-        if STRICT:
-            raise
-        print(
-            f"*** WARNING fastsse: compiled backend unavailable ({exc}); pure Python build ***",
-            file=sys.stderr,
-        )
-        return []
-
-
-setup(ext_modules=_build())
+setup(ext_modules=_extensions(), cmdclass={"build_ext": BuildExt})

@@ -189,7 +189,6 @@ def test_feed_non_dict_is_skipped(backend: SimpleNamespace) -> None:
         b"[" * 2000 + b"]" * 2000,
         b'{"choices":' + b"[" * 5000 + b"]" * 5000 + b"}",
         b"\xff\xfe{}",
-        b'{"id":"\xed\xa0\x80"}',
         b'"\\ud800"',
         b"\x00",
         b"{" + b" " * 100_000,
@@ -205,6 +204,18 @@ def test_hostile_payloads_are_skipped(backend: SimpleNamespace, payload: bytes |
     agg.feed_data(b'{"choices":[{"index":0,"delta":{"content":"still fine"},"finish_reason":"stop"}]}')
     agg.feed_data(b"[DONE]")
     assert agg.verdict.complete
+
+
+def test_invalid_utf8_in_bytes_becomes_replacement_characters(backend: SimpleNamespace) -> None:
+    """As the decoder does (spec: invalid UTF-8 decodes to U+FFFD): a CESU-8 surrogate and a
+    character a server split across two events each cost U+FFFDs, not the whole chunk."""
+    agg = backend.ChatAggregator()
+    assert agg.feed_data(b'{"id":"\xed\xa0\x80"}') == {"id": "\ufffd\ufffd\ufffd"}
+    agg.feed_data(b'{"choices":[{"index":0,"delta":{"content":"caf\xc3"},"finish_reason":null}]}')
+    agg.feed_data(b'{"choices":[{"index":0,"delta":{"content":"\xa9!"},"finish_reason":"stop"}]}')
+    assert agg.result()["choices"][0]["message"]["content"] == "caf\ufffd\ufffd!"
+    assert agg.result()["choices"][0]["finish_reason"] == "stop"
+    assert agg.skipped == 0
 
 
 def test_deeply_nested_valid_values_fold(backend: SimpleNamespace) -> None:

@@ -39,7 +39,7 @@ from ._decoder_c cimport Decoder
 
 import orjson
 
-from ._chat import Verdict, build_result, joined, make_verdict, verdict_dict
+from ._chat import Verdict, build_result, joined, loads_replacing as _loads_replacing, make_verdict, verdict_dict
 from ._errors import too_large
 
 
@@ -640,11 +640,14 @@ Folds the chunks of an OpenAI-style chat stream into one response shaped like a
         try:
             chunk = _loads(payload)
         except _JSONDecodeError:
-            if _is_done(payload):
-                self._done = True
-            else:
-                self._skipped += 1
-            return None
+            try:
+                chunk = _loads_replacing(payload)
+            except _JSONDecodeError:
+                if _is_done(payload):
+                    self._done = True
+                else:
+                    self._skipped += 1
+                return None
         if not PyDict_CheckExact(chunk):
             self._skipped += 1
             return None
@@ -658,7 +661,10 @@ Folds the chunks of an OpenAI-style chat stream into one response shaped like a
         try:
             value = _loads(payload)
         except _JSONDecodeError:
-            value = None
+            try:
+                value = _loads_replacing(payload)
+            except _JSONDecodeError:
+                value = None
         if PyDict_CheckExact(value) and (<dict>value).get("error") is not None:
             return value
         return {"error": value if value is not None else _as_text(payload)}

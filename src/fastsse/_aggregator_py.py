@@ -13,6 +13,7 @@ from typing import Any, Final
 import orjson
 
 from ._chat import Verdict, build_result, joined, make_verdict, verdict_dict
+from ._chat import loads_replacing as _loads_replacing
 from ._decoder_py import Decoder, Event, as_bytes
 from ._errors import too_large
 
@@ -292,11 +293,14 @@ class ChatAggregator:
         try:
             chunk = _loads(payload)
         except _JSONDecodeError:
-            if _is_done(payload):
-                self._done = True
-            else:
-                self._skipped += 1
-            return None
+            try:
+                chunk = _loads_replacing(payload)
+            except _JSONDecodeError:
+                if _is_done(payload):
+                    self._done = True
+                else:
+                    self._skipped += 1
+                return None
         if type(chunk) is not dict:
             self._skipped += 1
             return None
@@ -310,7 +314,10 @@ class ChatAggregator:
         try:
             value = _loads(payload)
         except _JSONDecodeError:
-            value = None
+            try:
+                value = _loads_replacing(payload)
+            except _JSONDecodeError:
+                value = None
         if type(value) is dict and value.get("error") is not None:
             return value
         return {"error": value if value is not None else _as_text(payload)}

@@ -45,8 +45,11 @@ def get_backend(name: str) -> SimpleNamespace:
 
 
 if TYPE_CHECKING:
-    from ._aggregator_py import ChatAggregator, ChatStream
-    from ._decoder_py import Decoder, Event
+    # "X as X" marks the names as re-exported for mypy --strict (no implicit re-export).
+    from ._aggregator_py import ChatAggregator as ChatAggregator
+    from ._aggregator_py import ChatStream as ChatStream
+    from ._decoder_py import Decoder as Decoder
+    from ._decoder_py import Event as Event
 
     BACKEND = "python"
 else:

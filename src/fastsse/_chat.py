@@ -11,6 +11,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Final
 
+import orjson
+
+
+def loads_replacing(payload: Any) -> Any:
+    """Parse a payload orjson refused, once more with invalid UTF-8 replaced by U+FFFD.
+
+    orjson rejects invalid UTF-8 in bytes, where the decoder (and so ``feed_event``) replaces it;
+    retrying keeps every path to the fold alike, and a character a server split across two events
+    costs one U+FFFD instead of both chunks. It raises ``orjson.JSONDecodeError`` when the payload is
+    still not JSON (and always for ``str``, which orjson has already read as text).
+    """
+    if isinstance(payload, str):
+        raise orjson.JSONDecodeError("not JSON", payload, 0)
+    return orjson.loads(bytes(payload).decode("utf-8", "replace"))
+
+
 # Top-level chunk keys that are not copied into the result: ``object`` is rewritten, ``choices`` is
 # folded, ``error`` is reported on its own, ``obfuscation`` is OpenAI's per-chunk random padding.
 STANDARD_TOP: Final = ("usage", "system_fingerprint", "service_tier")

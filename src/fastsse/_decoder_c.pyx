@@ -14,6 +14,7 @@ from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.string cimport memchr, memcpy
 
 from ._errors import bad_input_type, too_large
+from ._fields import long_retry
 
 cdef str _MESSAGE = "message"
 cdef str _EMPTY = ""
@@ -392,5 +393,7 @@ cdef class Decoder:
                     retry = retry * 10 + (value[i] - 48)
                 self._retry = retry
             else:
-                self._retry = int(value[:value_len])
+                big = long_retry(value[:value_len])
+                if big is not None:
+                    self._retry = big
         return 0

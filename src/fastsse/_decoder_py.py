@@ -6,10 +6,12 @@ Both implement the WHATWG "event stream interpretation" rules byte for byte; the
 
 from __future__ import annotations
 
+import operator
 import re
 from typing import Final
 
 from ._errors import bad_input_type, too_large
+from ._fields import long_retry
 
 _EOL: Final = re.compile(rb"[\r\n]")
 _BOM: Final = b"\xef\xbb\xbf"
@@ -78,8 +80,11 @@ class Decoder:
     """
 
     def __init__(self, *, max_event_bytes: int | None = None) -> None:
-        if max_event_bytes is not None and max_event_bytes < 1:
-            raise ValueError(f"max_event_bytes must be a positive int or None, not {max_event_bytes!r}")
+        if max_event_bytes is not None:
+            # operator.index: a float is a TypeError here as in the compiled module's C integer.
+            max_event_bytes = operator.index(max_event_bytes)
+            if max_event_bytes < 1:
+                raise ValueError(f"max_event_bytes must be a positive int or None, not {max_event_bytes!r}")
         self._limit = max_event_bytes
         self._last_id = ""
         self._retry: int | None = None
@@ -260,5 +265,7 @@ class Decoder:
             if b"\x00" not in value:
                 self._last_id = value.decode("utf-8", "replace")
         elif name == b"retry" and value and value.isdigit():
-            self._retry = int(value)
+            retry = int(value) if len(value) <= 18 else long_retry(value)
+            if retry is not None:
+                self._retry = retry
         return False

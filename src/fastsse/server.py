@@ -464,7 +464,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _complete(self, request: dict[str, Any], name: str) -> None:
         if name == "error":
-            self._error(500, MID_STREAM_ERROR["message"], "server_error", "internal_error")
+            self._error(500, str(MID_STREAM_ERROR["message"]), "server_error", "internal_error")
             return
         body = orjson.dumps(expected_completion(request))
         if name == "disconnect":

@@ -6,6 +6,7 @@ backend); this module only moves bytes and maps transport outcomes to results an
 
 from __future__ import annotations
 
+import math
 import os
 from collections import deque
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
@@ -115,6 +116,7 @@ def create_stream(
     headers: Mapping[str, str] | Sequence[str] | None = None,
     timeout: float | None = None,
     connect_timeout: float | None = None,
+    idle_timeout: float | None = None,
     curl: Any = None,
     max_event_bytes: int | None = None,
 ) -> dict[str, Any]:
@@ -124,7 +126,11 @@ def create_stream(
     ``[DONE]``); returning ``False`` cancels the transfer and the partial result is returned without
     an error. ``base_url`` and ``api_key`` default to ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY`` (then
     the OpenAI endpoint), like the openai SDK. ``timeout`` bounds the whole transfer and
-    ``connect_timeout`` the connection, in seconds. Pass a ``pycurl.Curl`` as ``curl`` to reuse its
+    ``connect_timeout`` the connection, in seconds; ``idle_timeout`` gives up on a server that
+    goes silent, which suits long answers that a total ``timeout`` would cut: curl's low-speed
+    check (under one byte a second for that many whole seconds; ``: ping`` keep-alives count),
+    and since curl averages the speed over its last five seconds, silence after a burst is noticed
+    up to about five seconds late. Pass a ``pycurl.Curl`` as ``curl`` to reuse its
     connection across calls (only the options this call needs are set on it; it is left open).
 
     The result carries ``"verdict"`` (whether ``[DONE]``, a finish reason and usage arrived). An HTTP
@@ -163,6 +169,8 @@ def create_stream(
     handle.setopt(pycurl.NOSIGNAL, 1)
     handle.setopt(pycurl.TIMEOUT_MS, int(timeout * 1000) if timeout else 0)
     handle.setopt(pycurl.CONNECTTIMEOUT_MS, int(connect_timeout * 1000) if connect_timeout else 0)
+    handle.setopt(pycurl.LOW_SPEED_LIMIT, 1 if idle_timeout else 0)
+    handle.setopt(pycurl.LOW_SPEED_TIME, max(1, math.ceil(idle_timeout)) if idle_timeout else 0)
     try:
         try:
             handle.perform()
@@ -187,7 +195,7 @@ def create_stream(
     if transfer.mode == "json":
         return _json_answer(bytes(transfer.body))
     stream.close()
-    return stream.result()  # type: ignore[no-any-return]
+    return stream.result()
 
 
 def iter_events(source: Iterable[bytes], /, *, max_event_bytes: int | None = None) -> Iterator[Event]:
@@ -245,7 +253,7 @@ class ChunkIterator:
 
     def _write(self, data: bytes) -> bool:
         try:
-            return self._stream.write(data) == 0  # type: ignore[no-any-return]
+            return self._stream.write(data) == 0
         except EventTooLarge as exc:
             self._error = exc  # raised once the chunks folded before it have been yielded
             return True
@@ -277,7 +285,7 @@ class ChunkIterator:
             raise error
 
     def result(self) -> dict[str, Any]:
-        return self._stream.result()  # type: ignore[no-any-return]
+        return self._stream.result()
 
 
 def iter_chunks(source: Iterable[bytes], /, *, max_event_bytes: int | None = None) -> ChunkIterator:

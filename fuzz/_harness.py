@@ -1,0 +1,167 @@
+"""What both fuzz targets share: turning the fuzzer's bytes into options, a stream and its chunking.
+
+The checks live here, free of atheris, so ``tests/test_fuzz_seeds.py`` runs them on the seed corpus
+in every test run; the ``fuzz_*.py`` scripts only hand them to atheris (importing this module inside
+``atheris.instrument_imports`` so the Python twin's branches guide the fuzzer).
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import fastsse
+
+KINDS = (bytes, bytearray, memoryview)
+
+
+class Input:
+    """A fuzz input read as: limit (0 = none), chunking, input type, framing mode, then the stream."""
+
+    def __init__(self, buf: bytes) -> None:
+        head, body = buf[:8], buf[8:]
+        head = head.ljust(8, b"\x00")
+        self.limit: int | None = head[0] % 96 or None  # small caps hit the overflow paths often
+        self.kind = KINDS[head[1] % 3]
+        self.mode = (
+            head[2] % 4
+        )  # 0, 1: raw bytes; 2: each line of the body is a data: payload; 3: CR/CRLF mix
+        self.stop_at = head[3] % 16  # ChatStream: on_chunk answers False (odd) or raises (even) at this call
+        seed = int.from_bytes(head[4:8], "little")
+        self.data = frame(body, self.mode)
+        self.cuts = cuts(len(self.data), seed)
+
+    def chunks(self) -> list[Any]:
+        bounds = [0, *self.cuts, len(self.data)]
+        return [self.kind(self.data[a:b]) for a, b in itertools.pairwise(bounds)]
+
+
+def frame(body: bytes, mode: int) -> bytes:
+    if mode == 2:
+        return b"".join(b"data: " + line + b"\n\n" for line in body.split(b"\n"))
+    if mode == 3:
+        return body.replace(b"\n", b"\r\n").replace(b"\x00", b"\r")
+    return body
+
+
+def cuts(n: int, seed: int) -> list[int]:
+    """A deterministic chunking from a 32-bit seed: none, bytewise, or up to 24 cut points."""
+    if n < 2:
+        return []
+    shape = seed & 3
+    if shape == 0:
+        return []
+    if shape == 1 and n <= 4096:
+        return list(range(1, n))
+    out = set()
+    x = seed | 1
+    for _ in range((seed >> 2) % 24 + 1):
+        x = (x * 1103515245 + 12345) & 0x7FFFFFFF  # an LCG: the same input always cuts the same way
+        out.add(x % n)
+    return sorted(out - {0})
+
+
+# The Decoder target
+
+C = fastsse.get_backend("cython")
+PY = fastsse.get_backend("python")
+
+
+def run_decoder(backend, chunks, limit):
+    decoder = backend.Decoder(max_event_bytes=limit)
+    trace = []
+    for chunk in chunks:
+        try:
+            trace.append([(e.event, e.data, e.id, e.retry) for e in decoder.feed(chunk)])
+        except fastsse.EventTooLarge as exc:
+            trace.append(("too-large", exc.limit, [(e.event, e.data, e.id, e.retry) for e in exc.events]))
+    trace.append(decoder.close())
+    return trace, decoder.truncated, decoder.last_event_id, decoder.retry
+
+
+def events_of(result):
+    out = []
+    for step in result[0]:
+        out.extend(step[2] if isinstance(step, tuple) else step)
+    return out
+
+
+def check_decoder(buf: bytes) -> None:
+    inp = Input(buf)
+    chunks = inp.chunks()
+    c = run_decoder(C, chunks, inp.limit)
+    p = run_decoder(PY, chunks, inp.limit)
+    if c != p:
+        raise AssertionError(
+            f"backends differ on {inp.data!r} in {len(chunks)} chunks, limit {inp.limit}:\n{c}\n{p}"
+        )
+    whole = run_decoder(C, [inp.data], inp.limit)
+    if events_of(whole) != events_of(c) or whole[1:] != c[1:]:
+        raise AssertionError(
+            f"chunking changed the events of {inp.data!r} (cuts {inp.cuts}, limit {inp.limit})"
+        )
+
+
+# The ChatStream target
+
+
+class Refused(Exception):
+    """What on_chunk raises when the input asks it to."""
+
+
+def run_chatstream(backend, chunks, limit, stop_at):
+    seen = []
+
+    def on_chunk(chunk):
+        seen.append(repr(chunk))  # a snapshot: later folding must not matter
+        if len(seen) == stop_at:
+            if stop_at % 2:
+                return False
+            raise Refused(stop_at)
+        return None
+
+    stream = backend.ChatStream(on_chunk, max_event_bytes=limit)
+    outcomes = []
+    for chunk in chunks:
+        try:
+            outcomes.append(stream.write(chunk))
+        except fastsse.EventTooLarge as exc:
+            outcomes.append(("too-large", exc.limit))
+        except Refused as exc:
+            outcomes.append(("refused", exc.args))
+    stream.close()
+    first = stream.result()
+    if stream.result() != first:
+        raise AssertionError("result() changed between two calls with no write between them")
+    return outcomes, seen, first
+
+
+def unfused(data, limit):
+    decoder = C.Decoder(max_event_bytes=limit)
+    agg = C.ChatAggregator()
+    try:
+        events = decoder.feed(data)
+    except fastsse.EventTooLarge:
+        return None
+    for event in events:
+        agg.feed_event(event)
+    return agg.result()
+
+
+def check_chatstream(buf: bytes) -> None:
+    inp = Input(buf)
+    chunks = inp.chunks()
+    c = run_chatstream(C, chunks, inp.limit, inp.stop_at)
+    p = run_chatstream(PY, chunks, inp.limit, inp.stop_at)
+    if c != p:
+        raise AssertionError(f"backends differ on {inp.data!r} in {len(chunks)} chunks:\n{c}\n{p}")
+    outcomes, _, result = c
+    # The fused path must fold exactly what Decoder + feed_event folds, invalid UTF-8 included.
+    if inp.stop_at == 0 and all(o is None for o in outcomes):
+        want = unfused(inp.data, inp.limit)
+        result = dict(result)
+        result.pop("verdict", None)
+        if want is not None and want != result:
+            raise AssertionError(
+                f"ChatStream and Decoder+ChatAggregator differ on {inp.data!r}:\n{result}\n{want}"
+            )

@@ -1,0 +1,76 @@
+"""What an installed fastsse carries: the typing marker, both compiled modules as real extension
+modules, the free-threading declaration in every Cython source, and a GIL that stays off.
+
+These run on every wheel cibuildwheel builds, so a wheel that lost a module or re-enables the GIL
+on a free-threaded interpreter fails there, not on a user's machine.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.machinery
+import importlib.resources
+import os
+import re
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+import fastsse
+
+COMPILED = ("_decoder_c", "_aggregator_c")
+SOURCE_TREE = Path(__file__).resolve().parent.parent / "src" / "fastsse"
+
+
+def test_py_typed_is_installed() -> None:
+    assert (importlib.resources.files("fastsse") / "py.typed").is_file()
+
+
+@pytest.mark.c_extension
+@pytest.mark.parametrize("name", COMPILED)
+def test_compiled_module_is_an_extension(name: str) -> None:
+    module = importlib.import_module(f"fastsse.{name}")
+    path = str(module.__file__)
+    assert path.endswith(tuple(importlib.machinery.EXTENSION_SUFFIXES)), path
+
+
+def _pyx_sources() -> dict[str, str]:
+    # The wheel ships the .pyx next to the modules; a source checkout has them under src/.
+    installed = importlib.resources.files("fastsse")
+    found = {p.name: p.read_text(encoding="utf-8") for p in installed.iterdir() if p.name.endswith(".pyx")}
+    if SOURCE_TREE.is_dir():
+        found.update({p.name: p.read_text(encoding="utf-8") for p in SOURCE_TREE.glob("*.pyx")})
+    return found
+
+
+def test_every_pyx_declares_freethreading_compatible() -> None:
+    sources = _pyx_sources()
+    assert {f"{name}.pyx" for name in COMPILED} <= set(sources)
+    for name, text in sources.items():
+        first = text.splitlines()[0]
+        assert re.match(r"# cython:.*\bfreethreading_compatible=True\b", first), f"{name}: {first}"
+
+
+@pytest.mark.c_extension
+@pytest.mark.skipif(not sysconfig.get_config_var("Py_GIL_DISABLED"), reason="needs a free-threaded CPython")
+def test_gil_stays_disabled_after_import() -> None:
+    # An extension without the free-threading declaration makes CPython turn the GIL back on (with a
+    # RuntimeWarning) when it is imported; a subprocess keeps that from leaking into this run.
+    code = (
+        "import sys, fastsse, fastsse._decoder_c, fastsse._aggregator_c\n"
+        "fastsse.get_backend('cython')\n"
+        "print(sys._is_gil_enabled())\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYTHON_GIL"}
+    out = subprocess.run(
+        [sys.executable, "-W", "error", "-c", code], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "False"
+
+
+def test_version_is_a_release_string() -> None:
+    assert re.fullmatch(r"\d+\.\d+\.\d+([abrc]+\d+|\.dev\d+|\.post\d+)?", fastsse.__version__)

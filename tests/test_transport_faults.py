@@ -1,0 +1,353 @@
+"""Transport faults on 127.0.0.1: create_stream raises or reports as its docstring says, and never
+runs past its timeout.
+
+Two kinds of server: the package's loopback server (its ``disconnect``, ``slow-N``, ``huge-N``,
+``html`` and ``http-N`` scenarios) and, for faults it does not script, a raw socket server in this
+file that reads one request and then does exactly one bad thing (a TCP reset mid-event, silence
+before or after the headers, an endless event, an endless line, a huge error body, a broken chunked
+encoding). Every wait is bounded: short curl timeouts, socket timeouts on the raw server, and a
+wall-clock bound on each call.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import struct
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from types import SimpleNamespace
+from typing import Any
+
+import orjson
+import pycurl
+import pytest
+
+import fastsse
+import fastsse.stream
+from fastsse.server import expected_completion, serve_in_thread
+
+MARGIN = 2.0  # seconds a call may take past its timeout (process scheduling on a busy CI box)
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[Any]:
+    with serve_in_thread(port=0) as srv:
+        yield srv
+
+
+@pytest.fixture
+def stream_backend(backend: SimpleNamespace, monkeypatch: pytest.MonkeyPatch) -> SimpleNamespace:
+    monkeypatch.setattr(fastsse.stream, "ChatStream", backend.ChatStream)
+    monkeypatch.setattr(fastsse.stream, "Decoder", backend.Decoder)
+    return backend
+
+
+def request(model: str) -> dict[str, Any]:
+    return {"model": model, "messages": [{"role": "user", "content": "hi"}]}
+
+
+def timed(fn: Callable[[], Any]) -> tuple[Any, BaseException | None, float]:
+    start = time.monotonic()
+    try:
+        return fn(), None, time.monotonic() - start
+    except BaseException as exc:
+        return None, exc, time.monotonic() - start
+
+
+class RawServer:
+    """Accepts connections on 127.0.0.1, reads each request, then runs ``script(conn)`` on it."""
+
+    def __init__(self, script: Callable[[socket.socket], None]) -> None:
+        self.script = script
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(4)
+        self.sock.settimeout(0.2)
+        self.port = self.sock.getsockname()[1]
+        self.base_url = f"http://127.0.0.1:{self.port}/v1"
+        self.stop = threading.Event()
+        self.errors: list[BaseException] = []
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+
+    def _serve(self) -> None:
+        while not self.stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            with conn:
+                conn.settimeout(10)
+                try:
+                    self._read_request(conn)
+                    self.script(conn)
+                except OSError:
+                    pass  # the client went away: that is what most scripts wait for
+                except BaseException as exc:
+                    self.errors.append(exc)
+
+    @staticmethod
+    def _read_request(conn: socket.socket) -> None:
+        data = b""
+        while b"\r\n\r\n" not in data:
+            more = conn.recv(65536)
+            if not more:
+                raise ConnectionError("client closed before sending its request")
+            data += more
+        head, _, body = data.partition(b"\r\n\r\n")
+        length = 0
+        for line in head.split(b"\r\n"):
+            if line.lower().startswith(b"content-length:"):
+                length = int(line.split(b":", 1)[1])
+        while len(body) < length:
+            body += conn.recv(65536)
+
+    def __enter__(self) -> RawServer:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join(timeout=15)
+        self.sock.close()
+        assert not self.thread.is_alive(), "the raw server did not stop"
+        assert not self.errors, self.errors
+
+
+SSE_HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
+
+
+def chunk(delta: dict[str, Any] | None = None, finish: str | None = None) -> bytes:
+    body = {"id": "x", "object": "chat.completion.chunk", "created": 1, "model": "m"}
+    body["choices"] = [{"index": 0, "delta": delta or {}, "finish_reason": finish}]
+    return b"data: " + orjson.dumps(body) + b"\n\n"
+
+
+FIRST = chunk({"role": "assistant", "content": "Hel"}) + chunk({"content": "lo"})
+
+
+def wait_until_client_leaves(conn: socket.socket, limit: float = 10.0) -> None:
+    """Keep the connection open, silent, until the client closes it (or ``limit`` passes)."""
+    conn.settimeout(limit)
+    with contextlib.suppress(OSError):
+        while conn.recv(65536):
+            pass
+
+
+def call(base_url: str, model: str = "plain", **kwargs: Any) -> Any:
+    kwargs.setdefault("connect_timeout", 2)
+    return fastsse.create_stream(request(model), base_url=base_url, api_key="x", **kwargs)
+
+
+# Faults the loopback server scripts
+
+
+def test_disconnect_mid_event(server: Any, stream_backend: Any) -> None:
+    seen: list[Any] = []
+    _, exc, elapsed = timed(lambda: call(server.base_url, "disconnect", on_chunk=seen.append, timeout=5))
+    assert isinstance(exc, fastsse.TransportError), exc
+    assert exc.code == pycurl.E_PARTIAL_FILE
+    want = expected_completion(request("disconnect"))["choices"][0]["message"]["content"]
+    assert exc.result["choices"][0]["message"]["content"] == want
+    assert len(seen) == 7  # the role chunk and six content chunks; not the half event
+    assert exc.result["verdict"]["complete"] is False
+    assert elapsed < 5
+
+
+@pytest.mark.parametrize("timeout", [0.3, 1.0])
+def test_stall_past_the_timeout(server: Any, stream_backend: Any, timeout: float) -> None:
+    # slow-3000: a token every 3 s; the call must give up at its timeout, with what came so far.
+    _, exc, elapsed = timed(lambda: call(server.base_url, "slow-3000", timeout=timeout))
+    assert isinstance(exc, fastsse.TransportError), exc
+    assert exc.code == pycurl.E_OPERATION_TIMEDOUT
+    assert timeout * 0.9 <= elapsed < timeout + MARGIN
+    assert exc.result["verdict"]["complete"] is False
+
+
+def test_ten_megabyte_event_at_the_end(server: Any, stream_backend: Any) -> None:
+    size = 10 << 20
+    result, exc, elapsed = timed(lambda: call(server.base_url, f"huge-{size}", timeout=30))
+    assert exc is None, exc
+    assert len(result["choices"][0]["message"]["content"]) == size
+    assert result["verdict"]["complete"] is True
+    # With a cap below it: EventTooLarge (an SSEError), raised after curl is stopped, quickly.
+    _, exc, elapsed = timed(
+        lambda: call(server.base_url, f"huge-{size}", timeout=30, max_event_bytes=1 << 20)
+    )
+    assert isinstance(exc, fastsse.EventTooLarge), exc
+    assert elapsed < 30
+
+
+def test_html_with_status_200(server: Any, stream_backend: Any) -> None:
+    result = call(server.base_url, "html", timeout=5)
+    assert result["status"] == 200
+    assert result["error"].lstrip().startswith("<!DOCTYPE html>")
+
+
+@pytest.mark.parametrize("status", [400, 401, 429, 500, 503])
+def test_http_error_status(server: Any, stream_backend: Any, status: int) -> None:
+    result = call(server.base_url, f"http-{status}", timeout=5)
+    assert result["status"] == status
+    assert isinstance(result["error"], dict) and result["error"].get("message")
+
+
+# Faults scripted here, on raw sockets
+
+
+def _reset(conn: socket.socket) -> None:
+    conn.sendall(SSE_HEAD + b"\r\n" + FIRST + b'data: {"choices":[{"index":0,"delta":{"content":"cut')
+    time.sleep(0.05)
+    # SO_LINGER with a zero timeout: close() sends RST instead of FIN.
+    linger = struct.pack("HH", 1, 0) if sys.platform == "win32" else struct.pack("ii", 1, 0)
+    conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, linger)
+
+
+def test_tcp_reset_mid_event(stream_backend: Any) -> None:
+    seen: list[Any] = []
+    with RawServer(_reset) as raw:
+        _, exc, elapsed = timed(lambda: call(raw.base_url, on_chunk=seen.append, timeout=5))
+    assert isinstance(exc, fastsse.TransportError), exc
+    assert exc.code in (pycurl.E_RECV_ERROR, pycurl.E_PARTIAL_FILE, pycurl.E_GOT_NOTHING)
+    assert exc.result["choices"][0]["message"]["content"] == "Hello"
+    assert len(seen) == 2
+    assert elapsed < 5
+
+
+def _silent(conn: socket.socket) -> None:
+    wait_until_client_leaves(conn)
+
+
+def _silent_after_headers(conn: socket.socket) -> None:
+    conn.sendall(SSE_HEAD + b"\r\n" + FIRST)
+    wait_until_client_leaves(conn)
+
+
+def _silent_mid_event(conn: socket.socket) -> None:
+    conn.sendall(SSE_HEAD + b"\r\n" + FIRST + b"data: {")
+    wait_until_client_leaves(conn)
+
+
+@pytest.mark.parametrize(
+    ("script", "content"),
+    [(_silent, None), (_silent_after_headers, "Hello"), (_silent_mid_event, "Hello")],
+    ids=["no-answer", "after-headers", "mid-event"],
+)
+def test_silence_ends_at_the_timeout(stream_backend: Any, script: Any, content: str | None) -> None:
+    with RawServer(script) as raw:
+        _, exc, elapsed = timed(lambda: call(raw.base_url, timeout=0.5))
+    assert isinstance(exc, fastsse.TransportError), exc
+    assert exc.code == pycurl.E_OPERATION_TIMEDOUT
+    assert elapsed < 0.5 + MARGIN
+    choices = exc.result.get("choices") or []
+    assert (choices[0]["message"]["content"] if choices else None) == content
+
+
+def test_idle_timeout_ends_a_silent_stream(stream_backend: Any) -> None:
+    # No total timeout: only the idle bound stops the wait once the server goes quiet mid-event.
+    with RawServer(_silent_mid_event) as raw:
+        _, exc, elapsed = timed(lambda: call(raw.base_url, timeout=None, idle_timeout=1))
+    assert isinstance(exc, fastsse.TransportError), exc
+    assert exc.code == pycurl.E_OPERATION_TIMEDOUT
+    assert elapsed < 1 + 6 + MARGIN  # curl averages the speed over its last ~5 s
+    assert exc.result["choices"][0]["message"]["content"] == "Hello"
+
+
+def _endless_events(conn: socket.socket) -> None:
+    conn.sendall(SSE_HEAD + b"\r\n")
+    event = chunk({"content": "x"})
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        conn.sendall(event * 64)
+
+
+def test_endless_stream_stops_at_the_timeout(stream_backend: Any) -> None:
+    seen = 0
+
+    def count(_: Any) -> None:
+        nonlocal seen
+        seen += 1
+
+    with RawServer(_endless_events) as raw:
+        _, exc, elapsed = timed(lambda: call(raw.base_url, on_chunk=count, timeout=1.0))
+    assert isinstance(exc, fastsse.TransportError), exc
+    assert exc.code == pycurl.E_OPERATION_TIMEDOUT
+    assert elapsed < 1.0 + MARGIN
+    assert seen > 100
+    assert len(exc.result["choices"][0]["message"]["content"]) == seen
+
+
+def _endless_line(conn: socket.socket) -> None:
+    conn.sendall(SSE_HEAD + b"\r\n" + FIRST + b"data: ")
+    block = b"y" * 65536
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        conn.sendall(block)
+
+
+def test_endless_line_with_a_cap_raises_event_too_large(stream_backend: Any) -> None:
+    # The cap ends the transfer at once (well before the timeout) and the partial result survives
+    # in the chunks on_chunk saw.
+    seen: list[Any] = []
+    with RawServer(_endless_line) as raw:
+        _, exc, elapsed = timed(
+            lambda: call(raw.base_url, on_chunk=seen.append, timeout=10, max_event_bytes=1 << 20)
+        )
+    assert isinstance(exc, fastsse.EventTooLarge), exc
+    assert len(seen) == 2
+    assert elapsed < 5
+
+
+def _huge_error_body(conn: socket.socket) -> None:
+    body = b'{"error": {"message": "' + b"e" * (20 << 20) + b'"}}'
+    conn.sendall(
+        b"HTTP/1.1 500 Internal Server Error\r\nContent-Type: application/json\r\n"
+        b"Content-Length: %d\r\n\r\n" % len(body)
+    )
+    conn.sendall(body)
+
+
+def test_huge_error_body_is_kept_to_a_bound(stream_backend: Any) -> None:
+    with RawServer(_huge_error_body) as raw:
+        result, exc, elapsed = timed(lambda: call(raw.base_url, timeout=10))
+    assert exc is None, exc
+    assert elapsed < 10
+    assert result["status"] == 500
+    # Only the first MiB of the body is kept, so the JSON is cut and comes back as text.
+    assert isinstance(result["error"], str) and len(result["error"]) <= 1 << 20
+
+
+def _broken_chunked(conn: socket.socket) -> None:
+    conn.sendall(
+        b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+        + b"%x\r\n" % len(FIRST)
+        + FIRST
+        + b"\r\nzz-not-hex\r\ndata: x\n\n\r\n"
+    )
+    wait_until_client_leaves(conn, 5)
+
+
+def test_broken_chunked_encoding(stream_backend: Any) -> None:
+    with RawServer(_broken_chunked) as raw:
+        _, exc, elapsed = timed(lambda: call(raw.base_url, timeout=5))
+    assert isinstance(exc, fastsse.TransportError), exc
+    assert exc.result["choices"][0]["message"]["content"] == "Hello"
+    assert elapsed < 5
+
+
+def _html_without_content_type(conn: socket.socket) -> None:
+    body = b"<html><body>not an event stream</body></html>\n"
+    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+
+
+def test_html_without_a_content_type_is_read_as_an_empty_stream(stream_backend: Any) -> None:
+    # No Content-Type means "assume SSE" (some servers omit it); HTML lines are fields without a
+    # colon, ignored, so the result is empty and its verdict says incomplete rather than an error.
+    with RawServer(_html_without_content_type) as raw:
+        result = call(raw.base_url, timeout=5)
+    assert result["choices"] == []
+    assert result["verdict"]["complete"] is False and result["verdict"]["done"] is False

@@ -1,0 +1,124 @@
+"""A typed user of the public API, checked by ``mypy --strict`` (nox -s typing) and run by pytest.
+
+Every annotation below states what a user may rely on; if a public signature loses or changes its
+types, mypy fails here first. The compiled backend is typed through its pure-Python twin
+(``_backend.py`` imports the ``_py`` modules under TYPE_CHECKING), so no ``.pyi`` is needed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+import fastsse
+
+CHAT = [
+    b'data: {"id":"c1","model":"m","choices":[{"index":0,"delta":{"role":"assistant"}}]}\n\n',
+    b'data: {"id":"c1","choices":[{"index":0,"delta":{"content":"Hel"}}]}\n\n',
+    b'data: {"id":"c1","choices":[{"index":0,"delta":{"content":"lo"},"finish_reason":null}]}\n\n',
+    b'data: {"id":"c1","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n',
+    b"data: [DONE]\n\n",
+]
+STREAM = b'id: 7\nretry: 1500\nevent: note\ndata: {"a": 1}\n\ndata: tail\n\n'
+
+
+def decode_all(chunks: list[bytes | bytearray | memoryview]) -> list[fastsse.Event]:
+    decoder = fastsse.Decoder(max_event_bytes=1 << 16)
+    events: list[fastsse.Event] = []
+    for chunk in chunks:
+        events += decoder.feed(chunk)
+    events += decoder.close()
+    truncated: bool = decoder.truncated
+    assert not truncated
+    return events
+
+
+def test_decoder_types() -> None:
+    events = decode_all([STREAM[:5], bytearray(STREAM[5:20]), memoryview(STREAM[20:])])
+    first = events[0]
+    event_type: str = first.event
+    data: str = first.data
+    last_id: str = first.id
+    retry: int | None = first.retry
+    assert (event_type, data, last_id, retry) == ("note", '{"a": 1}', "7", 1500)
+    assert events[1] == fastsse.Event(data="tail", event="message", id="7", retry=1500)
+
+
+def test_decoder_state_types() -> None:
+    decoder = fastsse.Decoder()
+    decoder.feed(STREAM)
+    last_event_id: str = decoder.last_event_id
+    retry: int | None = decoder.retry
+    assert (last_event_id, retry) == ("7", 1500)
+
+
+def test_iter_events_types() -> None:
+    source: Iterator[bytes] = iter([STREAM])
+    types = [event.event for event in fastsse.iter_events(source, max_event_bytes=1024)]
+    assert types == ["note", "message"]
+
+
+def test_errors_are_value_errors() -> None:
+    with pytest.raises(fastsse.SSEError) as info:
+        fastsse.Decoder(max_event_bytes=4).feed(b"data: far too long\n\n")
+    error: ValueError = info.value
+    assert isinstance(error, fastsse.EventTooLarge)
+    limit: int = error.limit
+    assert limit == 4
+
+
+def test_backend_names() -> None:
+    backend: str = fastsse.BACKEND
+    assert backend in ("cython", "python")
+    python = fastsse.get_backend("python")
+    assert python.Decoder().feed(STREAM) == fastsse.Decoder().feed(STREAM)
+    version: str = fastsse.__version__
+    assert version
+
+
+def test_chat_aggregator_types() -> None:
+    aggregator = fastsse.ChatAggregator()
+    folded: list[dict[str, Any]] = []
+    for event in fastsse.iter_events(iter(CHAT)):
+        chunk = aggregator.feed_event(event)
+        if chunk is not None:
+            folded.append(chunk)
+    result: dict[str, Any] = aggregator.result()
+    done: bool = aggregator.done
+    complete: bool = aggregator.verdict.complete
+    assert (len(folded), done, complete) == (4, True, True)
+    assert result["object"] == "chat.completion"
+    assert result["choices"][0]["message"]["content"] == "Hello"
+
+
+def test_chat_stream_write_protocol() -> None:
+    seen: list[dict[str, Any]] = []
+
+    def on_chunk(chunk: dict[str, Any]) -> bool:
+        seen.append(chunk)
+        return True
+
+    stream = fastsse.ChatStream(on_chunk, max_event_bytes=1 << 16)
+    for piece in CHAT:
+        answer: int | None = stream.write(piece)  # pycurl WRITEFUNCTION: None goes on, 0 aborts
+        assert answer is None
+    stream.close()
+    result: dict[str, Any] = stream.result()
+    verdict: fastsse.Verdict = stream.verdict
+    assert (len(seen), verdict.complete) == (4, True)
+    assert result["choices"][0]["message"]["content"] == "Hello"
+
+
+def test_server_side_round_trip() -> None:
+    encoder = fastsse.ChatChunkEncoder(id="c1", model="m", created=0)
+    wire: bytes = b"".join([encoder.role(), encoder.content("Hi"), encoder.finish("stop"), encoder.done()])
+    findings: list[fastsse.Finding] = fastsse.check_stream(wire)
+    assert [f.code for f in findings if f.severity == "error"] == []
+    folded = fastsse.ChatAggregator()
+    for event in fastsse.iter_events([wire]):
+        folded.feed_event(event)
+    assert folded.result()["choices"][0]["message"]["content"] == "Hi"
+    single: bytes = fastsse.encode_event("x", event="note", id="1")
+    assert fastsse.Decoder().feed(single) == [fastsse.Event(data="x", event="note", id="1")]
