@@ -23,27 +23,6 @@ _LOAD_AT_START = pytest.StashKey[tuple[float, float, float]]()
 PEERS = {"openai": "openai", "httpx-sse": "httpx-sse", "sseclient-py": "sseclient-py", "orjson": "orjson"}
 
 
-def pytest_addoption(parser: pytest.Parser) -> None:
-    # As in tests/conftest.py: a pure-Python build deselects what is marked c_extension. The
-    # contenders of the bench modules skip by themselves, naming what is missing.
-    parser.addoption(
-        "--no-c-extensions",
-        action="store_true",
-        default=os.environ.get("FASTSSE_NO_EXTENSIONS", "").strip().lower()
-        in ("1", "true", "yes", "on", "y"),
-        help="deselect benchmarks marked c_extension (default when FASTSSE_NO_EXTENSIONS is set)",
-    )
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if not config.getoption("--no-c-extensions"):
-        return
-    keep = [item for item in items if "c_extension" not in item.keywords]
-    if len(keep) != len(items):
-        config.hook.pytest_deselected(items=[i for i in items if "c_extension" in i.keywords])
-        items[:] = keep
-
-
 def _disabled(config: pytest.Config) -> bool:
     return bool(config.getoption("benchmark_disable")) and not config.getoption("benchmark_enable")
 
