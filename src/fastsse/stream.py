@@ -36,10 +36,8 @@ def _import_pycurl() -> Any:
 class _Transfer:
     """Per-request state for the curl callbacks: status, headers, the body sink, a caught exception."""
 
-    def __init__(self, curl: Any, stream: Any, pycurl: Any) -> None:
-        self.curl = curl
+    def __init__(self, stream: Any) -> None:
         self.stream = stream
-        self.pycurl = pycurl
         self.status = 0
         self.content_type = ""
         self.mode = ""  # "sse", "json" (a non-streaming answer) or "body" (an error or foreign body)
@@ -158,7 +156,7 @@ def create_stream(
 
     stream = ChatStream(on_chunk, max_event_bytes=max_event_bytes)
     handle = curl if curl is not None else pycurl.Curl()
-    transfer = _Transfer(handle, stream, pycurl)
+    transfer = _Transfer(stream)
     handle.setopt(pycurl.URL, url)
     handle.setopt(pycurl.POST, 1)
     handle.setopt(pycurl.POSTFIELDS, body)
