@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
 import fastsse
+import fastsse.stream
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -46,3 +49,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def backend(request: pytest.FixtureRequest) -> SimpleNamespace:
     """The namespace of one backend (``Decoder``, ``Event``, ``ChatAggregator``, ``ChatStream``)."""
     return fastsse.get_backend(request.param)
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[Any]:
+    """The loopback OpenAI-compatible server on 127.0.0.1, one per test module."""
+    from fastsse.server import serve_in_thread
+
+    with serve_in_thread(port=0) as srv:
+        yield srv
+
+
+@pytest.fixture
+def stream_backend(backend: SimpleNamespace, monkeypatch: pytest.MonkeyPatch) -> SimpleNamespace:
+    """Point the transports (create_stream, the iterators) at one backend's ChatStream and Decoder."""
+    monkeypatch.setattr(fastsse.stream, "ChatStream", backend.ChatStream)
+    monkeypatch.setattr(fastsse.stream, "Decoder", backend.Decoder)
+    return backend

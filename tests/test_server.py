@@ -26,12 +26,6 @@ TIMEOUT = 20.0
 MESSAGES = [{"role": "user", "content": "Say hello to the test suite"}]
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[LoopbackServer]:
-    with serve_in_thread() as srv:
-        yield srv
-
-
 @pytest.fixture
 def client(server: LoopbackServer) -> Iterator[openai.OpenAI]:
     with openai.OpenAI(base_url=server.base_url, api_key="x", max_retries=0, timeout=TIMEOUT) as c:

@@ -7,7 +7,6 @@ import asyncio
 import subprocess
 import sys
 from collections.abc import Iterator
-from types import SimpleNamespace
 from typing import Any
 
 import httpx
@@ -22,23 +21,9 @@ KEY = "sk-test-loopback"
 
 
 @pytest.fixture(scope="module")
-def server() -> Iterator[Any]:
-    with serve_in_thread(port=0) as srv:
-        yield srv
-
-
-@pytest.fixture(scope="module")
 def locked_server() -> Iterator[Any]:
     with serve_in_thread(port=0, api_key=KEY) as srv:
         yield srv
-
-
-@pytest.fixture
-def stream_backend(backend: SimpleNamespace, monkeypatch: pytest.MonkeyPatch) -> SimpleNamespace:
-    """Point the transports at one backend's ChatStream and Decoder for the test."""
-    monkeypatch.setattr(fastsse.stream, "ChatStream", backend.ChatStream)
-    monkeypatch.setattr(fastsse.stream, "Decoder", backend.Decoder)
-    return backend
 
 
 def request(model: str, **extra: Any) -> dict[str, Any]:

@@ -17,8 +17,7 @@ import struct
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
-from types import SimpleNamespace
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -27,22 +26,9 @@ import pytest
 
 import fastsse
 import fastsse.stream
-from fastsse.server import expected_completion, serve_in_thread
+from fastsse.server import expected_completion
 
 MARGIN = 2.0  # seconds a call may take past its timeout (process scheduling on a busy CI box)
-
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[Any]:
-    with serve_in_thread(port=0) as srv:
-        yield srv
-
-
-@pytest.fixture
-def stream_backend(backend: SimpleNamespace, monkeypatch: pytest.MonkeyPatch) -> SimpleNamespace:
-    monkeypatch.setattr(fastsse.stream, "ChatStream", backend.ChatStream)
-    monkeypatch.setattr(fastsse.stream, "Decoder", backend.Decoder)
-    return backend
 
 
 def request(model: str) -> dict[str, Any]:
