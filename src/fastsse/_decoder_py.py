@@ -11,7 +11,7 @@ import re
 from typing import Final
 
 from ._errors import bad_input_type, too_large
-from ._fields import long_retry
+from ._fields import long_retry, split_field
 
 _EOL: Final = re.compile(rb"[\r\n]")
 _BOM: Final = b"\xef\xbb\xbf"
@@ -246,12 +246,7 @@ class Decoder:
         if line[0] == 0x3A:  # ':' comment
             return False
         self._in_event = True
-        colon = line.find(b":")
-        if colon < 0:
-            name, value = line, b""
-        else:
-            name = line[:colon]
-            value = line[colon + 2 :] if line[colon + 1 : colon + 2] == b" " else line[colon + 1 :]
+        name, value = split_field(line)
         if name == b"data":
             size = self._data_size + 1 + len(value)
             if self._limit is not None and size > self._limit:

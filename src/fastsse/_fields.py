@@ -4,6 +4,18 @@ from __future__ import annotations
 
 from typing import Final
 
+
+def split_field(line: bytes) -> tuple[bytes, bytes]:
+    """``name:value`` with one leading space of the value dropped; a line without a colon is a
+    field with an empty value (WHATWG "process the field")."""
+    colon = line.find(b":")
+    if colon < 0:
+        return line, b""
+    if line[colon + 1 : colon + 2] == b" ":
+        return line[:colon], line[colon + 2 :]
+    return line[:colon], line[colon + 1 :]
+
+
 # CPython's default int(str) limit; exact conversion of longer values costs quadratic time.
 MAX_RETRY_DIGITS: Final = 4300
 _PIECE: Final = 600  # below the lowest limit sys.set_int_max_str_digits accepts (640)

@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 import orjson
 
+from ._fields import split_field
+
 if TYPE_CHECKING:
     import argparse
 
@@ -256,12 +258,7 @@ class _Framer:
                 continue
             if self.start is None:
                 self.start = offset
-            colon = line.find(b":")
-            if colon < 0:
-                name, value = line, b""
-            else:
-                name = line[:colon]
-                value = line[colon + 2 :] if line[colon + 1 : colon + 2] == b" " else line[colon + 1 :]
+            name, value = split_field(line)
             if name == b"data":
                 if self.data is None:
                     self.data = []
