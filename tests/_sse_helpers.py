@@ -12,8 +12,8 @@ from typing import Any
 VECTORS = Path(__file__).parent / "vectors"
 
 
-def load_sse_vectors() -> list[dict[str, Any]]:
-    with open(VECTORS / "sse.json", encoding="utf-8") as f:
+def load_sse_vectors(name: str = "sse.json") -> list[dict[str, Any]]:
+    with open(VECTORS / name, encoding="utf-8") as f:
         vectors: list[dict[str, Any]] = json.load(f)
     for v in vectors:
         v["bytes"] = v["input"].encode(v["encoding"])

@@ -32,7 +32,7 @@ from hypothesis import strategies as st
 import fastsse
 import fastsse.stream
 from _memory import rss, traced_peak
-from _sse_helpers import VECTORS, chunkings, decode
+from _sse_helpers import chunkings, decode, load_sse_vectors
 
 CAP = 4 << 10
 CHUNK_SIZES = [1, 64, 64 << 10]
@@ -290,15 +290,7 @@ def test_64mib_event_costs_linear_time(backend: Any, shape: str, head: bytes, pa
 # Regression vectors (tests/vectors/regressions.json, expectations written by hand).
 
 
-def _regressions() -> list[dict[str, Any]]:
-    with open(VECTORS / "regressions.json", encoding="utf-8") as f:
-        vectors: list[dict[str, Any]] = json.load(f)
-    for v in vectors:
-        v["bytes"] = v["input"].encode(v["encoding"])
-    return vectors
-
-
-REGRESSIONS = _regressions()
+REGRESSIONS = load_sse_vectors("regressions.json")
 
 
 def _some_chunkings(data: bytes) -> Iterator[tuple[str, list[bytes]]]:
