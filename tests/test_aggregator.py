@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import inspect
-import json
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -145,9 +144,8 @@ def test_feed_data_input_types(backend: SimpleNamespace, kind: type) -> None:
     agg = backend.ChatAggregator()
     text = '{"choices":[{"index":0,"delta":{"content":"é"}}]}'
     payload = text if kind is str else kind(text.encode())
-    chunk = agg.feed_data(payload)
-    assert chunk == json.loads(text)
-    assert agg.feed_data(b"[DONE]" if kind is not str else "[DONE]") is None
+    assert agg.feed_data(payload) is True
+    assert agg.feed_data(b"[DONE]" if kind is not str else "[DONE]") is False
     assert agg.done
     assert agg.result()["choices"][0]["message"]["content"] == "é"
 
@@ -158,17 +156,18 @@ def test_feed_data_rejects_other_types(backend: SimpleNamespace, payload: object
     with pytest.raises(TypeError, match="feed_data"):
         agg.feed_data(payload)
     assert agg.skipped == 0
-    assert agg.feed_data(b"{}") == {}
+    assert agg.feed_data(b"{}") is True
 
 
-def test_feed_data_returns_the_chunk_or_none(backend: SimpleNamespace) -> None:
+def test_feed_data_says_whether_it_folded_a_chunk(backend: SimpleNamespace) -> None:
     agg = backend.ChatAggregator()
-    assert agg.feed_data(b'{"id":"a"}') == {"id": "a"}
-    assert agg.feed_data(b"nope") is None
-    assert agg.feed_data(b"[1]") is None
+    assert agg.feed_data(b'{"id":"a"}') is True
+    assert agg.feed_data(b"nope") is False
+    assert agg.feed_data(b"[1]") is False
     assert agg.skipped == 2
-    assert agg.feed_data(b'{"error":{"message":"x"}}') == {"error": {"message": "x"}}
-    assert agg.feed_data(b'{"id":"b"}') is None
+    assert agg.feed_data(b'{"error":{"message":"x"}}') is True
+    assert agg.error == {"message": "x"}
+    assert agg.feed_data(b'{"id":"b"}') is False
     assert agg.ignored == 1
     assert agg.result()["id"] == "a"
 
@@ -199,7 +198,7 @@ def test_feed_non_dict_is_skipped(backend: SimpleNamespace) -> None:
 )
 def test_hostile_payloads_are_skipped(backend: SimpleNamespace, payload: bytes | str) -> None:
     agg = backend.ChatAggregator()
-    assert agg.feed_data(payload) is None
+    assert agg.feed_data(payload) is False
     assert agg.skipped == 1
     agg.feed_data(b'{"choices":[{"index":0,"delta":{"content":"still fine"},"finish_reason":"stop"}]}')
     agg.feed_data(b"[DONE]")
@@ -210,7 +209,8 @@ def test_invalid_utf8_in_bytes_becomes_replacement_characters(backend: SimpleNam
     """As the decoder does (spec: invalid UTF-8 decodes to U+FFFD): a CESU-8 surrogate and a
     character a server split across two events each cost U+FFFDs, not the whole chunk."""
     agg = backend.ChatAggregator()
-    assert agg.feed_data(b'{"id":"\xed\xa0\x80"}') == {"id": "\ufffd\ufffd\ufffd"}
+    assert agg.feed_data(b'{"id":"\xed\xa0\x80"}') is True
+    assert agg.result()["id"] == "\ufffd\ufffd\ufffd"
     agg.feed_data(b'{"choices":[{"index":0,"delta":{"content":"caf\xc3"},"finish_reason":null}]}')
     agg.feed_data(b'{"choices":[{"index":0,"delta":{"content":"\xa9!"},"finish_reason":"stop"}]}')
     assert agg.result()["choices"][0]["message"]["content"] == "caf\ufffd\ufffd!"
@@ -295,8 +295,8 @@ def test_nothing_raises_but_sse_error(backend: SimpleNamespace) -> None:
 
 def test_feed_event_message(backend: SimpleNamespace) -> None:
     agg = backend.ChatAggregator()
-    assert agg.feed_event(backend.Event('{"id":"z"}')) == {"id": "z"}
-    assert agg.feed_event(backend.Event("[DONE]")) is None
+    assert agg.feed_event(backend.Event('{"id":"z"}')) is True
+    assert agg.feed_event(backend.Event("[DONE]")) is False
     assert agg.done
     assert agg.result()["id"] == "z"
 
@@ -320,12 +320,11 @@ def test_feed_event_error_type(backend: SimpleNamespace, data: str, error: objec
     """``event: error`` always ends the stream; its data becomes the error value."""
     agg = backend.ChatAggregator()
     agg.feed_data('{"choices":[{"index":0,"delta":{"content":"a"}}]}')
-    chunk = agg.feed_event(backend.Event(data, "error"))
-    assert chunk is not None and chunk["error"] == error
+    assert agg.feed_event(backend.Event(data, "error")) is True
     assert agg.error == error
     assert agg.result()["error"] == error
     assert agg.verdict.error and not agg.verdict.complete
-    assert agg.feed_data('{"choices":[{"index":0,"delta":{"content":"b"}}]}') is None
+    assert agg.feed_data('{"choices":[{"index":0,"delta":{"content":"b"}}]}') is False
     assert agg.result()["choices"][0]["message"]["content"] == "a"
 
 

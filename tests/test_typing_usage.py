@@ -80,11 +80,10 @@ def test_backend_names() -> None:
 
 def test_chat_aggregator_types() -> None:
     aggregator = fastsse.ChatAggregator()
-    folded: list[dict[str, Any]] = []
+    folded: list[bool] = []
     for event in fastsse.iter_events(iter(CHAT)):
-        chunk = aggregator.feed_event(event)
-        if chunk is not None:
-            folded.append(chunk)
+        if aggregator.feed_event(event):
+            folded.append(True)
     result: dict[str, Any] = aggregator.result()
     done: bool = aggregator.done
     complete: bool = aggregator.verdict.complete

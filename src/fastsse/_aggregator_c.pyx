@@ -12,7 +12,7 @@ object per chunk. The cold half (result assembly, the verdict) is shared Python 
 
 cimport cython
 from cpython.bool cimport PyBool_Check
-from cpython.bytes cimport PyBytes_FromStringAndSize
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.dict cimport (
     PyDict_Check,
     PyDict_CheckExact,
@@ -21,15 +21,17 @@ from cpython.dict cimport (
     PyDict_SetItem,
 )
 from cpython.list cimport PyList_Append, PyList_Check
-from cpython.long cimport PyLong_Check
-from cpython.mem cimport PyMem_Free, PyMem_Realloc
+from cpython.long cimport PyLong_AsLongLongAndOverflow, PyLong_Check, PyLong_CheckExact
+from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
 from cpython.object cimport PyObject
 from cpython.unicode cimport (
     Py_UCS1,
     Py_UCS2,
     PyUnicode_1BYTE_KIND,
     PyUnicode_Check,
+    PyUnicode_CheckExact,
     PyUnicode_DATA,
+    PyUnicode_DecodeUTF8,
     PyUnicode_GET_LENGTH,
     PyUnicode_KIND,
 )
@@ -45,6 +47,8 @@ from ._errors import too_large
 
 cdef extern from "Python.h":
     str PyUnicode_FromKindAndData(int kind, const void* buffer, Py_ssize_t size)
+    bint PyUnicode_IS_ASCII(object o)
+    const char* PyUnicode_AsUTF8AndSize(object o, Py_ssize_t* size) except NULL
 
 
 cdef object _loads = orjson.loads
@@ -339,6 +343,25 @@ cdef class _Text:
         self._len += n
         return 0
 
+    cdef int add_ascii(self, const char* src, Py_ssize_t n) except -1:
+        # Plain ASCII bytes straight from a payload (the fast reader), with no str in between.
+        cdef char* dst
+        cdef Py_ssize_t i
+        if n == 0:
+            return 0
+        self._reserve((self._len + n) * self._kind)
+        dst = self._buf + self._len * self._kind
+        if self._kind == 1:
+            memcpy(dst, src, n)
+        elif self._kind == 2:
+            for i in range(n):
+                (<Py_UCS2*>dst)[i] = <unsigned char>src[i]
+        else:
+            for i in range(n):
+                (<Py_UCS4*>dst)[i] = <unsigned char>src[i]
+        self._len += n
+        return 0
+
     cdef list parts(self):
         # The shared result builder reads text fields as lists of fragments.
         if self._len == 0:
@@ -442,6 +465,704 @@ cdef class _Choice:
         return None if self._text is None else self._text.parts()
 
 
+# The fast reader ------------------------------------------------------------------------------
+#
+# Most chunks of a chat stream have one shape: the standard top-level fields with the values the
+# previous chunk had, and one delta that appends a text fragment to a choice (or a tool call) that
+# already exists. For those, building orjson's five dicts and a list only for the fold to walk and
+# free them costs more than the fold itself. ``_read`` validates the whole payload as JSON in one
+# pass over the bytes and records what the fold would do (a plan: spans of text to append, values
+# to compare); ``_fast_take`` checks the plan against the fold state and applies it. Anything
+# else (a key or value the plan cannot express, a new choice or call, a changed role or model,
+# escaped keys, numbers that are not small integers, duplicate keys, invalid UTF-8, lone surrogate
+# escapes, invalid JSON) makes the reader give up before anything changed, and the payload goes
+# through orjson and ``_take`` as before. So the fast path only ever produces what ``_take`` would
+# have produced on orjson's dict: tests/test_fast_reader.py compares the two on every vector and on
+# generated payloads, and the fuzz harness compares this backend with the Python twin, which has no
+# fast path at all.
+
+cdef enum:
+    F_ESC = 1       # the string holds a backslash escape
+    F_UTF8 = 2      # the string holds non-ASCII bytes (valid UTF-8)
+    MAX_CHOICES = 4
+    MAX_OPS = 16
+    MAX_DIGITS = 18  # any 18-digit integer fits an int64
+
+    # what an op appends to
+    T_CONTENT = 0
+    T_REFUSAL
+    T_REASONING_CONTENT
+    T_REASONING
+    T_TEXT
+    T_ARGUMENTS     # tool call arguments (or just "this call is now the last one")
+
+
+cdef struct Span:
+    const char* p   # the string's bytes between the quotes, escapes undecoded; NULL when absent
+    Py_ssize_t n
+    int flags
+
+
+cdef struct Op:
+    int target
+    int choice        # index into Plan.choices
+    long long index   # tool call index, -1 when the delta had none
+    Span text         # what to append (p NULL: nothing; a tool call delta without arguments)
+    Span type         # tool call type to compare (p NULL: absent)
+    PyObject* call    # the resolved _Call (borrowed; set by _fast_take's check)
+
+
+cdef struct ChoicePlan:
+    long long index   # -1 when absent or null: the position in the list is the index
+    long long pos
+    bint has_delta
+    Span role
+    PyObject* choice  # the resolved _Choice (borrowed)
+    PyObject* last    # its most recent call as the plan's ops leave it (borrowed, NULL: none)
+
+
+cdef struct Plan:
+    Span id
+    Span model
+    Span fingerprint
+    Span tier
+    long long created
+    bint has_created
+    bint text_completion
+    int nchoices
+    int nops
+    ChoicePlan choices[MAX_CHOICES]
+    Op ops[MAX_OPS]
+
+
+cdef inline const char* _skip_ws(const char* p, const char* end) noexcept nogil:
+    while p < end and (p[0] == c' ' or p[0] == c'\n' or p[0] == c'\r' or p[0] == c'\t'):
+        p += 1
+    return p
+
+
+cdef inline int _hex(char c) noexcept nogil:
+    if c'0' <= c <= c'9':
+        return c - c'0'
+    if c'a' <= c <= c'f':
+        return c - c'a' + 10
+    if c'A' <= c <= c'F':
+        return c - c'A' + 10
+    return -1
+
+
+cdef inline int _hex4(const char* p) noexcept nogil:
+    cdef int a = _hex(p[0]), b = _hex(p[1]), c = _hex(p[2]), d = _hex(p[3])
+    if a < 0 or b < 0 or c < 0 or d < 0:
+        return -1
+    return (a << 12) | (b << 8) | (c << 4) | d
+
+
+cdef inline bint _cont(const char* p, unsigned char lo, unsigned char hi) noexcept nogil:
+    return lo <= <unsigned char>p[0] <= hi
+
+
+cdef const char* _utf8_char(const char* p, const char* end) noexcept nogil:
+    """Past one strict UTF-8 sequence starting at p (a byte >= 0x80), or NULL: the same rules
+    as CPython's and orjson's decoders (no overlongs, no surrogates, nothing past U+10FFFF)."""
+    cdef unsigned char c = <unsigned char>p[0]
+    if 0xC2 <= c <= 0xDF:
+        if end - p >= 2 and _cont(p + 1, 0x80, 0xBF):
+            return p + 2
+    elif 0xE0 <= c <= 0xEF:
+        if end - p >= 3 and _cont(p + 2, 0x80, 0xBF) and (
+            _cont(p + 1, 0xA0, 0xBF) if c == 0xE0 else
+            _cont(p + 1, 0x80, 0x9F) if c == 0xED else
+            _cont(p + 1, 0x80, 0xBF)
+        ):
+            return p + 3
+    elif 0xF0 <= c <= 0xF4:
+        if end - p >= 4 and _cont(p + 2, 0x80, 0xBF) and _cont(p + 3, 0x80, 0xBF) and (
+            _cont(p + 1, 0x90, 0xBF) if c == 0xF0 else
+            _cont(p + 1, 0x80, 0x8F) if c == 0xF4 else
+            _cont(p + 1, 0x80, 0xBF)
+        ):
+            return p + 4
+    return NULL
+
+
+cdef const char* _escape(const char* p, const char* end) noexcept nogil:
+    """Past one valid escape starting at the backslash p, or NULL (a lone surrogate too)."""
+    cdef int u, low
+    if end - p < 2:
+        return NULL
+    cdef char c = p[1]
+    if c == c'"' or c == c'\\' or c == c'/' or c == c'b' or c == c'f' or c == c'n' or c == c'r' or c == c't':
+        return p + 2
+    if c != c'u' or end - p < 6:
+        return NULL
+    u = _hex4(p + 2)
+    if u < 0 or 0xDC00 <= u <= 0xDFFF:
+        return NULL
+    if 0xD800 <= u <= 0xDBFF:
+        if end - p < 12 or p[6] != c'\\' or p[7] != c'u':
+            return NULL
+        low = _hex4(p + 8)
+        if not 0xDC00 <= low <= 0xDFFF:
+            return NULL
+        return p + 12
+    return p + 6
+
+
+cdef const char* _string(const char* p, const char* end, Span* s) noexcept nogil:
+    """p is at an opening quote: past the closing quote of a valid JSON string, or NULL."""
+    cdef int flags = 0
+    cdef unsigned char c
+    p += 1
+    s.p = p
+    while p < end:
+        c = <unsigned char>p[0]
+        if c == c'"':
+            s.n = p - s.p
+            s.flags = flags
+            return p + 1
+        if c == c'\\':
+            flags |= F_ESC
+            p = _escape(p, end)
+        elif c >= 0x80:
+            flags |= F_UTF8
+            p = _utf8_char(p, end)
+        elif c < 0x20:
+            return NULL
+        else:
+            p += 1
+        if p == NULL:
+            return NULL
+    return NULL
+
+
+cdef const char* _key(const char* p, const char* end, const char** key, Py_ssize_t* n) noexcept nogil:
+    """p is at a member's opening quote: past the colon, or NULL. Keys must be plain ASCII (an
+    escaped or non-ASCII key goes the slow way, where orjson decodes it)."""
+    cdef unsigned char c
+    if p >= end or p[0] != c'"':
+        return NULL
+    p += 1
+    key[0] = p
+    while p < end:
+        c = <unsigned char>p[0]
+        if c == c'"':
+            n[0] = p - key[0]
+            p = _skip_ws(p + 1, end)
+            if p >= end or p[0] != c':':
+                return NULL
+            return _skip_ws(p + 1, end)
+        if c == c'\\' or c < 0x20 or c >= 0x80:
+            return NULL
+        p += 1
+    return NULL
+
+
+cdef inline const char* _null(const char* p, const char* end) noexcept nogil:
+    if end - p >= 4 and memcmp(p, b"null", 4) == 0:
+        return p + 4
+    return NULL
+
+
+cdef inline bint _is_null(const char* p, const char* end) noexcept nogil:
+    return p < end and p[0] == c'n'
+
+
+cdef const char* _integer(const char* p, const char* end, long long* out) noexcept nogil:
+    """A non-negative JSON integer of at most MAX_DIGITS digits (anything else: NULL)."""
+    cdef long long v = 0
+    cdef const char* start = p
+    if p >= end or not (c'0' <= p[0] <= c'9'):
+        return NULL
+    if p[0] == c'0':
+        p += 1
+    else:
+        while p < end and c'0' <= p[0] <= c'9':
+            v = v * 10 + (p[0] - c'0')
+            p += 1
+            if p - start > MAX_DIGITS:
+                return NULL
+    if p < end and (p[0] == c'.' or p[0] == c'e' or p[0] == c'E' or c'0' <= p[0] <= c'9'):
+        return NULL  # a float, or a leading zero
+    out[0] = v
+    return p
+
+
+cdef inline bint _named(const char* key, Py_ssize_t n, const char* name, Py_ssize_t m) noexcept nogil:
+    return n == m and memcmp(key, name, m) == 0
+
+
+cdef inline const char* _next_member(const char* p, const char* end, bint* more, char close) noexcept nogil:
+    """After a value: past the ',' (more) or the closing bracket (no more), or NULL."""
+    p = _skip_ws(p, end)
+    if p >= end:
+        return NULL
+    if p[0] == c',':
+        more[0] = True
+        return _skip_ws(p + 1, end)
+    if p[0] == close:
+        more[0] = False
+        return p + 1
+    return NULL
+
+
+cdef inline const char* _text_value(const char* p, const char* end, Span* s) noexcept nogil:
+    # A string or null (s.p stays NULL).
+    if _is_null(p, end):
+        return _null(p, end)
+    if p < end and p[0] == c'"':
+        return _string(p, end, s)
+    return NULL
+
+
+cdef inline Op* _new_op(Plan* plan, int target, int choice) noexcept nogil:
+    if plan.nops == MAX_OPS:
+        return NULL
+    cdef Op* op = &plan.ops[plan.nops]
+    plan.nops += 1
+    op.target = target
+    op.choice = choice
+    op.index = -1
+    op.text.p = NULL
+    op.type.p = NULL
+    op.call = NULL
+    return op
+
+
+cdef const char* _read_function(const char* p, const char* end, Op* op) noexcept nogil:
+    cdef const char* key
+    cdef Py_ssize_t n
+    cdef bint more = True
+    cdef Span name
+    cdef int seen = 0
+    p = _skip_ws(p + 1, end)
+    if p < end and p[0] == c'}':
+        return p + 1
+    while more:
+        p = _key(p, end, &key, &n)
+        if p == NULL:
+            return NULL
+        if _named(key, n, b"arguments", 9):
+            if seen & 1:
+                return NULL
+            seen |= 1
+            p = _text_value(p, end, &op.text)
+        elif _named(key, n, b"name", 4):
+            if seen & 2:
+                return NULL
+            seen |= 2
+            name.p = NULL
+            p = _text_value(p, end, &name)
+            if p != NULL and name.p != NULL and name.n:
+                return NULL  # a name fragment: the slow path applies the naming rules
+        else:
+            p = _null(p, end)
+        if p == NULL:
+            return NULL
+        p = _next_member(p, end, &more, c'}')
+        if p == NULL:
+            return NULL
+    return p
+
+
+cdef const char* _read_tool_calls(const char* p, const char* end, Plan* plan, int choice) noexcept nogil:
+    cdef const char* key
+    cdef Py_ssize_t n
+    cdef bint more = True
+    cdef bint members
+    cdef int seen
+    cdef Op* op
+    cdef Span span
+    p = _skip_ws(p + 1, end)
+    if p < end and p[0] == c']':
+        return p + 1
+    while more:
+        if _is_null(p, end):
+            p = _null(p, end)
+        elif p < end and p[0] == c'{':
+            op = _new_op(plan, T_ARGUMENTS, choice)
+            if op == NULL:
+                return NULL
+            seen = 0
+            p = _skip_ws(p + 1, end)
+            members = not (p < end and p[0] == c'}')
+            if not members:
+                p += 1
+            while members:
+                p = _key(p, end, &key, &n)
+                if p == NULL:
+                    return NULL
+                if _named(key, n, b"index", 5):
+                    if seen & 1:
+                        return NULL
+                    seen |= 1
+                    p = _null(p, end) if _is_null(p, end) else _integer(p, end, &op.index)
+                elif _named(key, n, b"function", 8):
+                    if seen & 2:
+                        return NULL
+                    seen |= 2
+                    if _is_null(p, end):
+                        p = _null(p, end)
+                    elif p < end and p[0] == c'{':
+                        p = _read_function(p, end, op)
+                    else:
+                        return NULL
+                elif _named(key, n, b"type", 4):
+                    if seen & 4:
+                        return NULL
+                    seen |= 4
+                    p = _text_value(p, end, &op.type)
+                elif _named(key, n, b"id", 2):
+                    if seen & 8:
+                        return NULL
+                    seen |= 8
+                    span.p = NULL
+                    p = _text_value(p, end, &span)
+                    if p != NULL and span.p != NULL and span.n:
+                        return NULL  # an id: the slow path decides whether it starts a call
+                else:
+                    p = _null(p, end)
+                if p == NULL:
+                    return NULL
+                p = _next_member(p, end, &members, c'}')
+                if p == NULL:
+                    return NULL
+        else:
+            return NULL
+        if p == NULL:
+            return NULL
+        p = _next_member(p, end, &more, c']')
+        if p == NULL:
+            return NULL
+    return p
+
+
+cdef const char* _read_delta(const char* p, const char* end, Plan* plan, int choice) noexcept nogil:
+    cdef const char* key
+    cdef Py_ssize_t n
+    cdef bint more = True
+    cdef int seen = 0
+    cdef int bit
+    cdef int target
+    cdef Span span
+    cdef Op* op
+    p = _skip_ws(p + 1, end)
+    if p < end and p[0] == c'}':
+        return p + 1
+    while more:
+        p = _key(p, end, &key, &n)
+        if p == NULL:
+            return NULL
+        target = -1
+        bit = 0
+        if _named(key, n, b"content", 7):
+            target = T_CONTENT
+        elif _named(key, n, b"reasoning_content", 17):
+            target = T_REASONING_CONTENT
+        elif _named(key, n, b"reasoning", 9):
+            target = T_REASONING
+        elif _named(key, n, b"refusal", 7):
+            target = T_REFUSAL
+        elif _named(key, n, b"role", 4):
+            bit = 1 << 8
+        elif _named(key, n, b"tool_calls", 10):
+            bit = 1 << 9
+        if target >= 0:
+            bit = 1 << target
+        if bit:
+            if seen & bit:
+                return NULL
+            seen |= bit
+        if target >= 0:
+            span.p = NULL
+            p = _text_value(p, end, &span)
+            if p != NULL and span.p != NULL:
+                op = _new_op(plan, target, choice)
+                if op == NULL:
+                    return NULL
+                op.text = span
+        elif bit == 1 << 8:
+            p = _text_value(p, end, &plan.choices[choice].role)
+        elif bit == 1 << 9:
+            if _is_null(p, end):
+                p = _null(p, end)
+            elif p < end and p[0] == c'[':
+                p = _read_tool_calls(p, end, plan, choice)
+            else:
+                return NULL
+        else:
+            p = _null(p, end)  # annotations, audio, function_call, unknown: only null is plain
+        if p == NULL:
+            return NULL
+        p = _next_member(p, end, &more, c'}')
+        if p == NULL:
+            return NULL
+    return p
+
+
+cdef const char* _read_choice(const char* p, const char* end, Plan* plan, long long pos) noexcept nogil:
+    cdef const char* key
+    cdef Py_ssize_t n
+    cdef bint more = True
+    cdef int seen = 0
+    cdef int choice
+    cdef ChoicePlan* c
+    cdef Span span
+    cdef Op* op
+    if plan.nchoices == MAX_CHOICES:
+        return NULL
+    choice = plan.nchoices
+    plan.nchoices += 1
+    c = &plan.choices[choice]
+    c.index = -1
+    c.pos = pos
+    c.has_delta = False
+    c.role.p = NULL
+    c.choice = NULL
+    p = _skip_ws(p + 1, end)
+    if p < end and p[0] == c'}':
+        return p + 1
+    while more:
+        p = _key(p, end, &key, &n)
+        if p == NULL:
+            return NULL
+        if _named(key, n, b"index", 5):
+            if seen & 1:
+                return NULL
+            seen |= 1
+            p = _null(p, end) if _is_null(p, end) else _integer(p, end, &c.index)
+        elif _named(key, n, b"delta", 5) or _named(key, n, b"message", 7):
+            if seen & 2:
+                return NULL
+            seen |= 2
+            if _is_null(p, end):
+                p = _null(p, end)
+            elif p < end and p[0] == c'{':
+                c.has_delta = True
+                p = _read_delta(p, end, plan, choice)
+            else:
+                return NULL
+        elif _named(key, n, b"finish_reason", 13):
+            if seen & 4:
+                return NULL
+            seen |= 4
+            span.p = NULL
+            p = _text_value(p, end, &span)
+            if p != NULL and span.p != NULL and span.n:
+                return NULL  # the stop chunk goes the slow way
+        elif _named(key, n, b"text", 4):
+            if seen & 8:
+                return NULL
+            seen |= 8
+            span.p = NULL
+            p = _text_value(p, end, &span)
+            if p != NULL and span.p != NULL:
+                op = _new_op(plan, T_TEXT, choice)
+                if op == NULL:
+                    return NULL
+                op.text = span
+        else:
+            p = _null(p, end)  # logprobs, unknown: only null is plain
+        if p == NULL:
+            return NULL
+        p = _next_member(p, end, &more, c'}')
+        if p == NULL:
+            return NULL
+    return p
+
+
+cdef const char* _read_choices(const char* p, const char* end, Plan* plan) noexcept nogil:
+    cdef bint more = True
+    cdef long long pos = 0
+    p = _skip_ws(p + 1, end)
+    if p < end and p[0] == c']':
+        return p + 1
+    while more:
+        if _is_null(p, end):
+            p = _null(p, end)
+        elif p < end and p[0] == c'{':
+            p = _read_choice(p, end, plan, pos)
+        else:
+            return NULL
+        if p == NULL:
+            return NULL
+        pos += 1
+        p = _next_member(p, end, &more, c']')
+        if p == NULL:
+            return NULL
+    return p
+
+
+cdef bint _read(const char* p, Py_ssize_t size, Plan* plan) noexcept nogil:
+    """Validate one payload and fill ``plan``: False when the payload needs the slow path."""
+    cdef const char* end = p + size
+    cdef const char* key
+    cdef Py_ssize_t n
+    cdef bint more = True
+    cdef int seen = 0
+    cdef int bit
+    cdef Span span
+    cdef Span* slot
+    plan.id.p = NULL
+    plan.model.p = NULL
+    plan.fingerprint.p = NULL
+    plan.tier.p = NULL
+    plan.has_created = False
+    plan.text_completion = False
+    plan.nchoices = 0
+    plan.nops = 0
+    p = _skip_ws(p, end)
+    if p >= end or p[0] != c'{':
+        return False
+    p = _skip_ws(p + 1, end)
+    if p < end and p[0] == c'}':
+        more = False
+        p += 1
+    while more:
+        p = _key(p, end, &key, &n)
+        if p == NULL:
+            return False
+        slot = NULL
+        bit = 0
+        if _named(key, n, b"id", 2):
+            slot, bit = &plan.id, 1
+        elif _named(key, n, b"model", 5):
+            slot, bit = &plan.model, 2
+        elif _named(key, n, b"system_fingerprint", 18):
+            slot, bit = &plan.fingerprint, 4
+        elif _named(key, n, b"service_tier", 12):
+            slot, bit = &plan.tier, 8
+        elif _named(key, n, b"choices", 7):
+            bit = 16
+        elif _named(key, n, b"created", 7):
+            bit = 32
+        elif _named(key, n, b"object", 6):
+            bit = 64
+        elif _named(key, n, b"obfuscation", 11):
+            bit = 128
+        if bit:
+            if seen & bit:
+                return False  # a duplicate key: orjson keeps the last value, in the first's place
+            seen |= bit
+        if slot != NULL:
+            p = _text_value(p, end, slot)
+        elif bit == 16:
+            if _is_null(p, end):
+                p = _null(p, end)
+            elif p < end and p[0] == c'[':
+                p = _read_choices(p, end, plan)
+            else:
+                return False
+        elif bit == 32:
+            if _is_null(p, end):
+                p = _null(p, end)
+            else:
+                p = _integer(p, end, &plan.created)
+                plan.has_created = True
+        elif bit == 64 or bit == 128:
+            span.p = NULL
+            p = _text_value(p, end, &span)
+            if p != NULL and bit == 64 and span.p != NULL:
+                if span.flags & F_ESC:
+                    return False
+                plan.text_completion = _named(span.p, span.n, b"text_completion", 15)
+        else:
+            p = _null(p, end)  # usage, error, unknown fields: only null is plain
+        if p == NULL:
+            return False
+        p = _next_member(p, end, &more, c'}')
+        if p == NULL:
+            return False
+    return _skip_ws(p, end) == end
+
+
+cdef str _decode(Span s):
+    """The str a validated span stands for."""
+    cdef char* buf
+    cdef char* out
+    cdef const char* p
+    cdef const char* end
+    cdef unsigned int u
+    if not s.flags & F_ESC:
+        return PyUnicode_DecodeUTF8(s.p, s.n, NULL)
+    buf = <char*>PyMem_Malloc(s.n if s.n else 1)  # decoding never makes it longer
+    if buf == NULL:
+        raise MemoryError()
+    try:
+        out = buf
+        p = s.p
+        end = s.p + s.n
+        while p < end:
+            if p[0] != c'\\':
+                out[0] = p[0]
+                out += 1
+                p += 1
+                continue
+            if p[1] != c'u':
+                out[0] = (
+                    c'\b' if p[1] == c'b' else c'\f' if p[1] == c'f' else c'\n' if p[1] == c'n'
+                    else c'\r' if p[1] == c'r' else c'\t' if p[1] == c't' else p[1]
+                )
+                out += 1
+                p += 2
+                continue
+            u = <unsigned int>_hex4(p + 2)
+            p += 6
+            if 0xD800 <= u <= 0xDBFF:
+                u = 0x10000 + ((u - 0xD800) << 10) + (<unsigned int>_hex4(p + 2) - 0xDC00)
+                p += 6
+            if u < 0x80:
+                out[0] = <char>u
+                out += 1
+            elif u < 0x800:
+                out[0] = <char>(0xC0 | (u >> 6))
+                out[1] = <char>(0x80 | (u & 0x3F))
+                out += 2
+            elif u < 0x10000:
+                out[0] = <char>(0xE0 | (u >> 12))
+                out[1] = <char>(0x80 | ((u >> 6) & 0x3F))
+                out[2] = <char>(0x80 | (u & 0x3F))
+                out += 3
+            else:
+                out[0] = <char>(0xF0 | (u >> 18))
+                out[1] = <char>(0x80 | ((u >> 12) & 0x3F))
+                out[2] = <char>(0x80 | ((u >> 6) & 0x3F))
+                out[3] = <char>(0x80 | (u & 0x3F))
+                out += 4
+        return PyUnicode_DecodeUTF8(buf, out - buf, NULL)
+    finally:
+        PyMem_Free(buf)
+
+
+cdef inline bint _same(Span s, object held) noexcept:
+    """Whether a plain ASCII span spells the str ``held`` (False when it cannot tell cheaply)."""
+    return (
+        s.flags == 0
+        and held is not None
+        and PyUnicode_CheckExact(held)
+        and PyUnicode_IS_ASCII(held)
+        and PyUnicode_GET_LENGTH(held) == s.n
+        and memcmp(PyUnicode_DATA(held), s.p, s.n) == 0
+    )
+
+
+
+cdef _Text _text_span(_Text text, Span s):
+    if text is None:
+        text = _Text.__new__(_Text)
+    if s.flags == 0:
+        text.add_ascii(s.p, s.n)
+    else:
+        text.add(_decode(s))
+    return text
+
+
+cdef inline bint _same_int(long long value, object held) noexcept:
+    cdef int overflow = 0
+    if held is None or not PyLong_CheckExact(held):
+        return False
+    return PyLong_AsLongLongAndOverflow(held, &overflow) == value and not overflow
+
 @cython.final
 cdef class ChatAggregator:
     """ChatAggregator()
@@ -513,6 +1234,7 @@ Folds the chunks of an OpenAI-style chat stream into one response shaped like a
     cdef Py_ssize_t _skipped
     cdef Py_ssize_t _ignored
     cdef Py_ssize_t _malformed
+    cdef Py_ssize_t _fast  # payloads the fast reader folded (tests read it as _fast_folds)
 
     def __init__(self) -> None:
         self._top = {}
@@ -535,20 +1257,18 @@ Folds the chunks of an OpenAI-style chat stream into one response shaped like a
         else:
             self._skipped += 1
 
-    def feed_data(self, payload: str | bytes | bytearray | memoryview, /) -> dict[str, Any] | None:
-        """Parse one event's data and fold it. It returns the chunk it folded, or None for
-        ``[DONE]`` and for a skipped or ignored payload.
+    def feed_data(self, payload: str | bytes | bytearray | memoryview, /) -> bool:
+        """Parse one event's data and fold it: True if it was folded as a chunk, False for
+        ``[DONE]`` and for a skipped or ignored payload. Use ``feed(orjson.loads(payload))`` to
+        keep the chunk too; most payloads are folded here without building it.
 
         It raises TypeError if ``payload`` is not str, bytes, bytearray or memoryview.
         """
-        if type(payload) is not bytes:
+        if type(payload) is not bytes and type(payload) is not str:
             _check_payload(payload)
-        chunk = self._parse_obj(payload)
-        if chunk is not None:
-            self._take(<dict>chunk)
-        return chunk
+        return self._fold_data(payload) == 1
 
-    def feed_event(self, event: Any, /) -> dict[str, Any] | None:
+    def feed_event(self, event: Any, /) -> bool:
         """Fold one SSE event (anything with ``event`` and ``data`` attributes, e.g. ``fastsse.Event``).
         It returns what ``feed_data`` returns. An event of type ``error`` is an error payload: its
         data, parsed if it is a JSON object holding ``error`` and else wrapped as
@@ -556,10 +1276,13 @@ Folds the chunks of an OpenAI-style chat stream into one response shaped like a
         """
         data = event.data
         _check_payload(data)
-        chunk = self._parse_error(data) if event.event == "error" else self._parse_obj(data)
-        if chunk is not None:
-            self._take(<dict>chunk)
-        return chunk
+        if event.event != "error":
+            return self._fold_data(data) == 1
+        chunk = self._parse_error(data)
+        if chunk is None:
+            return False
+        self._take(<dict>chunk)
+        return True
 
     def result(self) -> dict[str, Any]:
         """The response folded so far, shaped like a non-streaming ``chat.completion``. Every
@@ -592,6 +1315,11 @@ Folds the chunks of an OpenAI-style chat stream into one response shaped like a
     def malformed(self) -> int:
         """Values of the wrong type dropped from otherwise usable chunks."""
         return self._malformed
+
+    @property
+    def _fast_folds(self) -> int:
+        # Payloads the fast reader folded without orjson (for the tests that prove it ran).
+        return self._fast
 
     @property
     def verdict(self) -> Verdict:
@@ -631,6 +1359,111 @@ Folds the chunks of an OpenAI-style chat stream into one response shaped like a
             too_large=too_large,
             truncated=truncated,
         )
+
+    cdef int _fold_data(self, object payload) except -1:
+        """Fold one payload (bytes, str or another bytes-like object): 1 if it was a chunk."""
+        cdef Py_ssize_t n
+        cdef const char* p = NULL
+        if self._done or self._error is not None:
+            self._ignored += 1
+            return 0
+        if type(payload) is bytes:
+            p = PyBytes_AS_STRING(payload)
+            n = PyBytes_GET_SIZE(payload)
+        elif type(payload) is str:
+            if PyUnicode_IS_ASCII(payload):
+                p = <const char*>PyUnicode_DATA(payload)
+                n = PyUnicode_GET_LENGTH(payload)
+            else:
+                try:
+                    p = PyUnicode_AsUTF8AndSize(payload, &n)  # cached in the str, as orjson does
+                except UnicodeEncodeError:  # lone surrogates: orjson decides
+                    p = NULL
+        if p != NULL and self._fast_take(p, n):
+            return 1
+        chunk = self._parse_obj(payload)
+        if chunk is None:
+            return 0
+        self._take(<dict>chunk)
+        return 1
+
+    cdef int _fast_take(self, const char* data, Py_ssize_t size) except -1:
+        """Fold one payload with the fast reader: 1 if it did, 0 if the payload needs orjson
+        and ``_take`` (then nothing has changed)."""
+        cdef Plan plan
+        cdef ChoicePlan* cp
+        cdef Op* op
+        cdef PyObject* found
+        cdef _Choice c
+        cdef _Call call
+        cdef int i, j
+        if not _read(data, size, &plan):
+            return 0
+        # Check: every choice and call the plan touches exists, and role and type are unchanged.
+        for i in range(plan.nchoices):
+            cp = &plan.choices[i]
+            found = PyDict_GetItemWithError(self._choices, cp.index if cp.index >= 0 else cp.pos)
+            if found is NULL:
+                return 0
+            for j in range(i):
+                if plan.choices[j].choice == found:
+                    return 0
+            cp.choice = found
+            c = <_Choice>found
+            cp.last = NULL if c.last is None else <PyObject*>c.last
+            if cp.role.p != NULL and cp.role.n and not _same(cp.role, c.role):
+                return 0
+        for i in range(plan.nops):
+            op = &plan.ops[i]
+            if op.target != T_ARGUMENTS:
+                continue
+            cp = &plan.choices[op.choice]
+            if op.index >= 0:
+                found = PyDict_GetItemWithError((<_Choice>cp.choice).by_index, op.index)
+            else:
+                found = cp.last
+            if found is NULL:
+                return 0
+            if op.type.p != NULL and op.type.n and not _same(op.type, (<_Call>found).type):
+                return 0
+            op.call = found
+            cp.last = found
+        # Apply.
+        if plan.id.p != NULL and not _same(plan.id, self._id):
+            self._id = _decode(plan.id)
+        if plan.model.p != NULL and not _same(plan.model, self._model):
+            self._model = _decode(plan.model)
+        if plan.fingerprint.p != NULL and not _same(plan.fingerprint, self._fingerprint):
+            self._fingerprint = _decode(plan.fingerprint)
+        if plan.tier.p != NULL and not _same(plan.tier, self._tier):
+            self._tier = _decode(plan.tier)
+        if plan.has_created and not _same_int(plan.created, self._created):
+            self._created = plan.created
+        if plan.text_completion:
+            self._text_completion = True
+        for i in range(plan.nchoices):
+            if plan.choices[i].has_delta:
+                (<_Choice>plan.choices[i].choice).has_delta = True
+        for i in range(plan.nops):
+            op = &plan.ops[i]
+            c = <_Choice>plan.choices[op.choice].choice
+            if op.target == T_CONTENT:
+                c._content = _text_span(c._content, op.text)
+            elif op.target == T_REASONING_CONTENT:
+                c._reasoning_content = _text_span(c._reasoning_content, op.text)
+            elif op.target == T_REASONING:
+                c._reasoning = _text_span(c._reasoning, op.text)
+            elif op.target == T_REFUSAL:
+                c._refusal = _text_span(c._refusal, op.text)
+            elif op.target == T_TEXT:
+                c._text = _text_span(c._text, op.text)
+            else:
+                call = <_Call>op.call
+                c.last = call
+                if op.text.p != NULL:
+                    _text_span(call._arguments, op.text)
+        self._fast += 1
+        return 1
 
     cdef object _parse_obj(self, object payload):
         """Parse one data payload: the chunk, or None for [DONE] and for skipped or ignored ones."""
@@ -1093,13 +1926,17 @@ Scans, parses and folds a chat stream in one pass, for pycurl's ``WRITEFUNCTION`
         cdef object payload
         cdef object chunk
         cdef int stop
+        cdef bint is_error
         if self._overflowed:  # stop at the oversized event: write raises EventTooLarge
             return 1
         if agg._done or agg._error is not None:
             agg._ignored += 1  # what _parse_obj would do, without copying the payload
             return 0
+        is_error = tn == 5 and memcmp(etype, b"error", 5) == 0
+        if self._on_chunk is None and not is_error and agg._fast_take(data, n):
+            return 0  # folded without building the chunk nobody asked for
         payload = PyBytes_FromStringAndSize(data, n)
-        if tn == 5 and memcmp(etype, b"error", 5) == 0:
+        if is_error:
             chunk = agg._parse_error(payload)
         else:
             chunk = agg._parse_obj(payload)

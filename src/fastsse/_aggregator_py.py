@@ -206,9 +206,10 @@ class ChatAggregator:
         else:
             self._skipped += 1
 
-    def feed_data(self, payload: str | bytes | bytearray | memoryview, /) -> dict[str, Any] | None:
-        """Parse one event's data and fold it. It returns the chunk it folded, or None for
-        ``[DONE]`` and for a skipped or ignored payload.
+    def feed_data(self, payload: str | bytes | bytearray | memoryview, /) -> bool:
+        """Parse one event's data and fold it: True if it was folded as a chunk, False for
+        ``[DONE]`` and for a skipped or ignored payload. Use ``feed(orjson.loads(payload))`` to
+        keep the chunk too; most payloads are folded here without building it.
 
         It raises TypeError if ``payload`` is not str, bytes, bytearray or memoryview.
         """
@@ -216,9 +217,9 @@ class ChatAggregator:
         chunk = self._parse(payload)
         if chunk is not None:
             self._take(chunk)
-        return chunk
+        return chunk is not None
 
-    def feed_event(self, event: Any, /) -> dict[str, Any] | None:
+    def feed_event(self, event: Any, /) -> bool:
         """Fold one SSE event (anything with ``event`` and ``data`` attributes, e.g. ``fastsse.Event``).
         It returns what ``feed_data`` returns. An event of type ``error`` is an error payload: its
         data, parsed if it is a JSON object holding ``error`` and else wrapped as
@@ -229,7 +230,7 @@ class ChatAggregator:
         chunk = self._parse_error(data) if event.event == "error" else self._parse(data)
         if chunk is not None:
             self._take(chunk)
-        return chunk
+        return chunk is not None
 
     def result(self) -> dict[str, Any]:
         """The response folded so far, shaped like a non-streaming ``chat.completion``. Every
