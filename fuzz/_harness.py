@@ -156,6 +156,21 @@ def check_chatstream(buf: bytes) -> None:
     if c != p:
         raise AssertionError(f"backends differ on {inp.data!r} in {len(chunks)} chunks:\n{c}\n{p}")
     outcomes, _, result = c
+    if inp.stop_at == 0:
+        # Without on_chunk the compiled ChatStream folds most chunks with its fast reader, never
+        # building them: it must end where the on_chunk run (orjson and the fold) ended.
+        fast = C.ChatStream(max_event_bytes=inp.limit)
+        fast_outcomes = []
+        for chunk in chunks:
+            try:
+                fast_outcomes.append(fast.write(chunk))
+            except fastsse.EventTooLarge as exc:
+                fast_outcomes.append(("too-large", exc.limit))
+        fast.close()
+        if (fast_outcomes, fast.result()) != (outcomes, result):
+            raise AssertionError(
+                f"the fast reader and orjson differ on {inp.data!r}:\n{fast.result()}\n{result}"
+            )
     # The fused path must fold exactly what Decoder + feed_event folds, invalid UTF-8 included.
     if inp.stop_at == 0 and all(o is None for o in outcomes):
         want = unfused(inp.data, inp.limit)

@@ -1,0 +1,408 @@
+"""The compiled fold's fast reader: payloads folded straight from their bytes, without orjson's
+dicts, must end exactly where orjson + the fold end. The reference is the Python twin, which has
+no fast reader. Each hand-written case also says whether the fast reader takes the payload (from
+the rules in ``_aggregator_c.pyx``, not from running it), so a reader that quietly gives up on
+everything, or takes what it must leave to orjson, fails here as well."""
+
+from __future__ import annotations
+
+import json
+import random
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import fastsse
+from test_aggregator_hypothesis import SHAPED_CHUNK
+
+pytestmark = pytest.mark.c_extension
+
+# Choices 0 and 1 exist, choice 0 has tool calls at index 0 ("f", id call_a) and 1 ("g", id
+# call_b, the most recent), so continuation fragments can go the fast way.
+SETUP = [
+    b'{"id":"c1","object":"chat.completion.chunk","created":1700000000,"model":"m",'
+    b'"system_fingerprint":"fp","service_tier":"default",'
+    b'"choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}',
+    b'{"id":"c1","choices":[{"index":1,"delta":{"role":"assistant","content":""}}]}',
+    b'{"id":"c1","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_a",'
+    b'"type":"function","function":{"name":"f","arguments":""}}]}}]}',
+    b'{"id":"c1","choices":[{"index":0,"delta":{"tool_calls":[{"index":1,"id":"call_b",'
+    b'"type":"function","function":{"name":"g","arguments":"{"}}]}}]}',
+]
+SUFFIX = [
+    b'{"id":"c1","choices":[{"index":0,"delta":{"content":"!","tool_calls":[{"function":{"arguments":"}"}}]}}]}',
+    b'{"id":"c1","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}',
+    b"[DONE]",
+]
+
+
+def _content(text: bytes, **choice: bytes) -> bytes:
+    extra = b"".join(b',"%s":%s' % (k.encode(), v) for k, v in choice.items())
+    return b'{"id":"c1","choices":[{"index":0,"delta":{"content":%s}%s}]}' % (text, extra)
+
+
+def _delta(delta: bytes, index: bytes = b"0") -> bytes:
+    return b'{"id":"c1","choices":[{"index":%s,"delta":%s}]}' % (index, delta)
+
+
+def _calls(calls: bytes) -> bytes:
+    return _delta(b'{"tool_calls":%s}' % calls)
+
+
+def _top(members: bytes) -> bytes:
+    return b'{%s,"choices":[{"index":0,"delta":{"content":"x"}}]}' % members
+
+
+FULL = (
+    b'{"id":"c1","object":"chat.completion.chunk","created":1700000000,"model":"m",'
+    b'"service_tier":"default","system_fingerprint":"fp","usage":null,"obfuscation":"Zx9",'
+    b'"choices":[{"index":0,"delta":{"content":"Hi"},"logprobs":null,"finish_reason":null}]}'
+)
+
+# (name, payload, taken by the fast reader)
+CASES: list[tuple[str, bytes, bool]] = [
+    # the shapes the reader exists for
+    ("content", _content(b'"Hi"'), True),
+    ("openai-full-chunk", FULL, True),
+    ("empty-object", b"{}", True),
+    (
+        "whitespace-everywhere",
+        b' \t{\r\n "id" : "c1" ,\n"choices" : [ { "index" : 0 , '
+        b'"delta" : { "content" : "Hi" } , "finish_reason" : null } ] }\n ',
+        True,
+    ),
+    ("escapes", _content(b'"a\\n\\t\\"\\\\\\/\\b\\f\\r\\u0000\\u00e9\\u4E2D\\ud83d\\ude00z"'), True),
+    ("utf8", _content('"é中😀"'.encode()), True),
+    (
+        "utf8-edges",
+        _content(b'"\xc2\x80\xed\x9f\xbf\xee\x80\x80\xef\xbf\xbf\xf0\x90\x80\x80\xf4\x8f\xbf\xbf"'),
+        True,
+    ),
+    ("empty-content", _content(b'""'), True),
+    ("content-null", _content(b"null"), True),
+    ("refusal", _delta(b'{"refusal":"no"}'), True),
+    ("reasoning-content", _delta(b'{"reasoning_content":"think"}'), True),
+    ("reasoning", _delta(b'{"reasoning":"hmm","content":"a"}'), True),
+    ("legacy-text", b'{"choices":[{"index":0,"text":"abc","finish_reason":null}]}', True),
+    ("text-null", b'{"choices":[{"index":0,"text":null}]}', True),
+    ("message-not-delta", b'{"choices":[{"index":0,"message":{"content":"m"}}]}', True),
+    ("delta-null", b'{"choices":[{"index":0,"delta":null}]}', True),
+    ("delta-empty", b'{"choices":[{"index":0,"delta":{}}]}', True),
+    ("finish-empty-string", _content(b'"a"', finish_reason=b'""'), True),
+    ("role-same", _delta(b'{"role":"assistant","content":"a"}'), True),
+    ("role-empty", _delta(b'{"role":"","content":"a"}'), True),
+    ("role-null", _delta(b'{"role":null,"content":"a"}'), True),
+    (
+        "nulls-for-everything",
+        _delta(
+            b'{"content":"a","annotations":null,"audio":null,'
+            b'"function_call":null,"tool_calls":null,"whatever":null}'
+        ),
+        True,
+    ),
+    ("unknown-choice-key-null", _content(b'"a"', native_finish_reason=b"null"), True),
+    ("choice-without-index", b'{"choices":[{"delta":{"content":"a"}}]}', True),
+    ("choice-index-null", b'{"choices":[{"index":null,"delta":{"content":"a"}}]}', True),
+    (
+        "two-choices",
+        b'{"choices":[{"index":1,"delta":{"content":"b"}},{"index":0,"delta":{"content":"a"}}]}',
+        True,
+    ),
+    ("choices-null", b'{"id":"c1","choices":null}', True),
+    ("choices-empty", b'{"id":"c1","choices":[]}', True),
+    ("choice-null-then-position-1", b'{"choices":[null,{"delta":{"content":"b"}}]}', True),
+    ("id-changed", _top(b'"id":"c2"'), True),
+    ("id-escaped-same", _top(b'"id":"c\\u0031"'), True),
+    ("id-non-ascii", _top('"id":"ç"'.encode()), True),
+    ("id-null", _top(b'"id":null'), True),
+    ("model-changed", _top(b'"model":"m2"'), True),
+    ("model-empty", _top(b'"model":""'), True),
+    ("fingerprint-changed", _top(b'"system_fingerprint":"fp2"'), True),
+    ("tier-changed", _top(b'"service_tier":"flex"'), True),
+    ("created-changed", _top(b'"created":1700000001'), True),
+    ("created-zero", _top(b'"created":0'), True),
+    ("created-null", _top(b'"created":null'), True),
+    ("object-text-completion", _top(b'"object":"text_completion"'), True),
+    ("unknown-top-null", _top(b'"x_groq":null,"usage":null,"error":null'), True),
+    ("tool-arguments", _calls(b'[{"index":0,"function":{"arguments":"{\\"a\\":1}"}}]'), True),
+    ("tool-no-index-continues-last", _calls(b'[{"function":{"arguments":"1"}}]'), True),
+    ("tool-type-same", _calls(b'[{"index":0,"type":"function","function":{"arguments":"a"}}]'), True),
+    ("tool-type-empty", _calls(b'[{"index":0,"type":"","function":{"arguments":"a"}}]'), True),
+    (
+        "tool-id-empty-name-empty",
+        _calls(b'[{"index":0,"id":"","function":{"name":"","arguments":"a"}}]'),
+        True,
+    ),
+    (
+        "tool-nulls",
+        _calls(b'[{"index":0,"id":null,"type":null,"function":{"name":null,"arguments":null},"x":null}]'),
+        True,
+    ),
+    ("tool-function-null", _calls(b'[{"index":1,"function":null}]'), True),
+    ("tool-function-empty", _calls(b'[{"index":0,"function":{}}]'), True),
+    ("tool-empty-object", _calls(b"[{}]"), True),
+    ("tool-calls-empty", _calls(b"[]"), True),
+    ("tool-calls-null-item", _calls(b'[null,{"index":0,"function":{"arguments":"a"}}]'), True),
+    (
+        "tool-two-fragments",
+        _calls(b'[{"index":0,"function":{"arguments":"a"}},{"function":{"arguments":"b"}}]'),
+        True,
+    ),
+    # everything else goes to orjson and the fold
+    ("done", b"[DONE]", False),
+    ("array", b"[1]", False),
+    ("string", b'"x"', False),
+    ("empty", b"", False),
+    ("bom", b"\xef\xbb\xbf{}", False),
+    ("lone-high-surrogate", _content(b'"\\ud83d"'), False),
+    ("lone-low-surrogate", _content(b'"\\ude00"'), False),
+    ("high-then-not-low", _content(b'"\\ud83d\\u0041"'), False),
+    ("bad-escape", _content(b'"\\x41"'), False),
+    ("bad-hex", _content(b'"\\u12g4"'), False),
+    ("short-hex", _content(b'"\\u12"'), False),
+    ("control-char", _content(b'"a\x01b"'), False),
+    ("raw-tab", _content(b'"a\tb"'), False),
+    ("overlong-nul", _content(b'"\xc0\x80"'), False),
+    ("utf8-surrogate", _content(b'"\xed\xa0\x80"'), False),
+    ("overlong-3", _content(b'"\xe0\x80\x80"'), False),
+    ("overlong-4", _content(b'"\xf0\x80\x80\x80"'), False),
+    ("past-10ffff", _content(b'"\xf4\x90\x80\x80"'), False),
+    ("f5", _content(b'"\xf5\x80\x80\x80"'), False),
+    ("truncated-utf8", _content(b'"\xe4\xb8"'), False),
+    ("lone-continuation", _content(b'"\x80"'), False),
+    ("non-ascii-outside-string", b'{"id":"c1"}\xc2\xa0', False),
+    ("duplicate-content", _delta(b'{"content":"a","content":"b"}'), False),
+    ("duplicate-content-null", _delta(b'{"content":"a","content":null}'), False),
+    ("duplicate-index", b'{"choices":[{"index":0,"index":1,"delta":{"content":"a"}}]}', False),
+    (
+        "delta-and-message",
+        b'{"choices":[{"index":0,"delta":{"content":"a"},"message":{"content":"b"}}]}',
+        False,
+    ),
+    ("duplicate-id", b'{"id":"a","id":"b"}', False),
+    ("duplicate-choices", b'{"choices":[],"choices":[{"index":0,"delta":{"content":"a"}}]}', False),
+    ("trailing-garbage", _content(b'"a"') + b"x", False),
+    ("two-objects", b"{}{}", False),
+    ("trailing-comma-object", b'{"id":"c1",}', False),
+    ("trailing-comma-array", b'{"choices":[{"index":0,"delta":{"content":"a"}},]}', False),
+    ("missing-comma", b'{"id":"c1" "model":"m"}', False),
+    ("missing-colon", b'{"id" "c1"}', False),
+    ("wrong-closer", b'{"choices":[{"index":0}}}', False),
+    ("truncated", _content(b'"a"')[:-3], False),
+    ("unterminated-string", b'{"id":"c1', False),
+    ("index-leading-zero", b'{"choices":[{"index":00,"delta":{"content":"a"}}]}', False),
+    ("index-minus-zero", b'{"choices":[{"index":-0,"delta":{"content":"a"}}]}', False),
+    ("index-float", b'{"choices":[{"index":0.0,"delta":{"content":"a"}}]}', False),
+    ("index-exponent", b'{"choices":[{"index":0e0,"delta":{"content":"a"}}]}', False),
+    ("index-string", b'{"choices":[{"index":"0","delta":{"content":"a"}}]}', False),
+    ("index-true", b'{"choices":[{"index":true,"delta":{"content":"a"}}]}', False),
+    ("new-choice", b'{"choices":[{"index":2,"delta":{"content":"a"}}]}', False),
+    (
+        "same-choice-twice",
+        b'{"choices":[{"index":0,"delta":{"content":"a"}},{"index":0,"delta":{"content":"b"}}]}',
+        False,
+    ),
+    ("five-choices", b'{"choices":[' + b",".join([b"{}"] * 5) + b"]}", False),
+    ("created-float", _top(b'"created":1.7e9'), False),
+    ("created-negative", _top(b'"created":-1'), False),
+    ("created-19-digits", _top(b'"created":1000000000000000000'), False),
+    ("created-huge", _top(b'"created":99999999999999999999999'), False),
+    ("id-number", _top(b'"id":5'), False),
+    ("object-escaped", _top(b'"object":"text\\u005fcompletion"'), False),
+    ("object-number", _top(b'"object":5'), False),
+    ("unknown-top-value", _top(b'"x_groq":{"id":"q"}'), False),
+    ("usage", b'{"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":2,"total_tokens":3}}', False),
+    ("error", b'{"error":{"message":"boom"}}', False),
+    ("choices-number", b'{"choices":5}', False),
+    ("choice-number", b'{"choices":[5]}', False),
+    ("delta-list", b'{"choices":[{"index":0,"delta":[]}]}', False),
+    ("finish-stop", _content(b'"a"', finish_reason=b'"stop"'), False),
+    ("finish-number", _content(b'"a"', finish_reason=b"5"), False),
+    ("logprobs", _content(b'"a"', logprobs=b'{"content":[]}'), False),
+    ("logprobs-false", _content(b'"a"', logprobs=b"false"), False),
+    ("role-changed", _delta(b'{"role":"tool","content":"a"}'), False),
+    ("role-number", _delta(b'{"role":5}'), False),
+    ("content-number", _content(b"5"), False),
+    ("annotations", _delta(b'{"annotations":[]}'), False),
+    ("audio", _delta(b'{"audio":{"data":"AA"}}'), False),
+    ("function-call", _delta(b'{"function_call":{"arguments":"a"}}'), False),
+    ("unknown-delta-value", _delta(b'{"content":"a","x":1}'), False),
+    ("unknown-choice-value", _content(b'"a"', x=b'"y"'), False),
+    ("escaped-key", _delta(b'{"con\\u0074ent":"a"}'), False),
+    ("non-ascii-key", _delta('{"cöntent":"a"}'.encode()), False),
+    ("tool-type-changed", _calls(b'[{"index":0,"type":"custom","function":{"arguments":"a"}}]'), False),
+    ("tool-id", _calls(b'[{"index":0,"id":"call_a","function":{"arguments":"a"}}]'), False),
+    ("tool-name", _calls(b'[{"index":0,"function":{"name":"f","arguments":"a"}}]'), False),
+    ("tool-new-index", _calls(b'[{"index":5,"function":{"arguments":"a"}}]'), False),
+    ("tool-index-string", _calls(b'[{"index":"0","function":{"arguments":"a"}}]'), False),
+    ("tool-arguments-number", _calls(b'[{"index":0,"function":{"arguments":5}}]'), False),
+    ("tool-item-number", _calls(b"[5]"), False),
+    ("tool-unknown-value", _calls(b'[{"index":0,"x":1}]'), False),
+    ("tool-function-unknown-value", _calls(b'[{"index":0,"function":{"x":1}}]'), False),
+    ("tool-function-list", _calls(b'[{"index":0,"function":[]}]'), False),
+    ("tool-calls-object", _calls(b"{}"), False),
+    ("tool-too-many", _calls(b"[" + b",".join([b'{"index":0}'] * 17) + b"]"), False),
+    ("deep-unknown", _top(b'"x":' + b"[" * 50 + b"]" * 50), False),
+]
+
+
+def _observe(agg: Any) -> tuple[Any, ...]:
+    return (agg.result(), agg.verdict, agg.error, agg.done)
+
+
+def _feed_all(agg: Any, payloads: list[Any]) -> list[bool]:
+    return [agg.feed_data(p) for p in payloads]
+
+
+@pytest.mark.parametrize(("name", "payload", "fast"), CASES, ids=[c[0] for c in CASES])
+def test_fast_reader_matches_orjson_and_the_fold(name: str, payload: bytes, fast: bool) -> None:
+    c_agg = fastsse.get_backend("cython").ChatAggregator()
+    py_agg = fastsse.get_backend("python").ChatAggregator()
+    assert _feed_all(c_agg, SETUP) == _feed_all(py_agg, SETUP)
+    before = c_agg._fast_folds
+    assert c_agg.feed_data(payload) == py_agg.feed_data(payload)
+    assert (c_agg._fast_folds - before == 1) is fast
+    assert _observe(c_agg) == _observe(py_agg)
+    assert _feed_all(c_agg, SUFFIX) == _feed_all(py_agg, SUFFIX)
+    assert _observe(c_agg) == _observe(py_agg)
+
+
+def _is_utf8(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+TEXT_CASES = [c for c in CASES if _is_utf8(c[1])]  # what a str can hold
+
+
+@pytest.mark.parametrize(("name", "payload", "fast"), TEXT_CASES, ids=[c[0] for c in TEXT_CASES])
+def test_fast_reader_takes_str_payloads_alike(name: str, payload: bytes, fast: bool) -> None:
+    text = payload.decode("utf-8")
+    c_agg = fastsse.get_backend("cython").ChatAggregator()
+    py_agg = fastsse.get_backend("python").ChatAggregator()
+    for agg in (c_agg, py_agg):
+        _feed_all(agg, [p.decode() for p in SETUP])
+    before = c_agg._fast_folds
+    assert c_agg.feed_data(text) == py_agg.feed_data(text)
+    assert (c_agg._fast_folds - before == 1) is fast
+    for agg in (c_agg, py_agg):
+        _feed_all(agg, [p.decode() for p in SUFFIX])
+    assert _observe(c_agg) == _observe(py_agg)
+
+
+def _frame(payloads: list[bytes]) -> bytes:
+    # A payload's own line breaks become data lines, which the decoder joins with LF again.
+    return b"".join(b"".join(b"data: " + line + b"\n" for line in p.split(b"\n")) + b"\n" for p in payloads)
+
+
+STREAMABLE = [c for c in CASES if b"\r" not in c[1]]  # a CR inside a payload would end its line
+
+
+@pytest.mark.parametrize(("name", "payload", "fast"), STREAMABLE, ids=[c[0] for c in STREAMABLE])
+def test_chat_stream_folds_the_same_with_and_without_on_chunk(name: str, payload: bytes, fast: bool) -> None:
+    """ChatStream uses the fast reader only when nobody asked for the chunks."""
+    raw = _frame([*SETUP, payload, *SUFFIX])
+    c_seen: list[Any] = []
+    py_seen: list[Any] = []
+    streams = [
+        fastsse.get_backend("cython").ChatStream(),
+        fastsse.get_backend("cython").ChatStream(c_seen.append),
+        fastsse.get_backend("python").ChatStream(),
+        fastsse.get_backend("python").ChatStream(py_seen.append),
+    ]
+    for stream in streams:
+        for i in range(0, len(raw), 7):
+            stream.write(raw[i : i + 7])
+        stream.close()
+    results = [stream.result() for stream in streams]
+    assert results[0] == results[1] == results[2] == results[3]
+    assert c_seen == py_seen
+    assert streams[1].aggregator._fast_folds == 0
+    ref = fastsse.get_backend("python").ChatAggregator()
+    _feed_all(ref, [*SETUP, payload])
+    suffix_fast = 0 if ref.done or ref.error is not None else 1  # SUFFIX's first chunk
+    assert streams[0].aggregator._fast_folds == fast + suffix_fast
+
+
+def test_fast_reader_takes_the_benchmark_streams() -> None:
+    """On an OpenAI-shaped answer only the chunks that open something (role, a tool call's name)
+    or close it (finish, usage) go through orjson."""
+    from fastsse import _corpora
+
+    for name, slow in (("chat", 3), ("tools", 6)):
+        corpus = _corpora.build(name, scale=0.05)
+        agg = fastsse.get_backend("cython").ChatAggregator()
+        for payload in corpus.payload_bytes:
+            agg.feed_data(payload)
+        assert agg._fast_folds == len(corpus.json_payload_bytes) - slow
+
+
+# Generated payloads: the chunk shapes of the fold's property tests, written out with the
+# formatting servers use (compact, spaced, indented, ASCII-escaped) and sometimes damaged.
+
+
+@st.composite
+def _payload(draw: st.DrawFn) -> bytes:
+    chunk = draw(SHAPED_CHUNK)
+    style = draw(st.sampled_from(("orjson", "spaced", "indented", "ascii")))
+    if style == "orjson":
+        data = orjson.dumps(chunk)
+    else:
+        text = json.dumps(
+            chunk,
+            ensure_ascii=style == "ascii",
+            indent=2 if style == "indented" else None,
+            separators=(", ", ": ") if style == "spaced" else None,
+        )
+        data = text.encode("utf-8", "surrogatepass")
+    damage = draw(st.sampled_from(("none", "none", "none", "cut", "flip", "insert")))
+    if data and damage != "none":
+        pos = draw(st.integers(0, len(data) - 1))
+        if damage == "cut":
+            data = data[:pos]
+        elif damage == "flip":
+            data = (
+                data[:pos] + bytes([data[pos] ^ draw(st.sampled_from((0x01, 0x20, 0x80)))]) + data[pos + 1 :]
+            )
+        else:
+            data = (
+                data[:pos]
+                + draw(st.sampled_from((b",", b"]", b"}", b'"', b"\\", b"\xc3", b" ")))
+                + data[pos:]
+            )
+    return data
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(payloads=st.lists(_payload(), max_size=8))
+def test_fast_reader_agrees_with_the_twin_on_generated_payloads(payloads: list[bytes]) -> None:
+    c_agg = fastsse.get_backend("cython").ChatAggregator()
+    py_agg = fastsse.get_backend("python").ChatAggregator()
+    for payload in [*SETUP, *payloads]:
+        assert c_agg.feed_data(payload) == py_agg.feed_data(payload)
+        assert _observe(c_agg) == _observe(py_agg)
+
+
+def test_fast_reader_engages_on_generated_payloads() -> None:
+    """The property test above proves nothing if the generated payloads never take the fast
+    way: count it on a seeded sample of continuation-shaped chunks."""
+    rng = random.Random(7)
+    agg = fastsse.get_backend("cython").ChatAggregator()
+    for payload in SETUP:
+        agg.feed_data(payload)
+    before = agg._fast_folds
+    for _ in range(200):
+        piece = "".join(rng.choice('ab é\n"\\😀') for _ in range(rng.randint(0, 6)))
+        if rng.random() < 0.5:
+            choice = {"index": rng.randint(0, 1), "delta": {"content": piece}, "finish_reason": None}
+        else:  # choice 0 holds the tool calls
+            call = {"index": rng.randint(0, 1), "function": {"arguments": piece}}
+            choice = {"index": 0, "delta": {"tool_calls": [call]}, "finish_reason": None}
+        agg.feed_data(json.dumps({"id": "c1", "choices": [choice]}, ensure_ascii=rng.random() < 0.5).encode())
+    assert agg._fast_folds - before == 200
