@@ -1869,6 +1869,7 @@ Scans, parses and folds a chat stream in one pass, for pycurl's ``WRITEFUNCTION`
         self._agg = ChatAggregator()
         self._on_chunk = on_chunk
 
+    @cython.binding(False)  # a plain method descriptor: ~8 ns less per call than a cyfunction
     def write(self, data: bytes | bytearray | memoryview, /) -> int | None:
         """Scan, parse and fold the next bytes: None to go on, 0 once the stream has stopped.
 

@@ -34,6 +34,7 @@ cdef class Decoder:
     cdef int _scan(self, const char* p, Py_ssize_t n) except -1
     cdef int _feed_object(self, object data) except -1
     cdef int _process(self, const char* line, Py_ssize_t n) except -1
+    cdef int _add_data(self, const char* value, Py_ssize_t value_len) except -1
     cdef void _reset_event(self) noexcept
     cdef void _reset_stream(self) noexcept
     cdef void _overflow(self, bint partial) noexcept

@@ -1,4 +1,5 @@
 # cython: language_level=3, freethreading_compatible=True, annotation_typing=False
+# cython: embedsignature=True, embedsignature.format=clinic
 """Compiled SSE decoder: the same rules as ``_decoder_py.py``, scanned with C pointers.
 
 Lines are found with memchr (one cached search per terminator kind, so the cost is linear
@@ -172,6 +173,7 @@ cdef class Decoder:
         """After ``close()``: True if the stream ended inside an event (which was discarded)."""
         return self._truncated
 
+    @cython.binding(False)  # a plain method descriptor: ~8 ns less per call than a cyfunction
     def feed(self, data, /):
         """Decode the next piece of the stream and return the events it completed.
 
@@ -330,6 +332,22 @@ cdef class Decoder:
             self._busy = False
         return 0
 
+    cdef inline int _add_data(self, const char* value, Py_ssize_t value_len) except -1:
+        cdef Py_ssize_t size = self._data.len + (1 if self._ndata else 0) + value_len
+        if self._limit >= 0 and size > self._limit:
+            self._overflow(False)
+            return 0
+        if size > self._data.cap:
+            _buf_reserve(&self._data, size - self._data.len)
+        if self._ndata:
+            self._data.ptr[self._data.len] = b"\n"
+            self._data.len += 1
+        if value_len:
+            memcpy(self._data.ptr + self._data.len, value, value_len)
+            self._data.len += value_len
+        self._ndata += 1
+        return 0
+
     cdef int _process(self, const char* line, Py_ssize_t n) except -1:
         cdef const char* colon
         cdef const char* value
@@ -349,6 +367,15 @@ cdef class Decoder:
         if line[0] == b":":
             return 0
         self._in_event = True
+        if n >= 5 and line[4] == b":" and line[0] == b"d" and line[1] == b"a" and line[2] == b"t" and line[3] == b"a":
+            # Most lines of a stream: no search for the colon.
+            name_len = 4
+            value = line + 5
+            value_len = n - 5
+            if value_len and value[0] == b" ":
+                value += 1
+                value_len -= 1
+            return self._add_data(value, value_len)
         colon = <const char*>memchr(line, b":", n)
         if colon == NULL:
             name_len = n
@@ -362,18 +389,7 @@ cdef class Decoder:
                 value += 1
                 value_len -= 1
         if name_len == 4 and line[0] == b"d" and line[1] == b"a" and line[2] == b"t" and line[3] == b"a":
-            size = self._data.len + (1 if self._ndata else 0) + value_len
-            if self._limit >= 0 and size > self._limit:
-                self._overflow(False)
-                return 0
-            _buf_reserve(&self._data, size - self._data.len)
-            if self._ndata:
-                self._data.ptr[self._data.len] = b"\n"
-                self._data.len += 1
-            if value_len:
-                memcpy(self._data.ptr + self._data.len, value, value_len)
-                self._data.len += value_len
-            self._ndata += 1
+            return self._add_data(value, value_len)
         elif name_len == 5 and line[0] == b"e" and line[1] == b"v" and line[2] == b"e" and line[3] == b"n" and line[4] == b"t":
             self._type.len = 0
             _buf_append(&self._type, value, value_len)
