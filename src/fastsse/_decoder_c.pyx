@@ -296,6 +296,33 @@ cdef class Decoder:
                     else:
                         _buf_append(&self._line, p, stop - p)
                     break
+                if (
+                    eol - p >= 5
+                    and p[4] == b":" and p[0] == b"d" and p[1] == b"a" and p[2] == b"t" and p[3] == b"a"
+                    and self._line.len == 0
+                    and self._ndata == 0
+                    and not self._has_type
+                    and not self._discarding
+                    and (self._limit < 0 or eol - p <= self._limit)
+                ):
+                    # The usual event, "data: <payload>" and a blank line, whole in this read:
+                    # dispatched from the read itself, with nothing copied.
+                    nxt = NULL
+                    if eol[0] == b"\n":
+                        if eol + 1 < stop and eol[1] == b"\n":
+                            nxt = eol + 2
+                    elif eol + 3 < stop and eol[1] == b"\n" and eol[2] == b"\r" and eol[3] == b"\n":
+                        nxt = eol + 4
+                    if nxt != NULL:
+                        line = p + 5
+                        if line < eol and line[0] == b" ":
+                            line += 1
+                        p = nxt
+                        self._in_event = False
+                        if self._on_event(line, eol - line, NULL, 0):
+                            self._stopped = True
+                            break
+                        continue
                 if eol[0] == b"\r":
                     if eol + 1 < stop:
                         nxt = eol + 2 if eol[1] == b"\n" else eol + 1
