@@ -344,16 +344,29 @@ def aggregator(name: str) -> Contender:
 
 # --- fused: raw byte chunks in, one chat.completion out -----------------------------------------
 
-STREAMERS: Final = ("fastsse-cython", "fastsse-python", "fastsse-unfused", "openai", "floor")
+STREAMERS: Final = (
+    "fastsse-cython",
+    "fastsse-python",
+    "fastsse-on-chunk",
+    "fastsse-unfused",
+    "openai",
+    "floor",
+)
 
 
-def _fastsse_stream(name: str) -> Contender:
+def _ignore(chunk: Any) -> None:
+    return None
+
+
+def _fastsse_stream(name: str, *, on_chunk: bool = False) -> Contender:
     ChatStream = _backend(name).ChatStream
     _require(ChatStream, "write", "close", "result")
+    callback = _ignore if on_chunk else None
 
     def run(chunks: list[bytes]) -> Any:
-        # pycurl calls write() once per received buffer; here the loop stands in for it.
-        stream = ChatStream()
+        # pycurl calls write() once per received buffer; here the loop stands in for it. With an
+        # on_chunk (one that does nothing) every chunk is built as a dict for it.
+        stream = ChatStream(callback)
         write = stream.write
         for chunk in chunks:
             write(chunk)
@@ -363,6 +376,16 @@ def _fastsse_stream(name: str) -> Contender:
     def check(chunks: list[bytes]) -> dict[str, Any]:
         return summary(run(chunks))
 
+    if on_chunk:
+        return Contender(
+            "fastsse-on-chunk",
+            "fastsse ChatStream(on_chunk)",
+            _fastsse_version(),
+            "fastsse",
+            _chunks,
+            run,
+            check,
+        )
     return Contender(
         f"fastsse-{name}", f"fastsse {name} ChatStream", _fastsse_version(), "fastsse", _chunks, run, check
     )
@@ -422,6 +445,8 @@ def stream(name: str) -> Contender:
     """The fused contender ``name`` (one of ``STREAMERS``); Unavailable if it cannot run here."""
     if name == "fastsse-unfused":
         return _fastsse_unfused()
+    if name == "fastsse-on-chunk":
+        return _fastsse_stream("cython", on_chunk=True)
     if name.startswith("fastsse-"):
         return _fastsse_stream(name.removeprefix("fastsse-"))
     return {"openai": _openai_stream, "floor": _floor_aggregator}[name]()
