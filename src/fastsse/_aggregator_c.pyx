@@ -3,11 +3,15 @@
 """Compiled chat delta fold and ChatStream; ``_aggregator_py.py`` is the readable twin and the
 reference.
 
-The fold walks orjson's dicts with borrowed ``PyDict_Next`` references and dispatches on key
-length and memcmp, keeps the standard top-level fields in typed slots and copies text fragments
-into one buffer per field, so a content chunk costs little beyond what ``orjson.loads`` already
-paid. ChatStream subclasses the compiled Decoder and folds inside its event hook, with no Event
-object per chunk. The cold half (result assembly, the verdict) is shared Python in ``_chat.py``.
+Two ways in. The fast reader (``_read`` / ``_fast_take``, below the fold state) validates a
+payload's bytes and folds the common chunk shapes (text appended to a choice or tool call that
+exists, top-level fields repeated) with no Python object per chunk. Everything else goes to
+``orjson.loads`` and ``_take``, which walks the dicts with borrowed ``PyDict_Next`` references and
+dispatches on key length and memcmp. Both keep the standard top-level fields in typed slots and
+copy text fragments into one buffer per field. ChatStream subclasses the compiled Decoder and
+folds inside its event hook, with no Event object per chunk (and no chunk at all unless an
+``on_chunk`` wants it). The cold half (result assembly, the verdict) is shared Python in
+``_chat.py``.
 """
 
 cimport cython

@@ -209,7 +209,7 @@ class ChatAggregator:
     def feed_data(self, payload: str | bytes | bytearray | memoryview, /) -> bool:
         """Parse one event's data and fold it: True if it was folded as a chunk, False for
         ``[DONE]`` and for a skipped or ignored payload. Use ``feed(orjson.loads(payload))`` to
-        keep the chunk too; most payloads are folded here without building it.
+        keep the chunk too (the compiled backend folds most payloads without building it).
 
         It raises TypeError if ``payload`` is not str, bytes, bytearray or memoryview.
         """
