@@ -35,6 +35,7 @@ from cpython.unicode cimport (
     PyUnicode_Check,
     PyUnicode_CheckExact,
     PyUnicode_DATA,
+    PyUnicode_DecodeASCII,
     PyUnicode_DecodeUTF8,
     PyUnicode_GET_LENGTH,
     PyUnicode_KIND,
@@ -490,6 +491,8 @@ cdef enum:
     F_UTF8 = 2      # the string holds non-ASCII bytes (valid UTF-8)
     MAX_CHOICES = 4
     MAX_OPS = 16
+    MAX_OTHERS = 8
+    MAX_DEPTH = 64  # of a value handed to orjson (orjson's own limit for the whole payload is 1024)
     MAX_DIGITS = 18  # any 18-digit integer fits an int64
 
     # what an op appends to
@@ -499,6 +502,16 @@ cdef enum:
     T_REASONING
     T_TEXT
     T_ARGUMENTS     # tool call arguments (or just "this call is now the last one")
+
+    # where a value the plan hands to orjson goes
+    W_TOP = 0       # an unknown top-level field
+    W_USAGE
+    W_CHOICE        # an unknown choice field
+    W_LOGPROBS
+    W_DELTA         # an unknown delta field
+    W_ANNOTATIONS
+    W_CALL          # an unknown tool call field
+    W_FUNCTION      # an unknown tool call function field
 
 
 cdef struct Span:
@@ -516,11 +529,22 @@ cdef struct Op:
     PyObject* call    # the resolved _Call (borrowed; set by _fast_take's check)
 
 
+cdef struct Other:
+    int where
+    int choice        # Plan.choices index (W_CHOICE, W_LOGPROBS, W_DELTA, W_ANNOTATIONS)
+    int op            # Plan.ops index (W_CALL, W_FUNCTION)
+    const char* key   # plain ASCII
+    Py_ssize_t key_n
+    const char* value # the JSON text of a non-null value
+    Py_ssize_t value_n
+
+
 cdef struct ChoicePlan:
     long long index   # -1 when absent or null: the position in the list is the index
     long long pos
     bint has_delta
     Span role
+    Span finish
     PyObject* choice  # the resolved _Choice (borrowed)
     PyObject* last    # its most recent call as the plan's ops leave it (borrowed, NULL: none)
 
@@ -535,8 +559,10 @@ cdef struct Plan:
     bint text_completion
     int nchoices
     int nops
+    int nothers
     ChoicePlan choices[MAX_CHOICES]
     Op ops[MAX_OPS]
+    Other others[MAX_OTHERS]
 
 
 cdef inline const char* _skip_ws(const char* p, const char* end) noexcept nogil:
@@ -719,6 +745,82 @@ cdef inline const char* _text_value(const char* p, const char* end, Span* s) noe
     return NULL
 
 
+cdef const char* _skip(const char* p, const char* end, int depth) noexcept nogil:
+    """Past one JSON value (or NULL): strings and structure are checked here, numbers only
+    delimited (orjson parses the whole value afterwards and refuses a bad one)."""
+    cdef Span s
+    cdef bint more = True
+    cdef char close
+    if p >= end or depth > MAX_DEPTH:
+        return NULL
+    if p[0] == c'"':
+        return _string(p, end, &s)
+    if p[0] == c'{' or p[0] == c'[':
+        close = c'}' if p[0] == c'{' else c']'
+        p = _skip_ws(p + 1, end)
+        if p < end and p[0] == close:
+            return p + 1
+        while more:
+            if close == c'}':
+                if p >= end or p[0] != c'"':
+                    return NULL
+                p = _string(p, end, &s)
+                if p == NULL:
+                    return NULL
+                p = _skip_ws(p, end)
+                if p >= end or p[0] != c':':
+                    return NULL
+                p = _skip_ws(p + 1, end)
+            p = _skip(p, end, depth + 1)
+            if p == NULL:
+                return NULL
+            p = _next_member(p, end, &more, close)
+            if p == NULL:
+                return NULL
+        return p
+    if end - p >= 4 and (memcmp(p, b"true", 4) == 0 or memcmp(p, b"null", 4) == 0):
+        return p + 4
+    if end - p >= 5 and memcmp(p, b"false", 5) == 0:
+        return p + 5
+    if p[0] == c'-' or c'0' <= p[0] <= c'9':
+        while p < end and (c'0' <= p[0] <= c'9' or p[0] == c'-' or p[0] == c'+' or p[0] == c'.' or p[0] == c'e' or p[0] == c'E'):
+            p += 1
+        return p
+    return NULL
+
+
+cdef const char* _other(
+    const char* p, const char* end, Plan* plan, int where, int choice, int op, const char* key, Py_ssize_t n
+) noexcept nogil:
+    """A value the fold keeps as orjson parses it (usage, logprobs, annotations, provider fields):
+    null is absent; anything else is recorded as a span for ``_fast_take`` to parse. A key seen
+    before in the same object gives up (orjson keeps a repeated key's last value, maybe null)."""
+    cdef int i
+    cdef Other* o
+    cdef const char* start = p
+    for i in range(plan.nothers):
+        o = &plan.others[i]
+        if o.where == where and o.choice == choice and o.op == op and _named(o.key, o.key_n, key, n):
+            return NULL
+    if _is_null(p, end):
+        return _null(p, end)
+    if plan.nothers == MAX_OTHERS:
+        return NULL
+    p = _skip(p, end, 0)
+    if p == NULL:
+        return NULL
+    o = &plan.others[plan.nothers]
+    plan.nothers += 1
+    o.where = where
+    o.choice = choice
+    o.op = op
+    o.key = key
+    o.key_n = n
+    o.value = start
+    o.value_n = p - start
+    return p
+
+
 cdef inline Op* _new_op(Plan* plan, int target, int choice) noexcept nogil:
     if plan.nops == MAX_OPS:
         return NULL
@@ -733,7 +835,8 @@ cdef inline Op* _new_op(Plan* plan, int target, int choice) noexcept nogil:
     return op
 
 
-cdef const char* _read_function(const char* p, const char* end, Op* op) noexcept nogil:
+cdef const char* _read_function(const char* p, const char* end, Plan* plan, int opi) noexcept nogil:
+    cdef Op* op = &plan.ops[opi]
     cdef const char* key
     cdef Py_ssize_t n
     cdef bint more = True
@@ -760,7 +863,7 @@ cdef const char* _read_function(const char* p, const char* end, Op* op) noexcept
             if p != NULL and name.p != NULL and name.n:
                 return NULL  # a name fragment: the slow path applies the naming rules
         else:
-            p = _null(p, end)
+            p = _other(p, end, plan, W_FUNCTION, op.choice, opi, key, n)
         if p == NULL:
             return NULL
         p = _next_member(p, end, &more, c'}')
@@ -775,6 +878,7 @@ cdef const char* _read_tool_calls(const char* p, const char* end, Plan* plan, in
     cdef bint more = True
     cdef bint members
     cdef int seen
+    cdef int opi
     cdef Op* op
     cdef Span span
     p = _skip_ws(p + 1, end)
@@ -787,6 +891,7 @@ cdef const char* _read_tool_calls(const char* p, const char* end, Plan* plan, in
             op = _new_op(plan, T_ARGUMENTS, choice)
             if op == NULL:
                 return NULL
+            opi = plan.nops - 1
             seen = 0
             p = _skip_ws(p + 1, end)
             members = not (p < end and p[0] == c'}')
@@ -808,7 +913,7 @@ cdef const char* _read_tool_calls(const char* p, const char* end, Plan* plan, in
                     if _is_null(p, end):
                         p = _null(p, end)
                     elif p < end and p[0] == c'{':
-                        p = _read_function(p, end, op)
+                        p = _read_function(p, end, plan, opi)
                     else:
                         return NULL
                 elif _named(key, n, b"type", 4):
@@ -825,7 +930,7 @@ cdef const char* _read_tool_calls(const char* p, const char* end, Plan* plan, in
                     if p != NULL and span.p != NULL and span.n:
                         return NULL  # an id: the slow path decides whether it starts a call
                 else:
-                    p = _null(p, end)
+                    p = _other(p, end, plan, W_CALL, choice, opi, key, n)
                 if p == NULL:
                     return NULL
                 p = _next_member(p, end, &members, c'}')
@@ -871,6 +976,12 @@ cdef const char* _read_delta(const char* p, const char* end, Plan* plan, int cho
             bit = 1 << 8
         elif _named(key, n, b"tool_calls", 10):
             bit = 1 << 9
+        elif _named(key, n, b"annotations", 11):
+            bit = 1 << 10
+        elif _named(key, n, b"audio", 5):
+            bit = 1 << 11  # folded the slow way unless null
+        elif _named(key, n, b"function_call", 13):
+            bit = 1 << 12  # folded the slow way unless null
         if target >= 0:
             bit = 1 << target
         if bit:
@@ -894,8 +1005,12 @@ cdef const char* _read_delta(const char* p, const char* end, Plan* plan, int cho
                 p = _read_tool_calls(p, end, plan, choice)
             else:
                 return NULL
+        elif bit == 1 << 10:
+            p = _other(p, end, plan, W_ANNOTATIONS, choice, -1, key, n)
+        elif bit == 1 << 11 or bit == 1 << 12:
+            p = _null(p, end)
         else:
-            p = _null(p, end)  # annotations, audio, function_call, unknown: only null is plain
+            p = _other(p, end, plan, W_DELTA, choice, -1, key, n)
         if p == NULL:
             return NULL
         p = _next_member(p, end, &more, c'}')
@@ -922,6 +1037,7 @@ cdef const char* _read_choice(const char* p, const char* end, Plan* plan, long l
     c.pos = pos
     c.has_delta = False
     c.role.p = NULL
+    c.finish.p = NULL
     c.choice = NULL
     p = _skip_ws(p + 1, end)
     if p < end and p[0] == c'}':
@@ -950,10 +1066,7 @@ cdef const char* _read_choice(const char* p, const char* end, Plan* plan, long l
             if seen & 4:
                 return NULL
             seen |= 4
-            span.p = NULL
-            p = _text_value(p, end, &span)
-            if p != NULL and span.p != NULL and span.n:
-                return NULL  # the stop chunk goes the slow way
+            p = _text_value(p, end, &c.finish)
         elif _named(key, n, b"text", 4):
             if seen & 8:
                 return NULL
@@ -965,8 +1078,13 @@ cdef const char* _read_choice(const char* p, const char* end, Plan* plan, long l
                 if op == NULL:
                     return NULL
                 op.text = span
+        elif _named(key, n, b"logprobs", 8):
+            if seen & 16:
+                return NULL
+            seen |= 16
+            p = _other(p, end, plan, W_LOGPROBS, choice, -1, key, n)
         else:
-            p = _null(p, end)  # logprobs, unknown: only null is plain
+            p = _other(p, end, plan, W_CHOICE, choice, -1, key, n)
         if p == NULL:
             return NULL
         p = _next_member(p, end, &more, c'}')
@@ -1015,6 +1133,7 @@ cdef bint _read(const char* p, Py_ssize_t size, Plan* plan) noexcept nogil:
     plan.text_completion = False
     plan.nchoices = 0
     plan.nops = 0
+    plan.nothers = 0
     p = _skip_ws(p, end)
     if p >= end or p[0] != c'{':
         return False
@@ -1044,6 +1163,10 @@ cdef bint _read(const char* p, Py_ssize_t size, Plan* plan) noexcept nogil:
             bit = 64
         elif _named(key, n, b"obfuscation", 11):
             bit = 128
+        elif _named(key, n, b"usage", 5):
+            bit = 256
+        elif _named(key, n, b"error", 5):
+            bit = 512
         if bit:
             if seen & bit:
                 return False  # a duplicate key: orjson keeps the last value, in the first's place
@@ -1070,8 +1193,12 @@ cdef bint _read(const char* p, Py_ssize_t size, Plan* plan) noexcept nogil:
                 if span.flags & F_ESC:
                     return False
                 plan.text_completion = _named(span.p, span.n, b"text_completion", 15)
+        elif bit == 256:
+            p = _other(p, end, plan, W_USAGE, -1, -1, key, n)
+        elif bit == 512:
+            p = _null(p, end)  # an error payload goes the slow way
         else:
-            p = _null(p, end)  # usage, error, unknown fields: only null is plain
+            p = _other(p, end, plan, W_TOP, -1, -1, key, n)
         if p == NULL:
             return False
         p = _next_member(p, end, &more, c'}')
@@ -1264,7 +1391,7 @@ Folds the chunks of an OpenAI-style chat stream into one response shaped like a
     def feed_data(self, payload: str | bytes | bytearray | memoryview, /) -> bool:
         """Parse one event's data and fold it: True if it was folded as a chunk, False for
         ``[DONE]`` and for a skipped or ignored payload. Use ``feed(orjson.loads(payload))`` to
-        keep the chunk too; most payloads are folded here without building it.
+        keep the chunk too (the compiled backend folds most payloads without building it).
 
         It raises TypeError if ``payload`` is not str, bytes, bytearray or memoryview.
         """
@@ -1400,7 +1527,9 @@ Folds the chunks of an OpenAI-style chat stream into one response shaped like a
         cdef PyObject* found
         cdef _Choice c
         cdef _Call call
+        cdef Other* o
         cdef int i, j
+        cdef list values = None
         if not _read(data, size, &plan):
             return 0
         # Check: every choice and call the plan touches exists, and role and type are unchanged.
@@ -1432,6 +1561,20 @@ Folds the chunks of an OpenAI-style chat stream into one response shaped like a
                 return 0
             op.call = found
             cp.last = found
+        if plan.nothers:
+            # The values the fold keeps whole, parsed by orjson like the rest of a slow chunk.
+            values = []
+            for i in range(plan.nothers):
+                o = &plan.others[i]
+                try:
+                    value = _loads(PyBytes_FromStringAndSize(o.value, o.value_n))
+                except _JSONDecodeError:
+                    return 0
+                if (o.where == W_LOGPROBS and not PyDict_Check(value)) or (
+                    o.where == W_ANNOTATIONS and not PyList_Check(value)
+                ):
+                    return 0  # a wrong type: the slow path counts it as malformed
+                values.append(value)
         # Apply.
         if plan.id.p != NULL and not _same(plan.id, self._id):
             self._id = _decode(plan.id)
@@ -1446,8 +1589,12 @@ Folds the chunks of an OpenAI-style chat stream into one response shaped like a
         if plan.text_completion:
             self._text_completion = True
         for i in range(plan.nchoices):
-            if plan.choices[i].has_delta:
-                (<_Choice>plan.choices[i].choice).has_delta = True
+            cp = &plan.choices[i]
+            c = <_Choice>cp.choice
+            if cp.has_delta:
+                c.has_delta = True
+            if cp.finish.p != NULL and cp.finish.n:
+                c.finish_reason = _decode(cp.finish)
         for i in range(plan.nops):
             op = &plan.ops[i]
             c = <_Choice>plan.choices[op.choice].choice
@@ -1466,6 +1613,26 @@ Folds the chunks of an OpenAI-style chat stream into one response shaped like a
                 c.last = call
                 if op.text.p != NULL:
                     _text_span(call._arguments, op.text)
+        for i in range(plan.nothers):
+            o = &plan.others[i]
+            value = values[i]
+            if o.where == W_USAGE:
+                self._usage = value
+            elif o.where == W_TOP:
+                PyDict_SetItem(self._top, PyUnicode_DecodeASCII(o.key, o.key_n, NULL), value)
+            elif o.where == W_CALL or o.where == W_FUNCTION:
+                call = <_Call>plan.ops[o.op].call
+                held = call.extras if o.where == W_CALL else call.function_extras
+                PyDict_SetItem(held, PyUnicode_DecodeASCII(o.key, o.key_n, NULL), value)
+            else:
+                c = <_Choice>plan.choices[o.choice].choice
+                if o.where == W_LOGPROBS:
+                    self._fold_logprobs(c, <dict>value)
+                elif o.where == W_ANNOTATIONS:
+                    c.annotations = value
+                else:
+                    held = c.extras if o.where == W_CHOICE else c.delta_extras
+                    PyDict_SetItem(held, PyUnicode_DecodeASCII(o.key, o.key_n, NULL), value)
         self._fast += 1
         return 1
 
