@@ -325,15 +325,60 @@ def test_broken_chunked_encoding(stream_backend: Any) -> None:
     assert elapsed < 5
 
 
-def _html_without_content_type(conn: socket.socket) -> None:
-    body = b"<html><body>not an event stream</body></html>\n"
-    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+def _untyped(*writes: bytes) -> Callable[[socket.socket], None]:
+    """A 200 answer without a Content-Type, its body sent in the given writes (then closed)."""
+
+    def script(conn: socket.socket) -> None:
+        conn.sendall(b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n")
+        for piece in writes:
+            conn.sendall(piece)
+            time.sleep(0.05)  # separate reads for curl, so the first may be blanks only
+
+    return script
 
 
-def test_html_without_a_content_type_is_read_as_an_empty_stream(stream_backend: Any) -> None:
-    # No Content-Type means "assume SSE" (some servers omit it); HTML lines are fields without a
-    # colon, ignored, so the result is empty and its verdict says incomplete rather than an error.
-    with RawServer(_html_without_content_type) as raw:
+def test_html_without_a_content_type_is_an_error_body(stream_backend: Any) -> None:
+    # No Content-Type: the first byte decides. "<" is a page, never an event stream.
+    page = b"<html><body>not an event stream</body></html>\n"
+    with RawServer(_untyped(b"\r\n  ", page)) as raw:
         result = call(raw.base_url, timeout=5)
-    assert result["choices"] == []
-    assert result["verdict"]["complete"] is False and result["verdict"]["done"] is False
+    assert result == {"error": "\r\n  " + page.decode(), "status": 200}
+
+
+def test_sse_without_a_content_type_is_still_a_stream(stream_backend: Any) -> None:
+    # Blank lines first (held until a real byte arrives), then a comment and the events.
+    body = FIRST + chunk({}, "stop") + b"data: [DONE]\n\n"
+    with RawServer(_untyped(b"\n", b": ping\n\n" + body[:10], body[10:])) as raw:
+        result = call(raw.base_url, timeout=5)
+    assert result["choices"][0]["message"]["content"] == "Hello"
+    assert result["verdict"]["complete"] is True
+
+
+def test_blank_body_without_a_content_type_is_an_empty_stream(stream_backend: Any) -> None:
+    with RawServer(_untyped(b"\n\n")) as raw:
+        result = call(raw.base_url, timeout=5)
+    assert result["choices"] == [] and result["verdict"]["done"] is False
+
+
+def test_json_answer_without_a_content_type(stream_backend: Any) -> None:
+    answer = expected_completion(request("plain"))
+    with RawServer(_untyped(b"\n" + orjson.dumps(answer))) as raw:
+        result = call(raw.base_url, timeout=5)
+    assert result == answer
+
+
+def _json_answer(conn: socket.socket) -> None:
+    body = orjson.dumps(expected_completion(request("long-3000")))
+    conn.sendall(
+        b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body)
+    )
+    conn.sendall(body)
+
+
+def test_json_answer_is_bounded_by_max_event_bytes(stream_backend: Any) -> None:
+    size = len(orjson.dumps(expected_completion(request("long-3000"))))
+    with RawServer(_json_answer) as raw:
+        result = call(raw.base_url, timeout=5, max_event_bytes=size)
+        _, exc, _ = timed(lambda: call(raw.base_url, timeout=5, max_event_bytes=size - 1))
+    assert result == expected_completion(request("long-3000"))
+    assert isinstance(exc, fastsse.EventTooLarge) and exc.limit == size - 1

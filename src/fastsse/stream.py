@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 
 from ._backend import ChatStream, Decoder, Event
-from ._errors import EventTooLarge, TransportError
+from ._errors import EventTooLarge, TransportError, too_large
 
 OnChunk = Callable[[dict[str, Any]], "bool | None"]
 
@@ -33,15 +33,20 @@ def _import_pycurl() -> Any:
     return pycurl
 
 
+_BLANK = b" \t\r\n"
+
+
 class _Transfer:
     """Per-request state for the curl callbacks: status, headers, the body sink, a caught exception."""
 
-    def __init__(self, stream: Any) -> None:
+    def __init__(self, stream: Any, max_event_bytes: int | None = None) -> None:
         self.stream = stream
+        self.limit = max_event_bytes
         self.status = 0
         self.content_type = ""
         self.mode = ""  # "sse", "json" (a non-streaming answer) or "body" (an error or foreign body)
         self.body = bytearray()
+        self.head = b""  # leading blank bytes of an untyped body, held until its first real byte
         self.stopped = False  # our write callback asked curl to stop
         self.exc: BaseException | None = None
 
@@ -54,20 +59,30 @@ class _Transfer:
         elif line[:13].lower() == b"content-type:":
             self.content_type = line[13:].strip().decode("latin-1").lower()
 
-    def _choose_mode(self) -> None:
+    def _choose_mode(self, first: int) -> None:
         if self.status >= 400:
             self.mode = "body"
-        elif self.content_type.startswith("text/event-stream") or not self.content_type:
+        elif self.content_type.startswith("text/event-stream"):
             self.mode = "sse"
         elif self.content_type.startswith("application/json"):
             self.mode = "json"
-        else:
+        elif self.content_type:
             self.mode = "body"
+        else:
+            # No Content-Type (some servers omit it): the body's first byte tells. An event stream
+            # never starts with "<" (an HTML error page) or "{" (a JSON answer).
+            self.mode = "body" if first == 0x3C else "json" if first == 0x7B else "sse"
 
     def write(self, data: bytes) -> int | None:
         try:
             if not self.mode:
-                self._choose_mode()
+                start = len(data) - len(data.lstrip(_BLANK))
+                if start == len(data) and not self.content_type and self.status < 400:
+                    self.head += data
+                    return None
+                self._choose_mode(data[start] if start < len(data) else 0)
+                if self.head:
+                    data, self.head = self.head + data, b""
             if self.mode == "sse":
                 if self.stream.write(data) == 0:
                     self.stopped = True
@@ -75,7 +90,10 @@ class _Transfer:
                 return None
             room = _ERROR_BODY_LIMIT - len(self.body)
             if self.mode == "json":
-                room = len(data)  # a full completion: keep all of it
+                # A whole completion (a server that ignored "stream"): kept, up to the cap if set.
+                if self.limit is not None and len(self.body) + len(data) > self.limit:
+                    raise too_large(self.limit, [])
+                room = len(data)
             self.body += data[: max(room, 0)]
             return None
         except BaseException as exc:  # re-raised unchanged by create_stream once curl has stopped
@@ -133,8 +151,10 @@ def create_stream(
 
     The result carries ``"verdict"`` (whether ``[DONE]``, a finish reason and usage arrived). An HTTP
     status >= 400 returns ``{"error": <the server's error object or body>, "status": code}``; so does
-    a 200 answer that is neither an event stream nor JSON. A 200 JSON answer (a server that ignored
-    ``stream``) is returned as it came.
+    a 200 answer that is neither an event stream nor JSON (a body without a Content-Type is judged
+    by its first byte: ``<`` is a page, ``{`` a JSON answer, anything else an event stream). A 200
+    JSON answer (a server that ignored ``stream``) is returned as it came; with ``max_event_bytes``
+    it may be at most that large (EventTooLarge otherwise).
 
     It raises TransportError (with ``.result``, the partial aggregate) if the connection is refused,
     times out or breaks mid-stream; whatever ``on_chunk`` raises, unchanged, after the transfer is
@@ -156,7 +176,7 @@ def create_stream(
 
     stream = ChatStream(on_chunk, max_event_bytes=max_event_bytes)
     handle = curl if curl is not None else pycurl.Curl()
-    transfer = _Transfer(stream)
+    transfer = _Transfer(stream, max_event_bytes)
     handle.setopt(pycurl.URL, url)
     handle.setopt(pycurl.POST, 1)
     handle.setopt(pycurl.POSTFIELDS, body)
@@ -190,6 +210,8 @@ def create_stream(
         raise transfer.exc
     if transfer.mode == "body" or status >= 400:
         return _http_error(status, bytes(transfer.body))
+    if not transfer.mode and transfer.head:  # an untyped body of blanks only: an empty stream
+        stream.write(transfer.head)
     if transfer.mode == "json":
         return _json_answer(bytes(transfer.body))
     stream.close()
