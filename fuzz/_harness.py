@@ -109,6 +109,20 @@ class Refused(Exception):
     """What on_chunk raises when the input asks it to."""
 
 
+def write_all(stream, chunks):
+    """Write every chunk and close: what each write returned or raised."""
+    outcomes = []
+    for chunk in chunks:
+        try:
+            outcomes.append(stream.write(chunk))
+        except fastsse.EventTooLarge as exc:
+            outcomes.append(("too-large", exc.limit))
+        except Refused as exc:
+            outcomes.append(("refused", exc.args))
+    stream.close()
+    return outcomes
+
+
 def run_chatstream(backend, chunks, limit, stop_at):
     seen = []
 
@@ -121,15 +135,7 @@ def run_chatstream(backend, chunks, limit, stop_at):
         return None
 
     stream = backend.ChatStream(on_chunk, max_event_bytes=limit)
-    outcomes = []
-    for chunk in chunks:
-        try:
-            outcomes.append(stream.write(chunk))
-        except fastsse.EventTooLarge as exc:
-            outcomes.append(("too-large", exc.limit))
-        except Refused as exc:
-            outcomes.append(("refused", exc.args))
-    stream.close()
+    outcomes = write_all(stream, chunks)
     first = stream.result()
     if stream.result() != first:
         raise AssertionError("result() changed between two calls with no write between them")
@@ -160,14 +166,7 @@ def check_chatstream(buf: bytes) -> None:
         # Without on_chunk the compiled ChatStream folds most chunks with its fast reader, never
         # building them: it must end where the on_chunk run (orjson and the fold) ended.
         fast = C.ChatStream(max_event_bytes=inp.limit)
-        fast_outcomes = []
-        for chunk in chunks:
-            try:
-                fast_outcomes.append(fast.write(chunk))
-            except fastsse.EventTooLarge as exc:
-                fast_outcomes.append(("too-large", exc.limit))
-        fast.close()
-        if (fast_outcomes, fast.result()) != (outcomes, result):
+        if (write_all(fast, chunks), fast.result()) != (outcomes, result):
             raise AssertionError(
                 f"the fast reader and orjson differ on {inp.data!r}:\n{fast.result()}\n{result}"
             )

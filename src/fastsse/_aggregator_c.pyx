@@ -723,7 +723,10 @@ cdef inline bint _named(const char* key, Py_ssize_t n, const char* name, Py_ssiz
 
 
 cdef inline const char* _next_member(const char* p, const char* end, bint* more, char close) noexcept nogil:
-    """After a value: past the ',' (more) or the closing bracket (no more), or NULL."""
+    """After a value (p, NULL if reading it failed): past the ',' (more) or the closing
+    bracket (no more), or NULL."""
+    if p == NULL:
+        return NULL
     p = _skip_ws(p, end)
     if p >= end:
         return NULL
@@ -772,8 +775,6 @@ cdef const char* _skip(const char* p, const char* end, int depth) noexcept nogil
                     return NULL
                 p = _skip_ws(p + 1, end)
             p = _skip(p, end, depth + 1)
-            if p == NULL:
-                return NULL
             p = _next_member(p, end, &more, close)
             if p == NULL:
                 return NULL
@@ -821,6 +822,14 @@ cdef const char* _other(
     return p
 
 
+cdef inline bint _once(int* seen, int bit) noexcept nogil:
+    # Mark a known key as read; False if it was read before (a repeated key: the slow way).
+    if seen[0] & bit:
+        return False
+    seen[0] |= bit
+    return True
+
+
 cdef inline Op* _new_op(Plan* plan, int target, int choice) noexcept nogil:
     if plan.nops == MAX_OPS:
         return NULL
@@ -850,22 +859,18 @@ cdef const char* _read_function(const char* p, const char* end, Plan* plan, int 
         if p == NULL:
             return NULL
         if _named(key, n, b"arguments", 9):
-            if seen & 1:
+            if not _once(&seen, 1):
                 return NULL
-            seen |= 1
             p = _text_value(p, end, &op.text)
         elif _named(key, n, b"name", 4):
-            if seen & 2:
+            if not _once(&seen, 2):
                 return NULL
-            seen |= 2
             name.p = NULL
             p = _text_value(p, end, &name)
             if p != NULL and name.p != NULL and name.n:
                 return NULL  # a name fragment: the slow path applies the naming rules
         else:
             p = _other(p, end, plan, W_FUNCTION, op.choice, opi, key, n)
-        if p == NULL:
-            return NULL
         p = _next_member(p, end, &more, c'}')
         if p == NULL:
             return NULL
@@ -902,14 +907,12 @@ cdef const char* _read_tool_calls(const char* p, const char* end, Plan* plan, in
                 if p == NULL:
                     return NULL
                 if _named(key, n, b"index", 5):
-                    if seen & 1:
+                    if not _once(&seen, 1):
                         return NULL
-                    seen |= 1
                     p = _null(p, end) if _is_null(p, end) else _integer(p, end, &op.index)
                 elif _named(key, n, b"function", 8):
-                    if seen & 2:
+                    if not _once(&seen, 2):
                         return NULL
-                    seen |= 2
                     if _is_null(p, end):
                         p = _null(p, end)
                     elif p < end and p[0] == c'{':
@@ -917,28 +920,22 @@ cdef const char* _read_tool_calls(const char* p, const char* end, Plan* plan, in
                     else:
                         return NULL
                 elif _named(key, n, b"type", 4):
-                    if seen & 4:
+                    if not _once(&seen, 4):
                         return NULL
-                    seen |= 4
                     p = _text_value(p, end, &op.type)
                 elif _named(key, n, b"id", 2):
-                    if seen & 8:
+                    if not _once(&seen, 8):
                         return NULL
-                    seen |= 8
                     span.p = NULL
                     p = _text_value(p, end, &span)
                     if p != NULL and span.p != NULL and span.n:
                         return NULL  # an id: the slow path decides whether it starts a call
                 else:
                     p = _other(p, end, plan, W_CALL, choice, opi, key, n)
-                if p == NULL:
-                    return NULL
                 p = _next_member(p, end, &members, c'}')
                 if p == NULL:
                     return NULL
         else:
-            return NULL
-        if p == NULL:
             return NULL
         p = _next_member(p, end, &more, c']')
         if p == NULL:
@@ -985,9 +982,8 @@ cdef const char* _read_delta(const char* p, const char* end, Plan* plan, int cho
         if target >= 0:
             bit = 1 << target
         if bit:
-            if seen & bit:
+            if not _once(&seen, bit):
                 return NULL
-            seen |= bit
         if target >= 0:
             span.p = NULL
             p = _text_value(p, end, &span)
@@ -1011,8 +1007,6 @@ cdef const char* _read_delta(const char* p, const char* end, Plan* plan, int cho
             p = _null(p, end)
         else:
             p = _other(p, end, plan, W_DELTA, choice, -1, key, n)
-        if p == NULL:
-            return NULL
         p = _next_member(p, end, &more, c'}')
         if p == NULL:
             return NULL
@@ -1047,14 +1041,12 @@ cdef const char* _read_choice(const char* p, const char* end, Plan* plan, long l
         if p == NULL:
             return NULL
         if _named(key, n, b"index", 5):
-            if seen & 1:
+            if not _once(&seen, 1):
                 return NULL
-            seen |= 1
             p = _null(p, end) if _is_null(p, end) else _integer(p, end, &c.index)
         elif _named(key, n, b"delta", 5) or _named(key, n, b"message", 7):
-            if seen & 2:
+            if not _once(&seen, 2):
                 return NULL
-            seen |= 2
             if _is_null(p, end):
                 p = _null(p, end)
             elif p < end and p[0] == c'{':
@@ -1063,14 +1055,12 @@ cdef const char* _read_choice(const char* p, const char* end, Plan* plan, long l
             else:
                 return NULL
         elif _named(key, n, b"finish_reason", 13):
-            if seen & 4:
+            if not _once(&seen, 4):
                 return NULL
-            seen |= 4
             p = _text_value(p, end, &c.finish)
         elif _named(key, n, b"text", 4):
-            if seen & 8:
+            if not _once(&seen, 8):
                 return NULL
-            seen |= 8
             span.p = NULL
             p = _text_value(p, end, &span)
             if p != NULL and span.p != NULL:
@@ -1079,14 +1069,11 @@ cdef const char* _read_choice(const char* p, const char* end, Plan* plan, long l
                     return NULL
                 op.text = span
         elif _named(key, n, b"logprobs", 8):
-            if seen & 16:
+            if not _once(&seen, 16):
                 return NULL
-            seen |= 16
             p = _other(p, end, plan, W_LOGPROBS, choice, -1, key, n)
         else:
             p = _other(p, end, plan, W_CHOICE, choice, -1, key, n)
-        if p == NULL:
-            return NULL
         p = _next_member(p, end, &more, c'}')
         if p == NULL:
             return NULL
@@ -1168,9 +1155,8 @@ cdef bint _read(const char* p, Py_ssize_t size, Plan* plan) noexcept nogil:
         elif _named(key, n, b"error", 5):
             bit = 512
         if bit:
-            if seen & bit:
+            if not _once(&seen, bit):
                 return False  # a duplicate key: orjson keeps the last value, in the first's place
-            seen |= bit
         if slot != NULL:
             p = _text_value(p, end, slot)
         elif bit == 16:
@@ -1199,8 +1185,6 @@ cdef bint _read(const char* p, Py_ssize_t size, Plan* plan) noexcept nogil:
             p = _null(p, end)  # an error payload goes the slow way
         else:
             p = _other(p, end, plan, W_TOP, -1, -1, key, n)
-        if p == NULL:
-            return False
         p = _next_member(p, end, &more, c'}')
         if p == NULL:
             return False
