@@ -205,6 +205,36 @@ def test_hostile_payloads_are_skipped(backend: SimpleNamespace, payload: bytes |
     assert agg.verdict.complete
 
 
+def _content_of(*texts: str) -> bytes:
+    return b"".join(b'{"choices":[{"index":0,"delta":{"content":"%s"}}]}\n' % t.encode() for t in texts)
+
+
+@pytest.mark.parametrize(
+    ("fragments", "content"),
+    [
+        # an emoji cut in UTF-16 units across two chunks, as a server slicing JS strings sends it
+        ((r"a\ud83d", r"\ude00b"), "a\ufffd\ufffdb"),
+        ((r"\ud83d\ude00\ud83d",), "\U0001f600\ufffd"),  # a pair, then a lone high half
+        ((r"\ud83d\u0041",), "\ufffdA"),  # a high half before another escape
+        ((r"\ud83d\ud83d\ude00",), "\ufffd\U0001f600"),  # two high halves, the second paired
+        ((r"\ude00\ud83d",), "\ufffd\ufffd"),  # a low half before a high half is no pair
+        ((r"\\ud83d\ud83d",), "\\ud83d\ufffd"),  # an escaped backslash, then text, then a lone half
+        ((r"\u00e9\udbff\udfff",), "\u00e9\U0010ffff"),  # nothing lone: parsed as it came
+    ],
+)
+def test_lone_surrogate_escapes_become_replacement_characters(
+    backend: SimpleNamespace, fragments: tuple[str, ...], content: str
+) -> None:
+    """orjson refuses a lone surrogate escape; like invalid UTF-8, it costs a U+FFFD, not the chunk."""
+    for form in (bytes, str):
+        agg = backend.ChatAggregator()
+        agg.feed_data(b'{"choices":[{"index":0,"delta":{"role":"assistant"}}]}')
+        for line in _content_of(*fragments).splitlines():
+            assert agg.feed_data(line if form is bytes else line.decode()) is True
+        assert agg.skipped == 0
+        assert agg.result()["choices"][0]["message"]["content"] == content
+
+
 def test_invalid_utf8_in_bytes_becomes_replacement_characters(backend: SimpleNamespace) -> None:
     """As the decoder does (spec: invalid UTF-8 decodes to U+FFFD): a CESU-8 surrogate and a
     character a server split across two events each cost U+FFFDs, not the whole chunk."""
