@@ -25,7 +25,11 @@ def _mend_surrogates(text: str) -> str | None:
     last = 0
     high: re.Match[str] | None = None  # a high half waiting for its low half
     changed = False
-    for m in _ESCAPE.finditer(text):
+    at = 0
+    # A search loop, not finditer: on CPython 3.11 finditer's scanner leaves memory behind
+    # (tracemalloc sees it grow with every call; tests/test_leaks.py caught it).
+    while (m := _ESCAPE.search(text, at)) is not None:
+        at = m.end()
         code = int(m[1], 16) if m[1] else -1
         if high is not None:
             if 0xDC00 <= code <= 0xDFFF and m.start() == high.end():
