@@ -66,6 +66,11 @@ cdef inline void _buf_free(Buf* b) noexcept:
     b.cap = 0
 
 
+cdef inline bint _is_data_line(const char* line, Py_ssize_t n) noexcept nogil:
+    # "data:" at the start: the field is data, whatever follows.
+    return n >= 5 and line[4] == b":" and line[0] == b"d" and line[1] == b"a" and line[2] == b"t" and line[3] == b"a"
+
+
 cdef inline bint _is_event(object obj):
     # Events of both backends compare equal, so tests can compare them directly.
     cdef object cls = type(obj)
@@ -297,8 +302,7 @@ cdef class Decoder:
                         _buf_append(&self._line, p, stop - p)
                     break
                 if (
-                    eol - p >= 5
-                    and p[4] == b":" and p[0] == b"d" and p[1] == b"a" and p[2] == b"t" and p[3] == b"a"
+                    _is_data_line(p, eol - p)
                     and self._line.len == 0
                     and self._ndata == 0
                     and not self._has_type
@@ -394,9 +398,8 @@ cdef class Decoder:
         if line[0] == b":":
             return 0
         self._in_event = True
-        if n >= 5 and line[4] == b":" and line[0] == b"d" and line[1] == b"a" and line[2] == b"t" and line[3] == b"a":
+        if _is_data_line(line, n):
             # Most lines of a stream: no search for the colon.
-            name_len = 4
             value = line + 5
             value_len = n - 5
             if value_len and value[0] == b" ":
