@@ -5,7 +5,9 @@ reference.
 
 Two ways in. The fast reader (``_read`` / ``_fast_take``, below the fold state) validates a
 payload's bytes and folds the common chunk shapes (text appended to a choice or tool call that
-exists, top-level fields repeated) with no Python object per chunk. Everything else goes to
+exists, top-level fields repeated, a finish reason) with no Python object per content chunk,
+handing only the values the fold keeps whole (usage, logprobs, provider fields) to orjson.
+Everything else goes to
 ``orjson.loads`` and ``_take``, which walks the dicts with borrowed ``PyDict_Next`` references and
 dispatches on key length and memcmp. Both keep the standard top-level fields in typed slots and
 copy text fragments into one buffer per field. ChatStream subclasses the compiled Decoder and
@@ -477,14 +479,15 @@ cdef class _Choice:
 # already exists. For those, building orjson's five dicts and a list only for the fold to walk and
 # free them costs more than the fold itself. ``_read`` validates the whole payload as JSON in one
 # pass over the bytes and records what the fold would do (a plan: spans of text to append, values
-# to compare); ``_fast_take`` checks the plan against the fold state and applies it. Anything
-# else (a key or value the plan cannot express, a new choice or call, a changed role or model,
-# escaped keys, numbers that are not small integers, duplicate keys, invalid UTF-8, lone surrogate
-# escapes, invalid JSON) makes the reader give up before anything changed, and the payload goes
-# through orjson and ``_take`` as before. So the fast path only ever produces what ``_take`` would
-# have produced on orjson's dict: tests/test_fast_reader.py compares the two on every vector and on
-# generated payloads, and the fuzz harness compares this backend with the Python twin, which has no
-# fast path at all.
+# to compare, and the spans of values the fold keeps whole, such as usage, logprobs or a
+# provider's own fields, which orjson parses one by one); ``_fast_take`` checks the plan against
+# the fold state and applies it. Anything else (a new choice or call, a changed role or call type,
+# an error, escaped or repeated keys, numbers that are not small integers where the reader reads
+# them, invalid UTF-8, lone surrogate escapes, invalid JSON) makes the reader give up before
+# anything changed, and the payload goes through orjson and ``_take`` as before. So the fast path
+# only ever produces what ``_take`` would have produced on orjson's dict: tests/test_fast_reader.py
+# compares the two on hand-written and generated payloads, and the fuzz harness compares this
+# backend with the Python twin, which has no fast path at all.
 
 cdef enum:
     F_ESC = 1       # the string holds a backslash escape
