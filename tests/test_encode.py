@@ -171,6 +171,26 @@ def test_chat_chunk_tool_calls_reasoning_refusal() -> None:
     assert orjson.loads(enc.refusal("no")[6:])["choices"][0]["delta"] == {"refusal": "no"}
 
 
+@pytest.mark.parametrize("key", ["reasoning_content", "reasoning"])
+def test_chat_chunk_reasoning_key(backend, key: str) -> None:
+    """vLLM 0.9+, OpenRouter and Ollama name the field ``reasoning``; both names are lint-clean and
+    fold into the message under the name the stream used."""
+    enc = ChatChunkEncoder(id="c", model="m", created=1, reasoning_key=key)
+    stream = enc.role() + enc.reasoning("let me ") + enc.reasoning("think") + enc.content("ok")
+    stream += enc.finish("stop") + enc.done()
+    assert orjson.loads(stream.split(b"\n\n")[1][6:])["choices"][0]["delta"] == {key: "let me "}
+    assert check_stream(stream) == []
+    folded = backend.ChatStream()
+    folded.write(stream)
+    message = folded.result()["choices"][0]["message"]
+    assert message[key] == "let me think" and message["content"] == "ok"
+
+
+def test_chat_chunk_reasoning_key_must_be_known() -> None:
+    with pytest.raises(ValueError, match="reasoning_key"):
+        ChatChunkEncoder(id="c", model="m", reasoning_key="thoughts")
+
+
 def test_chat_chunk_created_defaults_to_now() -> None:
     import time
 

@@ -93,12 +93,14 @@ class _Choice:
 
 
 class ChatChunkEncoder:
-    """``ChatChunkEncoder(*, id, model, created=None, system_fingerprint=None)``
+    """``ChatChunkEncoder(*, id, model, created=None, system_fingerprint=None, reasoning_key="reasoning_content")``
 
     Writes one chat stream; every method returns the bytes of one event. Per choice ``index``:
     ``role()`` first, then any of ``content`` / ``reasoning`` / ``refusal`` / ``tool_call``, then
     ``finish(reason)``; after every started choice finished, optionally ``usage(...)``; then ``done()``.
-    ``created`` defaults to the current time. One encoder per stream; not thread-safe.
+    ``created`` defaults to the current time. ``reasoning_key`` names the field ``reasoning()``
+    writes: ``"reasoning_content"`` (DeepSeek, LocalAI, older vLLM) or ``"reasoning"`` (vLLM 0.9
+    and later, OpenRouter, Ollama). One encoder per stream; not thread-safe.
 
     Each method raises ValueError when the call would make the stream non-compliant: a delta before
     ``role`` or after ``finish``, ``role`` or ``finish`` twice, empty text, ``finish("")``,
@@ -107,7 +109,7 @@ class ChatChunkEncoder:
     ``usage`` or ``done`` while a choice is unfinished, and anything after ``done``.
     """
 
-    __slots__ = ("_choices", "_done", "_head", "_ids", "_usage_sent")
+    __slots__ = ("_choices", "_done", "_head", "_ids", "_reasoning_key", "_usage_sent")
 
     def __init__(
         self,
@@ -116,7 +118,13 @@ class ChatChunkEncoder:
         model: str,
         created: int | None = None,
         system_fingerprint: str | None = None,
+        reasoning_key: str = "reasoning_content",
     ) -> None:
+        if reasoning_key not in ("reasoning_content", "reasoning"):
+            raise ValueError(
+                f'reasoning_key must be "reasoning_content" or "reasoning", not {reasoning_key!r}'
+            )
+        self._reasoning_key = reasoning_key
         head: dict[str, Any] = {
             "id": id,
             "object": "chat.completion.chunk",
@@ -179,8 +187,8 @@ class ChatChunkEncoder:
         return self._text("content", text, index)
 
     def reasoning(self, text: str, /, index: int = 0) -> bytes:
-        """A ``reasoning_content`` delta (the key DeepSeek, LocalAI and most servers use)."""
-        return self._text("reasoning_content", text, index)
+        """A reasoning delta, under the encoder's ``reasoning_key``."""
+        return self._text(self._reasoning_key, text, index)
 
     def refusal(self, text: str, /, index: int = 0) -> bytes:
         """A ``refusal`` delta."""
