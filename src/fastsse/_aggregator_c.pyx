@@ -98,152 +98,141 @@ cdef enum:
     K_AUDIO_TEXT
 
 
-cdef inline bint _is(object k, const char* literal, Py_ssize_t n) noexcept:
-    # ``k`` is a str whose length the caller matched to ``n``; ``literal`` is ASCII, so equal
-    # one-byte data means equal strings (cheaper than PyUnicode_Compare on every dict key).
-    return PyUnicode_KIND(k) == PyUnicode_1BYTE_KIND and memcmp(PyUnicode_DATA(k), literal, n) == 0
+# One vocabulary for both ways in. Each classifier reads a field name's bytes (a key as it stands
+# in a payload for the fast reader, a dict key's one-byte str data for the fold) and dispatches
+# on the length first; a name that is not a field of that object is K_OTHER.
+
+ctypedef int (*_Vocabulary)(const char* key, Py_ssize_t n) noexcept nogil
 
 
-cdef inline int _top_key(object key) noexcept:
-    if not PyUnicode_Check(key):
-        return K_OTHER
-    cdef object k = key
-    cdef Py_ssize_t n = PyUnicode_GET_LENGTH(k)
+cdef inline bint _eq(const char* key, const char* name, Py_ssize_t n) noexcept nogil:
+    return memcmp(key, name, n) == 0
+
+
+cdef int _top_code(const char* k, Py_ssize_t n) noexcept nogil:
     if n == 2:
-        if _is(k, b"id", n):
+        if _eq(k, b"id", n):
             return K_TOP_ID
     elif n == 7:
-        if _is(k, b"choices", n):
+        if _eq(k, b"choices", n):
             return K_CHOICES
-        if _is(k, b"created", n):
+        if _eq(k, b"created", n):
             return K_CREATED
     elif n == 5:
-        if _is(k, b"model", n):
+        if _eq(k, b"model", n):
             return K_MODEL
-        if _is(k, b"usage", n):
+        if _eq(k, b"usage", n):
             return K_USAGE
-        if _is(k, b"error", n):
+        if _eq(k, b"error", n):
             return K_ERROR
     elif n == 6:
-        if _is(k, b"object", n):
+        if _eq(k, b"object", n):
             return K_OBJECT
     elif n == 18:
-        if _is(k, b"system_fingerprint", n):
+        if _eq(k, b"system_fingerprint", n):
             return K_FINGERPRINT
     elif n == 12:
-        if _is(k, b"service_tier", n):
+        if _eq(k, b"service_tier", n):
             return K_TIER
     elif n == 11:
-        if _is(k, b"obfuscation", n):
+        if _eq(k, b"obfuscation", n):
             return K_DROP
     return K_OTHER
 
 
-cdef inline int _choice_key(object key) noexcept:
-    if not PyUnicode_Check(key):
-        return K_OTHER
-    cdef object k = key
-    cdef Py_ssize_t n = PyUnicode_GET_LENGTH(k)
+cdef int _choice_code(const char* k, Py_ssize_t n) noexcept nogil:
     if n == 5:
-        if _is(k, b"delta", n):
+        if _eq(k, b"delta", n):
             return K_DELTA
-        if _is(k, b"index", n):
+        if _eq(k, b"index", n):
             return K_INDEX
     elif n == 13:
-        if _is(k, b"finish_reason", n):
+        if _eq(k, b"finish_reason", n):
             return K_FINISH
     elif n == 8:
-        if _is(k, b"logprobs", n):
+        if _eq(k, b"logprobs", n):
             return K_LOGPROBS
     elif n == 7:
-        if _is(k, b"message", n):
+        if _eq(k, b"message", n):
             return K_DELTA
     elif n == 4:
-        if _is(k, b"text", n):
+        if _eq(k, b"text", n):
             return K_TEXT
     return K_OTHER
 
 
-cdef inline int _delta_key(object key) noexcept:
-    if not PyUnicode_Check(key):
-        return K_OTHER
-    cdef object k = key
-    cdef Py_ssize_t n = PyUnicode_GET_LENGTH(k)
+cdef int _delta_code(const char* k, Py_ssize_t n) noexcept nogil:
     if n == 7:
-        if _is(k, b"content", n):
+        if _eq(k, b"content", n):
             return K_CONTENT
-        if _is(k, b"refusal", n):
+        if _eq(k, b"refusal", n):
             return K_REFUSAL
     elif n == 4:
-        if _is(k, b"role", n):
+        if _eq(k, b"role", n):
             return K_ROLE
     elif n == 10:
-        if _is(k, b"tool_calls", n):
+        if _eq(k, b"tool_calls", n):
             return K_TOOL_CALLS
     elif n == 17:
-        if _is(k, b"reasoning_content", n):
+        if _eq(k, b"reasoning_content", n):
             return K_REASONING_CONTENT
     elif n == 9:
-        if _is(k, b"reasoning", n):
+        if _eq(k, b"reasoning", n):
             return K_REASONING
     elif n == 11:
-        if _is(k, b"annotations", n):
+        if _eq(k, b"annotations", n):
             return K_ANNOTATIONS
     elif n == 13:
-        if _is(k, b"function_call", n):
+        if _eq(k, b"function_call", n):
             return K_FUNCTION_CALL
     elif n == 5:
-        if _is(k, b"audio", n):
+        if _eq(k, b"audio", n):
             return K_AUDIO
     return K_OTHER
 
 
-cdef inline int _call_key(object key) noexcept:
-    if not PyUnicode_Check(key):
-        return K_OTHER
-    cdef object k = key
-    cdef Py_ssize_t n = PyUnicode_GET_LENGTH(k)
+cdef int _call_code(const char* k, Py_ssize_t n) noexcept nogil:
     if n == 5:
-        if _is(k, b"index", n):
+        if _eq(k, b"index", n):
             return K_INDEX
     elif n == 2:
-        if _is(k, b"id", n):
+        if _eq(k, b"id", n):
             return K_ID
     elif n == 8:
-        if _is(k, b"function", n):
+        if _eq(k, b"function", n):
             return K_FUNCTION
     elif n == 4:
-        if _is(k, b"type", n):
+        if _eq(k, b"type", n):
             return K_TYPE
     return K_OTHER
 
 
-cdef inline int _function_key(object key) noexcept:
-    if not PyUnicode_Check(key):
-        return K_OTHER
-    cdef object k = key
-    cdef Py_ssize_t n = PyUnicode_GET_LENGTH(k)
+cdef int _function_code(const char* k, Py_ssize_t n) noexcept nogil:
     if n == 9:
-        if _is(k, b"arguments", n):
+        if _eq(k, b"arguments", n):
             return K_ARGUMENTS
     elif n == 4:
-        if _is(k, b"name", n):
+        if _eq(k, b"name", n):
             return K_NAME
     return K_OTHER
 
 
-cdef inline int _audio_key(object key) noexcept:
-    if not PyUnicode_Check(key):
-        return K_OTHER
-    cdef object k = key
-    cdef Py_ssize_t n = PyUnicode_GET_LENGTH(k)
+cdef int _audio_code(const char* k, Py_ssize_t n) noexcept nogil:
     if n == 4:
-        if _is(k, b"data", n):
+        if _eq(k, b"data", n):
             return K_AUDIO_TEXT
     elif n == 10:
-        if _is(k, b"transcript", n):
+        if _eq(k, b"transcript", n):
             return K_AUDIO_TEXT
     return K_OTHER
+
+
+cdef inline int _key_code(object key, _Vocabulary vocabulary) noexcept:
+    # A dict key: the names are ASCII, so only a one-byte str can spell one, and equal bytes mean
+    # equal strings (cheaper than PyUnicode_Compare on every key).
+    if not PyUnicode_Check(key) or PyUnicode_KIND(key) != PyUnicode_1BYTE_KIND:
+        return K_OTHER
+    return vocabulary(<const char*>PyUnicode_DATA(key), PyUnicode_GET_LENGTH(key))
 
 
 cdef inline bint _is_index(object value) noexcept:
@@ -498,13 +487,6 @@ cdef enum:
     MAX_DEPTH = 64  # of a value handed to orjson (orjson's own limit for the whole payload is 1024)
     MAX_DIGITS = 18  # any 18-digit integer fits an int64
 
-    # what an op appends to
-    T_CONTENT = 0
-    T_REFUSAL
-    T_REASONING_CONTENT
-    T_REASONING
-    T_TEXT
-    T_ARGUMENTS     # tool call arguments (or just "this call is now the last one")
 
     # where a value the plan hands to orjson goes
     W_TOP = 0       # an unknown top-level field
@@ -524,7 +506,7 @@ cdef struct Span:
 
 
 cdef struct Op:
-    int target
+    int target        # the field it appends to (K_CONTENT ... K_TEXT), or K_ARGUMENTS for a tool call
     int choice        # index into Plan.choices
     long long index   # tool call index, -1 when the delta had none
     Span text         # what to append (p NULL: nothing; a tool call delta without arguments)
@@ -825,8 +807,12 @@ cdef const char* _other(
     return p
 
 
-cdef inline bint _once(int* seen, int bit) noexcept nogil:
-    # Mark a known key as read; False if it was read before (a repeated key: the slow way).
+cdef inline bint _once(unsigned int* seen, int code) noexcept nogil:
+    # Mark a field (a K_ code) as read; False if it was read before (a repeated key: the slow
+    # way). K_OTHER names are not counted here: ``_other`` checks those by name.
+    cdef unsigned int bit = 1u << code
+    if code == K_OTHER:
+        return True
     if seen[0] & bit:
         return False
     seen[0] |= bit
@@ -853,7 +839,8 @@ cdef const char* _read_function(const char* p, const char* end, Plan* plan, int 
     cdef Py_ssize_t n
     cdef bint more = True
     cdef Span name
-    cdef int seen = 0
+    cdef unsigned int seen = 0
+    cdef int code
     p = _skip_ws(p + 1, end)
     if p < end and p[0] == c'}':
         return p + 1
@@ -861,13 +848,12 @@ cdef const char* _read_function(const char* p, const char* end, Plan* plan, int 
         p = _key(p, end, &key, &n)
         if p == NULL:
             return NULL
-        if _named(key, n, b"arguments", 9):
-            if not _once(&seen, 1):
-                return NULL
+        code = _function_code(key, n)
+        if not _once(&seen, code):
+            return NULL
+        if code == K_ARGUMENTS:
             p = _text_value(p, end, &op.text)
-        elif _named(key, n, b"name", 4):
-            if not _once(&seen, 2):
-                return NULL
+        elif code == K_NAME:
             name.p = NULL
             p = _text_value(p, end, &name)
             if p != NULL and name.p != NULL and name.n:
@@ -885,7 +871,8 @@ cdef const char* _read_tool_calls(const char* p, const char* end, Plan* plan, in
     cdef Py_ssize_t n
     cdef bint more = True
     cdef bint members
-    cdef int seen
+    cdef unsigned int seen
+    cdef int code
     cdef int opi
     cdef Op* op
     cdef Span span
@@ -896,7 +883,7 @@ cdef const char* _read_tool_calls(const char* p, const char* end, Plan* plan, in
         if _is_null(p, end):
             p = _null(p, end)
         elif p < end and p[0] == c'{':
-            op = _new_op(plan, T_ARGUMENTS, choice)
+            op = _new_op(plan, K_ARGUMENTS, choice)
             if op == NULL:
                 return NULL
             opi = plan.nops - 1
@@ -909,26 +896,21 @@ cdef const char* _read_tool_calls(const char* p, const char* end, Plan* plan, in
                 p = _key(p, end, &key, &n)
                 if p == NULL:
                     return NULL
-                if _named(key, n, b"index", 5):
-                    if not _once(&seen, 1):
-                        return NULL
+                code = _call_code(key, n)
+                if not _once(&seen, code):
+                    return NULL
+                if code == K_INDEX:
                     p = _null(p, end) if _is_null(p, end) else _integer(p, end, &op.index)
-                elif _named(key, n, b"function", 8):
-                    if not _once(&seen, 2):
-                        return NULL
+                elif code == K_FUNCTION:
                     if _is_null(p, end):
                         p = _null(p, end)
                     elif p < end and p[0] == c'{':
                         p = _read_function(p, end, plan, opi)
                     else:
                         return NULL
-                elif _named(key, n, b"type", 4):
-                    if not _once(&seen, 4):
-                        return NULL
+                elif code == K_TYPE:
                     p = _text_value(p, end, &op.type)
-                elif _named(key, n, b"id", 2):
-                    if not _once(&seen, 8):
-                        return NULL
+                elif code == K_ID:
                     span.p = NULL
                     p = _text_value(p, end, &span)
                     if p != NULL and span.p != NULL and span.n:
@@ -950,9 +932,8 @@ cdef const char* _read_delta(const char* p, const char* end, Plan* plan, int cho
     cdef const char* key
     cdef Py_ssize_t n
     cdef bint more = True
-    cdef int seen = 0
-    cdef int bit
-    cdef int target
+    cdef unsigned int seen = 0
+    cdef int code
     cdef Span span
     cdef Op* op
     p = _skip_ws(p + 1, end)
@@ -962,52 +943,30 @@ cdef const char* _read_delta(const char* p, const char* end, Plan* plan, int cho
         p = _key(p, end, &key, &n)
         if p == NULL:
             return NULL
-        target = -1
-        bit = 0
-        if _named(key, n, b"content", 7):
-            target = T_CONTENT
-        elif _named(key, n, b"reasoning_content", 17):
-            target = T_REASONING_CONTENT
-        elif _named(key, n, b"reasoning", 9):
-            target = T_REASONING
-        elif _named(key, n, b"refusal", 7):
-            target = T_REFUSAL
-        elif _named(key, n, b"role", 4):
-            bit = 1 << 8
-        elif _named(key, n, b"tool_calls", 10):
-            bit = 1 << 9
-        elif _named(key, n, b"annotations", 11):
-            bit = 1 << 10
-        elif _named(key, n, b"audio", 5):
-            bit = 1 << 11  # folded the slow way unless null
-        elif _named(key, n, b"function_call", 13):
-            bit = 1 << 12  # folded the slow way unless null
-        if target >= 0:
-            bit = 1 << target
-        if bit:
-            if not _once(&seen, bit):
-                return NULL
-        if target >= 0:
+        code = _delta_code(key, n)
+        if not _once(&seen, code):
+            return NULL
+        if code == K_CONTENT or code == K_REASONING_CONTENT or code == K_REASONING or code == K_REFUSAL:
             span.p = NULL
             p = _text_value(p, end, &span)
             if p != NULL and span.p != NULL:
-                op = _new_op(plan, target, choice)
+                op = _new_op(plan, code, choice)
                 if op == NULL:
                     return NULL
                 op.text = span
-        elif bit == 1 << 8:
+        elif code == K_ROLE:
             p = _text_value(p, end, &plan.choices[choice].role)
-        elif bit == 1 << 9:
+        elif code == K_TOOL_CALLS:
             if _is_null(p, end):
                 p = _null(p, end)
             elif p < end and p[0] == c'[':
                 p = _read_tool_calls(p, end, plan, choice)
             else:
                 return NULL
-        elif bit == 1 << 10:
+        elif code == K_ANNOTATIONS:
             p = _other(p, end, plan, W_ANNOTATIONS, choice, -1, key, n)
-        elif bit == 1 << 11 or bit == 1 << 12:
-            p = _null(p, end)
+        elif code == K_AUDIO or code == K_FUNCTION_CALL:
+            p = _null(p, end)  # folded the slow way unless null
         else:
             p = _other(p, end, plan, W_DELTA, choice, -1, key, n)
         p = _next_member(p, end, &more, c'}')
@@ -1020,7 +979,8 @@ cdef const char* _read_choice(const char* p, const char* end, Plan* plan, long l
     cdef const char* key
     cdef Py_ssize_t n
     cdef bint more = True
-    cdef int seen = 0
+    cdef unsigned int seen = 0
+    cdef int code
     cdef int choice
     cdef ChoicePlan* c
     cdef Span span
@@ -1043,13 +1003,12 @@ cdef const char* _read_choice(const char* p, const char* end, Plan* plan, long l
         p = _key(p, end, &key, &n)
         if p == NULL:
             return NULL
-        if _named(key, n, b"index", 5):
-            if not _once(&seen, 1):
-                return NULL
+        code = _choice_code(key, n)
+        if not _once(&seen, code):  # "delta" and "message" share a code: both is a repeat
+            return NULL
+        if code == K_INDEX:
             p = _null(p, end) if _is_null(p, end) else _integer(p, end, &c.index)
-        elif _named(key, n, b"delta", 5) or _named(key, n, b"message", 7):
-            if not _once(&seen, 2):
-                return NULL
+        elif code == K_DELTA:
             if _is_null(p, end):
                 p = _null(p, end)
             elif p < end and p[0] == c'{':
@@ -1057,23 +1016,17 @@ cdef const char* _read_choice(const char* p, const char* end, Plan* plan, long l
                 p = _read_delta(p, end, plan, choice)
             else:
                 return NULL
-        elif _named(key, n, b"finish_reason", 13):
-            if not _once(&seen, 4):
-                return NULL
+        elif code == K_FINISH:
             p = _text_value(p, end, &c.finish)
-        elif _named(key, n, b"text", 4):
-            if not _once(&seen, 8):
-                return NULL
+        elif code == K_TEXT:
             span.p = NULL
             p = _text_value(p, end, &span)
             if p != NULL and span.p != NULL:
-                op = _new_op(plan, T_TEXT, choice)
+                op = _new_op(plan, K_TEXT, choice)
                 if op == NULL:
                     return NULL
                 op.text = span
-        elif _named(key, n, b"logprobs", 8):
-            if not _once(&seen, 16):
-                return NULL
+        elif code == K_LOGPROBS:
             p = _other(p, end, plan, W_LOGPROBS, choice, -1, key, n)
         else:
             p = _other(p, end, plan, W_CHOICE, choice, -1, key, n)
@@ -1111,10 +1064,9 @@ cdef bint _read(const char* p, Py_ssize_t size, Plan* plan) noexcept nogil:
     cdef const char* key
     cdef Py_ssize_t n
     cdef bint more = True
-    cdef int seen = 0
-    cdef int bit
+    cdef unsigned int seen = 0
+    cdef int code
     cdef Span span
-    cdef Span* slot
     plan.id.p = NULL
     plan.model.p = NULL
     plan.fingerprint.p = NULL
@@ -1135,56 +1087,40 @@ cdef bint _read(const char* p, Py_ssize_t size, Plan* plan) noexcept nogil:
         p = _key(p, end, &key, &n)
         if p == NULL:
             return False
-        slot = NULL
-        bit = 0
-        if _named(key, n, b"id", 2):
-            slot, bit = &plan.id, 1
-        elif _named(key, n, b"model", 5):
-            slot, bit = &plan.model, 2
-        elif _named(key, n, b"system_fingerprint", 18):
-            slot, bit = &plan.fingerprint, 4
-        elif _named(key, n, b"service_tier", 12):
-            slot, bit = &plan.tier, 8
-        elif _named(key, n, b"choices", 7):
-            bit = 16
-        elif _named(key, n, b"created", 7):
-            bit = 32
-        elif _named(key, n, b"object", 6):
-            bit = 64
-        elif _named(key, n, b"obfuscation", 11):
-            bit = 128
-        elif _named(key, n, b"usage", 5):
-            bit = 256
-        elif _named(key, n, b"error", 5):
-            bit = 512
-        if bit:
-            if not _once(&seen, bit):
-                return False  # a duplicate key: orjson keeps the last value, in the first's place
-        if slot != NULL:
-            p = _text_value(p, end, slot)
-        elif bit == 16:
+        code = _top_code(key, n)
+        if not _once(&seen, code):
+            return False  # a repeated key: orjson keeps the last value, in the first's place
+        if code == K_TOP_ID:
+            p = _text_value(p, end, &plan.id)
+        elif code == K_MODEL:
+            p = _text_value(p, end, &plan.model)
+        elif code == K_FINGERPRINT:
+            p = _text_value(p, end, &plan.fingerprint)
+        elif code == K_TIER:
+            p = _text_value(p, end, &plan.tier)
+        elif code == K_CHOICES:
             if _is_null(p, end):
                 p = _null(p, end)
             elif p < end and p[0] == c'[':
                 p = _read_choices(p, end, plan)
             else:
                 return False
-        elif bit == 32:
+        elif code == K_CREATED:
             if _is_null(p, end):
                 p = _null(p, end)
             else:
                 p = _integer(p, end, &plan.created)
                 plan.has_created = True
-        elif bit == 64 or bit == 128:
+        elif code == K_OBJECT or code == K_DROP:
             span.p = NULL
             p = _text_value(p, end, &span)
-            if p != NULL and bit == 64 and span.p != NULL:
+            if p != NULL and code == K_OBJECT and span.p != NULL:
                 if span.flags & F_ESC:
                     return False
                 plan.text_completion = _named(span.p, span.n, b"text_completion", 15)
-        elif bit == 256:
+        elif code == K_USAGE:
             p = _other(p, end, plan, W_USAGE, -1, -1, key, n)
-        elif bit == 512:
+        elif code == K_ERROR:
             p = _null(p, end)  # an error payload goes the slow way
         else:
             p = _other(p, end, plan, W_TOP, -1, -1, key, n)
@@ -1535,7 +1471,7 @@ Folds the chunks of an OpenAI-style chat stream into one response shaped like a
                 return 0
         for i in range(plan.nops):
             op = &plan.ops[i]
-            if op.target != T_ARGUMENTS:
+            if op.target != K_ARGUMENTS:
                 continue
             cp = &plan.choices[op.choice]
             if op.index >= 0:
@@ -1585,15 +1521,15 @@ Folds the chunks of an OpenAI-style chat stream into one response shaped like a
         for i in range(plan.nops):
             op = &plan.ops[i]
             c = <_Choice>plan.choices[op.choice].choice
-            if op.target == T_CONTENT:
+            if op.target == K_CONTENT:
                 c._content = _text_span(c._content, op.text)
-            elif op.target == T_REASONING_CONTENT:
+            elif op.target == K_REASONING_CONTENT:
                 c._reasoning_content = _text_span(c._reasoning_content, op.text)
-            elif op.target == T_REASONING:
+            elif op.target == K_REASONING:
                 c._reasoning = _text_span(c._reasoning, op.text)
-            elif op.target == T_REFUSAL:
+            elif op.target == K_REFUSAL:
                 c._refusal = _text_span(c._refusal, op.text)
-            elif op.target == T_TEXT:
+            elif op.target == K_TEXT:
                 c._text = _text_span(c._text, op.text)
             else:
                 call = <_Call>op.call
@@ -1672,7 +1608,7 @@ Folds the chunks of an OpenAI-style chat stream into one response shaped like a
             if <object>v is None:
                 continue
             value = <object>v
-            code = _top_key(<object>k)
+            code = _key_code(<object>k, _top_code)
             if code == K_CHOICES:
                 if PyList_Check(value):
                     self._fold_choices(<list>value)
@@ -1693,8 +1629,8 @@ Folds the chunks of an OpenAI-style chat stream into one response shaped like a
             elif code == K_OBJECT:
                 if (
                     PyUnicode_Check(value)
-                    and PyUnicode_GET_LENGTH(value) == 15
-                    and _is(value, b"text_completion", 15)
+                    and PyUnicode_KIND(value) == PyUnicode_1BYTE_KIND
+                    and _named(<const char*>PyUnicode_DATA(value), PyUnicode_GET_LENGTH(value), b"text_completion", 15)
                 ):
                     self._text_completion = True
             elif code == K_ERROR:
@@ -1726,7 +1662,7 @@ Folds the chunks of an OpenAI-style chat stream into one response shaped like a
             start = 0
             if (
                 PyDict_Next(<dict>item, &start, &k, &found)
-                and _choice_key(<object>k) == K_INDEX
+                and _key_code(<object>k, _choice_code) == K_INDEX
             ):
                 pass
             else:
@@ -1757,7 +1693,7 @@ Folds the chunks of an OpenAI-style chat stream into one response shaped like a
             if <object>v is None:
                 continue
             value = <object>v
-            code = _choice_key(<object>k)
+            code = _key_code(<object>k, _choice_code)
             if code == K_DELTA:
                 if PyDict_Check(value):
                     c.has_delta = True
@@ -1796,7 +1732,7 @@ Folds the chunks of an OpenAI-style chat stream into one response shaped like a
             if <object>v is None:
                 continue
             value = <object>v
-            code = _delta_key(<object>k)
+            code = _key_code(<object>k, _delta_code)
             if code == K_CONTENT:
                 if PyUnicode_Check(value):
                     c._content = _text_add(c._content, value)
@@ -1902,7 +1838,7 @@ Folds the chunks of an OpenAI-style chat stream into one response shaped like a
             if <object>v is None:
                 continue
             value = <object>v
-            code = _call_key(<object>k)
+            code = _key_code(<object>k, _call_code)
             if code == K_TYPE:
                 if PyUnicode_Check(value):
                     if PyUnicode_GET_LENGTH(value):
@@ -1925,7 +1861,7 @@ Folds the chunks of an OpenAI-style chat stream into one response shaped like a
             if <object>v is None:
                 continue
             value = <object>v
-            code = _function_key(<object>k)
+            code = _key_code(<object>k, _function_code)
             if code == K_ARGUMENTS:
                 if PyUnicode_Check(value):
                     call._arguments.add(value)
@@ -1967,7 +1903,7 @@ Folds the chunks of an OpenAI-style chat stream into one response shaped like a
         for key, value in audio.items():
             if value is None:
                 continue
-            if _audio_key(key) == K_AUDIO_TEXT:
+            if _key_code(key, _audio_code) == K_AUDIO_TEXT:
                 if PyUnicode_Check(value):
                     parts = PyDict_GetItemWithError(held, key)
                     if parts is NULL:
