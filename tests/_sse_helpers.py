@@ -48,3 +48,27 @@ def chunkings(data: bytes, *, seed: int = 0, randoms: int = 12) -> Iterator[tupl
         )
         bounds = [0, *cuts, len(data)]
         yield f"random{r}", [data[a:b] for a, b in itertools.pairwise(bounds)]
+
+
+def mixed_stream(n: int, *, retry: int | None = None, oversized: bool = False) -> bytes:
+    """n events touching every decoder path, in turn: an id, a typed two-line event with CRLF and
+    UTF-8, a CR-ended comment + retry + invalid UTF-8, a data line of 0-299 bytes, with
+    ``oversized`` a 5,000-byte data line, and a field-only block. ``retry`` is the retry value
+    (default: the event's number)."""
+    kinds = 6 if oversized else 5
+    parts = []
+    for i in range(n):
+        k = i % kinds
+        if k == 0:
+            parts.append(b'id: %d\ndata: {"i": %d}\n\n' % (i, i))
+        elif k == 1:
+            parts.append(b"event: e%d\r\ndata: caf\xc3\xa9 %d\r\ndata: two\r\n\r\n" % (i % 7, i))
+        elif k == 2:
+            parts.append(b": comment\rretry: %d\rdata: \xff\xfe bad\r\r" % (i if retry is None else retry))
+        elif k == 3:
+            parts.append(b"data:" + b"x" * (i % 300) + b"\n\n")
+        elif k == 4 and oversized:
+            parts.append(b"data: " + b"y" * 5000 + b"\n\n")
+        else:
+            parts.append(b"foo: bar\ndata\n\n")
+    return b"".join(parts)

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 import fastsse
+from _sse_helpers import mixed_stream
 
 THREADS = 8
 ROUNDS = 3
@@ -32,25 +33,6 @@ def _fast_switching() -> Iterator[None]:
         yield
     finally:
         sys.setswitchinterval(old)
-
-
-def _sse_stream(n: int = 3000) -> bytes:
-    parts = []
-    for i in range(n):
-        k = i % 6
-        if k == 0:
-            parts.append(b'id: %d\ndata: {"i": %d}\n\n' % (i, i))
-        elif k == 1:
-            parts.append(b"event: e%d\r\ndata: caf\xc3\xa9 %d\r\ndata: two\r\n\r\n" % (i % 7, i))
-        elif k == 2:
-            parts.append(b": comment\rretry: %d\rdata: \xff\xfe bad\r\r" % i)
-        elif k == 3:
-            parts.append(b"data:" + b"x" * (i % 300) + b"\n\n")
-        elif k == 4:
-            parts.append(b"data: " + b"y" * 5000 + b"\n\n")  # over the cap used below
-        else:
-            parts.append(b"foo: bar\ndata\n\n")
-    return b"\xef\xbb\xbf" + b"".join(parts)
 
 
 def _chunked(data: bytes, seed: int) -> list[bytes]:
@@ -101,7 +83,7 @@ def _run_threads(work: Callable[[int], Any]) -> list[Any]:
     return results
 
 
-SSE = _sse_stream()
+SSE = b"\xef\xbb\xbf" + mixed_stream(3000, oversized=True)  # a BOM, and events over the cap used below
 
 
 @pytest.mark.parametrize("limit", [None, 4096])

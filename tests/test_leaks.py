@@ -20,30 +20,12 @@ import pytest
 
 import fastsse
 from _memory import rss
+from _sse_helpers import mixed_stream
 
 RETRY = 123456789  # an int object of its own (not a cached small int), held by the decoder
 
 
-def _mixed_block(n: int = 1000) -> bytes:
-    """n events touching every decoder path: ids, types, CR/CRLF, comments, retry, invalid UTF-8,
-    multi-line data, field-only lines, lines of many lengths."""
-    parts = []
-    for i in range(n):
-        k = i % 5
-        if k == 0:
-            parts.append(b'id: %d\ndata: {"i": %d}\n\n' % (i, i))
-        elif k == 1:
-            parts.append(b"event: e%d\r\ndata: caf\xc3\xa9 %d\r\ndata: two\r\n\r\n" % (i % 7, i))
-        elif k == 2:
-            parts.append(b": comment\rretry: %d\rdata: \xff\xfe bad\r\r" % RETRY)
-        elif k == 3:
-            parts.append(b"data:" + b"x" * (i % 300) + b"\n\n")
-        else:
-            parts.append(b"foo: bar\ndata\n\n")
-    return b"".join(parts)
-
-
-BLOCK = _mixed_block()
+BLOCK = mixed_stream(1000, retry=RETRY)  # every decoder path, 1000 events
 EVENTS_PER_BLOCK = 1000
 # 4093 bytes: a prime, so chunk edges fall on every kind of byte (mid-line, between CR and LF, ...).
 CHUNKS = [BLOCK[i : i + 4093] for i in range(0, len(BLOCK), 4093)]
