@@ -33,6 +33,23 @@ def decode(decoder: Any, chunks: Iterable[bytes]) -> tuple[list[tuple[str, str, 
     return events, decoder.truncated
 
 
+def expected_events(vector: dict[str, Any]) -> list[tuple[str, str, str, int | None]]:
+    """A vector's hand-written events, in the form ``decode`` returns."""
+    return [(e["event"], e["data"], e["id"], e["retry"]) for e in vector["events"]]
+
+
+def assert_vector(backend: Any, vector: dict[str, Any], cuts: Iterable[tuple[str, list[bytes]]]) -> None:
+    """Each chunking of a vector, fed to a fresh Decoder, gives its events and its end state."""
+    want = expected_events(vector)
+    for name, chunks in cuts:
+        decoder = backend.Decoder()
+        events, truncated = decode(decoder, chunks)
+        assert events == want, name
+        assert truncated is vector["truncated"], name
+        assert decoder.last_event_id == vector["last_event_id"], name
+        assert decoder.retry == vector["retry"], name
+
+
 def chunkings(data: bytes, *, seed: int = 0, randoms: int = 12) -> Iterator[tuple[str, list[bytes]]]:
     """Whole, byte by byte, every 2-way split, and seeded random chunkings."""
     yield "whole", [data]

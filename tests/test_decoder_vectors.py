@@ -7,25 +7,14 @@ from typing import Any
 
 import pytest
 
-from _sse_helpers import chunkings, decode, load_sse_vectors
+from _sse_helpers import assert_vector, chunkings, decode, expected_events, load_sse_vectors
 
 VECTORS = load_sse_vectors()
 
 
-def expected(v: dict[str, Any]) -> list[tuple[str, str, str, int | None]]:
-    return [(e["event"], e["data"], e["id"], e["retry"]) for e in v["events"]]
-
-
 @pytest.mark.parametrize("vector", VECTORS, ids=[v["name"] for v in VECTORS])
 def test_vector_every_chunking(backend: Any, vector: dict[str, Any]) -> None:
-    want = expected(vector)
-    for name, chunks in chunkings(vector["bytes"], seed=len(vector["name"])):
-        decoder = backend.Decoder()
-        events, truncated = decode(decoder, chunks)
-        assert events == want, name
-        assert truncated is vector["truncated"], name
-        assert decoder.last_event_id == vector["last_event_id"], name
-        assert decoder.retry == vector["retry"], name
+    assert_vector(backend, vector, chunkings(vector["bytes"], seed=len(vector["name"])))
 
 
 @pytest.mark.parametrize("kind", [bytes, bytearray, memoryview], ids=["bytes", "bytearray", "memoryview"])
@@ -33,7 +22,7 @@ def test_vector_every_chunking(backend: Any, vector: dict[str, Any]) -> None:
 def test_vector_input_types(backend: Any, vector: dict[str, Any], kind: type) -> None:
     data = vector["bytes"]
     events, _ = decode(backend.Decoder(), [kind(data[: len(data) // 2]), kind(data[len(data) // 2 :])])
-    assert events == expected(vector)
+    assert events == expected_events(vector)
 
 
 def test_vectors_cover_the_spec_cases() -> None:
