@@ -313,10 +313,8 @@ cdef class _Text:
         self._kind = kind
         return 0
 
-    cdef int add(self, object fragment) except -1:
-        cdef Py_ssize_t n = PyUnicode_GET_LENGTH(fragment)
-        cdef int kind = PyUnicode_KIND(fragment)
-        cdef const void* src = PyUnicode_DATA(fragment)
+    cdef int _append(self, const void* src, Py_ssize_t n, int kind) except -1:
+        # n characters of ``kind`` bytes each, widened to the buffer's kind (or the buffer first).
         cdef char* dst
         cdef Py_ssize_t i
         if n == 0:
@@ -339,24 +337,12 @@ cdef class _Text:
         self._len += n
         return 0
 
-    cdef int add_ascii(self, const char* src, Py_ssize_t n) except -1:
+    cdef inline int add(self, object fragment) except -1:
+        return self._append(PyUnicode_DATA(fragment), PyUnicode_GET_LENGTH(fragment), PyUnicode_KIND(fragment))
+
+    cdef inline int add_ascii(self, const char* src, Py_ssize_t n) except -1:
         # Plain ASCII bytes straight from a payload (the fast reader), with no str in between.
-        cdef char* dst
-        cdef Py_ssize_t i
-        if n == 0:
-            return 0
-        self._reserve((self._len + n) * self._kind)
-        dst = self._buf + self._len * self._kind
-        if self._kind == 1:
-            memcpy(dst, src, n)
-        elif self._kind == 2:
-            for i in range(n):
-                (<Py_UCS2*>dst)[i] = <unsigned char>src[i]
-        else:
-            for i in range(n):
-                (<Py_UCS4*>dst)[i] = <unsigned char>src[i]
-        self._len += n
-        return 0
+        return self._append(src, n, 1)
 
     cdef list parts(self):
         # The shared result builder reads text fields as lists of fragments.
