@@ -219,7 +219,7 @@ def _content_of(*texts: str) -> bytes:
         ((r"\ud83d\ud83d\ude00",), "\ufffd\U0001f600"),  # two high halves, the second paired
         ((r"\ude00\ud83d",), "\ufffd\ufffd"),  # a low half before a high half is no pair
         ((r"\\ud83d\ud83d",), "\\ud83d\ufffd"),  # an escaped backslash, then text, then a lone half
-        ((r"\u00e9\udbff\udfff",), "\u00e9\U0010ffff"),  # nothing lone: parsed as it came
+        ((r"\u00e9\udbff\udfff\udc00",), "\u00e9\U0010ffff\ufffd"),  # a pair kept, the low half after it lone
     ],
 )
 def test_lone_surrogate_escapes_become_replacement_characters(
