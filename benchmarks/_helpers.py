@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from fastsse import _contenders, _corpora
+from fastsse.cli import _contenders, _corpora
 
 
 def contender(factory: Callable[[str], _contenders.Contender], name: str) -> _contenders.Contender:

@@ -1,6 +1,6 @@
 """Fixtures for the benchmark suite; it needs nothing from ``tests/``.
 
-The corpora are built once per session from a fixed seed (``fastsse._corpora``). With
+The corpora are built once per session from a fixed seed (``fastsse.cli._corpora``). With
 ``--benchmark-disable`` the suite is a plain test run: every contender runs once on corpora at
 ``QUICK_SCALE`` of their size and its output is checked, so the benchmarks cannot rot. With
 benchmarks enabled the corpora are full size. ``FASTSSE_BENCH_SCALE`` overrides either.
@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 import fastsse
-from fastsse import _contenders, _corpora
+from fastsse.cli import _contenders, _corpora
 
 QUICK_SCALE = 0.05
 _LOAD_AT_START = pytest.StashKey[tuple[float, float, float]]()

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from _helpers import contender, describe, run
-from fastsse import _contenders
+from fastsse.cli import _contenders
 
 CHAT_CORPORA = ("chat", "tools")
 

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from fastsse import _contenders, bench
+from fastsse.cli import _contenders, bench
 
 
 @pytest.fixture

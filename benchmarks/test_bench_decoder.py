@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from _helpers import contender, describe
-from fastsse import _contenders
-from fastsse._corpora import CHUNKINGS, CORPORA
+from fastsse.cli import _contenders
+from fastsse.cli._corpora import CHUNKINGS, CORPORA
 
 
 @pytest.mark.parametrize("name", _contenders.DECODERS)

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from fastsse import _contenders
+from fastsse.cli import _contenders
 
 E2E = ("fastsse", "openai-iterate", "openai-fold")
 WRITES = ("event", "bulk")
@@ -28,9 +28,9 @@ WRITES = ("event", "bulk")
 def server() -> Iterator[str]:
     """The base URL of a loopback server running in a child process (so its CPU is not ours)."""
     try:
-        import fastsse.server  # noqa: F401
+        import fastsse.testing.server  # noqa: F401
     except ImportError:
-        pytest.skip("fastsse.server (the loopback server) is not on this branch")
+        pytest.skip("fastsse.testing.server (the loopback server) is not on this branch")
     proc = subprocess.Popen(
         [sys.executable, "-m", "fastsse", "serve", "--port", "0", "--quiet"],
         stdout=subprocess.PIPE,
@@ -54,7 +54,7 @@ def _fastsse(base_url: str) -> Callable[[dict[str, Any]], Any]:
 
         from fastsse import create_stream
     except ImportError as exc:
-        pytest.skip(f"create_stream needs pycurl and fastsse.stream: {exc}")
+        pytest.skip(f"create_stream needs pycurl and fastsse.client.stream: {exc}")
     from fastsse import ChatStream
 
     if not callable(getattr(ChatStream, "write", None)):
@@ -93,7 +93,7 @@ def _openai(base_url: str, fold: bool) -> Callable[[dict[str, Any]], Any]:
 @pytest.mark.parametrize("name", E2E)
 @pytest.mark.parametrize("write", WRITES)
 def test_e2e(benchmark, server, quick, write, name):
-    from fastsse.server import expected_completion
+    from fastsse.testing.server import expected_completion
 
     nchunks = 1_000 if quick else 20_000
     request = {

@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 
 from _helpers import contender, describe, run
-from fastsse import _contenders
-from fastsse._corpora import CHUNKINGS
+from fastsse.cli import _contenders
+from fastsse.cli._corpora import CHUNKINGS
 
 STREAM_CORPORA = ("chat", "tools", "crlf")
 

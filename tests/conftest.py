@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 import fastsse
-import fastsse.stream
+import fastsse.client.stream
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -54,7 +54,7 @@ def backend(request: pytest.FixtureRequest) -> SimpleNamespace:
 @pytest.fixture(scope="module")
 def server() -> Iterator[Any]:
     """The loopback OpenAI-compatible server on 127.0.0.1, one per test module."""
-    from fastsse.server import serve_in_thread
+    from fastsse.testing.server import serve_in_thread
 
     with serve_in_thread(port=0) as srv:
         yield srv
@@ -63,6 +63,6 @@ def server() -> Iterator[Any]:
 @pytest.fixture
 def stream_backend(backend: SimpleNamespace, monkeypatch: pytest.MonkeyPatch) -> SimpleNamespace:
     """Point the transports (create_stream, the iterators) at one backend's ChatStream and Decoder."""
-    monkeypatch.setattr(fastsse.stream, "ChatStream", backend.ChatStream)
-    monkeypatch.setattr(fastsse.stream, "Decoder", backend.Decoder)
+    monkeypatch.setattr(fastsse.client.stream, "ChatStream", backend.ChatStream)
+    monkeypatch.setattr(fastsse.client.stream, "Decoder", backend.Decoder)
     return backend

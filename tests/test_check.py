@@ -276,7 +276,7 @@ def test_cli_in_process(capsys: pytest.CaptureFixture[str]) -> None:
 
 @pytest.fixture(scope="module")
 def server():
-    from fastsse.server import serve_in_thread
+    from fastsse.testing.server import serve_in_thread
 
     with serve_in_thread(api_key="sk-test", pause=0) as srv:
         yield srv

@@ -199,7 +199,7 @@ def test_incremental_output() -> None:
 def test_server_localai_stream_normalises_clean() -> None:
     import httpx
 
-    from fastsse.server import serve_in_thread
+    from fastsse.testing.server import serve_in_thread
 
     with serve_in_thread(pause=0) as server, httpx.Client(timeout=20) as http:
         body = {"model": "localai", "stream": True}

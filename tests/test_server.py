@@ -20,7 +20,13 @@ import pytest
 from httpx_sse import SSEError, connect_sse
 
 from fastsse import check_stream
-from fastsse.server import SCENARIOS, LoopbackServer, expected_completion, parse_model, serve_in_thread
+from fastsse.testing.server import (
+    SCENARIOS,
+    LoopbackServer,
+    expected_completion,
+    parse_model,
+    serve_in_thread,
+)
 
 TIMEOUT = 20.0
 MESSAGES = [{"role": "user", "content": "Say hello to the test suite"}]
@@ -508,6 +514,6 @@ def test_serve_command() -> None:
 
 
 def test_serve_port_in_use(server: LoopbackServer) -> None:
-    from fastsse.server import main
+    from fastsse.testing.server import main
 
     assert main(["--port", str(server.port)]) == 2

@@ -14,8 +14,8 @@ import pycurl
 import pytest
 
 import fastsse
-import fastsse.stream
-from fastsse.server import expected_completion, serve_in_thread
+import fastsse.client.stream
+from fastsse.testing.server import expected_completion, serve_in_thread
 
 KEY = "sk-test-loopback"
 

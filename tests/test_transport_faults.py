@@ -25,8 +25,8 @@ import pycurl
 import pytest
 
 import fastsse
-import fastsse.stream
-from fastsse.server import expected_completion
+import fastsse.client.stream
+from fastsse.testing.server import expected_completion
 
 MARGIN = 2.0  # seconds a call may take past its timeout (process scheduling on a busy CI box)
 

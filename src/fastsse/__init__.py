@@ -11,9 +11,9 @@ from ._chat import Verdict
 from ._errors import EventTooLarge, SSEError, TransportError
 from ._version import __version__
 from .check import Finding, StreamChecker, check_stream
+from .client import aiter_chunks, aiter_events, create_stream, iter_chunks, iter_events
 from .encode import ChatChunkEncoder, encode_event
 from .normalize import Normalizer
-from .stream import aiter_chunks, aiter_events, create_stream, iter_chunks, iter_events
 
 __all__ = [
     "BACKEND",

@@ -14,13 +14,13 @@ from . import BACKEND, Decoder, EventTooLarge, __version__
 # command -> (module holding main(argv), one-line help)
 COMMANDS = {
     "demo": (
-        "fastsse.demo",
+        "fastsse.cli.demo",
         "stream a chat completion from the built-in loopback server (or --url) and fold it",
     ),
     "events": ("fastsse.__main__", "print the decoded events of a captured stream as JSON lines"),
-    "serve": ("fastsse.server", "run the OpenAI-compatible loopback streaming server"),
+    "serve": ("fastsse.testing.server", "run the OpenAI-compatible loopback streaming server"),
     "check": ("fastsse.check", "lint a captured stream or a live endpoint for OpenAI stream conformance"),
-    "bench": ("fastsse.bench", "compare fastsse with the pure-Python backend and the peers"),
+    "bench": ("fastsse.cli.bench", "compare fastsse with the pure-Python backend and the peers"),
 }
 
 

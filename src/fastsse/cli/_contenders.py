@@ -51,13 +51,13 @@ def _version(dist: str) -> str:
 
 
 def _fastsse_version() -> str:
-    from . import __version__
+    from .. import __version__
 
     return __version__
 
 
 def _backend(name: str) -> Any:
-    from ._backend import get_backend
+    from .._backend import get_backend
 
     try:
         return get_backend(name)

@@ -56,7 +56,7 @@ from typing import Any, Final
 
 import orjson
 
-from .encode import ChatChunkEncoder
+from ..encode import ChatChunkEncoder
 
 __all__ = ["SCENARIOS", "LoopbackServer", "expected_completion", "main", "serve_in_thread"]
 

@@ -19,7 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TextIO
 
-from . import BACKEND, __version__, _contenders, _corpora
+from .. import BACKEND, __version__
+from . import _contenders, _corpora
 
 SCALE, QUICK_SCALE = 0.25, 0.05
 PEERS = ("openai", "httpx-sse", "sseclient-py", "orjson")

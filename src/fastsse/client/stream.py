@@ -14,8 +14,8 @@ from typing import Any
 
 import orjson
 
-from ._backend import ChatStream, Decoder, Event
-from ._errors import EventTooLarge, TransportError, too_large
+from .._backend import ChatStream, Decoder, Event
+from .._errors import EventTooLarge, TransportError, too_large
 
 OnChunk = Callable[[dict[str, Any]], "bool | None"]
 

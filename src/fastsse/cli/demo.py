@@ -15,9 +15,9 @@ from typing import Any
 
 import orjson
 
-from . import BACKEND
-from ._errors import TransportError
-from .stream import create_stream
+from .. import BACKEND
+from .._errors import TransportError
+from ..client import create_stream
 
 
 @contextlib.contextmanager
@@ -25,7 +25,7 @@ def _endpoint(url: str | None) -> Iterator[str]:
     if url:
         yield url
         return
-    from .server import serve_in_thread
+    from ..testing import serve_in_thread
 
     with serve_in_thread(port=0) as server:
         yield server.base_url
