@@ -49,6 +49,7 @@ from ._decoder_c cimport Decoder
 import orjson
 
 from ._chat import Verdict, build_result, joined, loads_replacing as _loads_replacing, make_verdict, verdict_dict
+from ._chat import Annotations, ReasoningDetails, content_parts, provider_usage, with_provider_usage
 from ._errors import too_large
 
 
@@ -96,6 +97,7 @@ cdef enum:
     K_NAME
     K_ARGUMENTS
     K_AUDIO_TEXT
+    K_REASONING_DETAILS  # the 32nd code: _once keeps one bit per code in an unsigned int
 
 
 # One vocabulary for both ways in. Each classifier reads a field name's bytes (a key as it stands
@@ -176,6 +178,8 @@ cdef int _delta_code(const char* k, Py_ssize_t n) noexcept nogil:
     elif n == 17:
         if _eq(k, b"reasoning_content", n):
             return K_REASONING_CONTENT
+        if _eq(k, b"reasoning_details", n):
+            return K_REASONING_DETAILS
     elif n == 9:
         if _eq(k, b"reasoning", n):
             return K_REASONING
@@ -405,7 +409,9 @@ cdef class _Choice:
     cdef _Text _reasoning
     cdef _Text _text
     cdef readonly bint has_delta
-    cdef readonly object annotations
+    cdef readonly object annotations  # an Annotations, or None
+    cdef readonly object reasoning_details  # a ReasoningDetails, or None
+    cdef readonly list content_parts  # unknown parts of a list-valued content, or None
     cdef readonly dict logprobs
     cdef readonly dict audio
     cdef readonly _Call function_call
@@ -483,6 +489,7 @@ cdef enum:
     W_ANNOTATIONS
     W_CALL          # an unknown tool call field
     W_FUNCTION      # an unknown tool call function field
+    W_DETAILS       # reasoning_details
 
 
 cdef struct Span:
@@ -951,6 +958,8 @@ cdef const char* _read_delta(const char* p, const char* end, Plan* plan, int cho
                 return NULL
         elif code == K_ANNOTATIONS:
             p = _other(p, end, plan, W_ANNOTATIONS, choice, -1, key, n)
+        elif code == K_REASONING_DETAILS:
+            p = _other(p, end, plan, W_DETAILS, choice, -1, key, n)
         elif code == K_AUDIO or code == K_FUNCTION_CALL:
             p = _null(p, end)  # folded the slow way unless null
         else:
@@ -1220,7 +1229,8 @@ Folds the chunks of an OpenAI-style chat stream into one response shaped like a
 
     - Top level: every field except ``choices``, ``object``, ``error`` and ``obfuscation``: the
       last non-null value wins, so a ``usage`` repeated on every chunk keeps the last one and a
-      later ``usage: null`` does not erase it. ``object`` becomes ``"chat.completion"``
+      later chunk with ``usage: null`` or without usage does not erase it. When no top-level
+      ``usage`` came, the last non-null ``x_groq.usage`` (Groq) is the result's ``usage``. ``object`` becomes ``"chat.completion"``
       (``"text_completion"`` if the chunks said so).
     - Choices are folded by ``index``, in any order and with gaps, and listed by ascending index.
       A choice without ``index`` takes its position in the ``choices`` list. ``choices: null``
@@ -1229,7 +1239,12 @@ Folds the chunks of an OpenAI-style chat stream into one response shaped like a
       ``text`` are concatenated separately, in arrival order (``content`` and ``refusal`` stay None
       until a string arrives). ``role`` and ``finish_reason``: the last non-empty string wins, so
       ``finish_reason: ""`` never overwrites and a role resent on every chunk is not doubled;
-      ``role`` defaults to ``"assistant"``. ``annotations``: the last list wins. ``logprobs``: list
+      ``role`` defaults to ``"assistant"``. ``annotations``: concatenated in arrival order, an
+      entry equal to one already kept dropped. ``reasoning_details``: parts merged by ``index``,
+      ``text`` and ``summary`` concatenated, other fields last non-null (an empty string never
+      replaces a value). A ``content`` that is a list of parts (Mistral): ``text`` parts are
+      appended to ``content``, ``thinking`` parts to ``reasoning_content``, any other part is
+      kept whole in the message's ``content_parts`` and counted in ``unknown_parts``. ``logprobs``: list
       fields are extended, other fields last non-null wins. ``audio``: ``data`` and ``transcript``
       are concatenated, other fields last non-null wins. A choice that carries ``message``
       instead of ``delta`` is folded the same way. Unknown delta and choice fields: last non-null
@@ -1274,6 +1289,10 @@ Folds the chunks of an OpenAI-style chat stream into one response shaped like a
     cdef Py_ssize_t _skipped
     cdef Py_ssize_t _ignored
     cdef Py_ssize_t _malformed
+    cdef Py_ssize_t _unknown_parts
+    cdef object _xusage  # the last x_groq.usage (Groq), the usage when no top-level one came
+    cdef bint _ended  # close() was called
+    cdef bint _cut  # close(truncated=True)
     cdef Py_ssize_t _fast  # payloads the fast reader folded (tests read it as _fast_folds)
 
     def __init__(self) -> None:
@@ -1331,6 +1350,14 @@ Folds the chunks of an OpenAI-style chat stream into one response shaped like a
         ``annotations``, provider fields, logprob entries) are that chunk's own objects."""
         return build_result(self._merged_top(), self._choices, self._error, self._text_completion)
 
+    def close(self, *, truncated: bool = False) -> None:
+        """Mark the end of the byte stream, so a stream without ``[DONE]`` whose choices all
+        finished can be judged complete (see ``Verdict``). Pass ``truncated=True`` when it ended
+        inside an event or the transfer broke (e.g. ``decoder.truncated`` after
+        ``decoder.close()``): the verdict is then never complete."""
+        self._ended = True
+        self._cut = self._cut or truncated
+
     @property
     def done(self) -> bool:
         """True once ``[DONE]`` arrived."""
@@ -1365,7 +1392,7 @@ Folds the chunks of an OpenAI-style chat stream into one response shaped like a
     def verdict(self) -> Verdict:
         """How complete the stream is so far: a frozen ``Verdict`` (``complete``, ``done``,
         ``finish_reasons``, ``usage``, ``error`` and the counters)."""
-        return self._verdict(False, False, False)
+        return self._verdict(False, False, self._cut, self._ended)
 
     # Internal entry points shared with ChatStream
 
@@ -1384,9 +1411,9 @@ Folds the chunks of an OpenAI-style chat stream into one response shaped like a
             if value is not None:
                 top[key] = value
         top.update(self._top)
-        return top
+        return with_provider_usage(top, self._xusage)
 
-    cdef object _verdict(self, bint aborted, bint too_large, bint truncated):
+    cdef object _verdict(self, bint aborted, bint too_large, bint truncated, bint ended):
         return make_verdict(
             self._done,
             self._choices,
@@ -1398,6 +1425,8 @@ Folds the chunks of an OpenAI-style chat stream into one response shaped like a
             aborted=aborted,
             too_large=too_large,
             truncated=truncated,
+            ended=ended,
+            unknown_parts=self._unknown_parts,
         )
 
     cdef int _fold_data(self, object payload) except -1:
@@ -1480,7 +1509,7 @@ Folds the chunks of an OpenAI-style chat stream into one response shaped like a
                 except _JSONDecodeError:
                     return 0
                 if (o.where == W_LOGPROBS and not PyDict_Check(value)) or (
-                    o.where == W_ANNOTATIONS and not PyList_Check(value)
+                    (o.where == W_ANNOTATIONS or o.where == W_DETAILS) and not PyList_Check(value)
                 ):
                     return 0  # a wrong type: the slow path counts it as malformed
                 values.append(value)
@@ -1528,7 +1557,7 @@ Folds the chunks of an OpenAI-style chat stream into one response shaped like a
             if o.where == W_USAGE:
                 self._usage = value
             elif o.where == W_TOP:
-                PyDict_SetItem(self._top, PyUnicode_DecodeASCII(o.key, o.key_n, NULL), value)
+                self._set_top(PyUnicode_DecodeASCII(o.key, o.key_n, NULL), value)
             elif o.where == W_CALL or o.where == W_FUNCTION:
                 call = <_Call>plan.ops[o.op].call
                 held = call.extras if o.where == W_CALL else call.function_extras
@@ -1538,7 +1567,9 @@ Folds the chunks of an OpenAI-style chat stream into one response shaped like a
                 if o.where == W_LOGPROBS:
                     self._fold_logprobs(c, <dict>value)
                 elif o.where == W_ANNOTATIONS:
-                    c.annotations = value
+                    self._add_annotations(c, <list>value)
+                elif o.where == W_DETAILS:
+                    self._add_details(c, <list>value)
                 else:
                     held = c.extras if o.where == W_CHOICE else c.delta_extras
                     PyDict_SetItem(held, PyUnicode_DecodeASCII(o.key, o.key_n, NULL), value)
@@ -1622,7 +1653,7 @@ Folds the chunks of an OpenAI-style chat stream into one response shaped like a
             elif code == K_ERROR:
                 error = value
             elif code == K_OTHER:
-                PyDict_SetItem(self._top, <object>k, value)
+                self._set_top(<object>k, value)
         if error is not None:
             self._error = error
             return 1
@@ -1722,6 +1753,8 @@ Folds the chunks of an OpenAI-style chat stream into one response shaped like a
             if code == K_CONTENT:
                 if PyUnicode_Check(value):
                     c._content = _text_add(c._content, value)
+                elif PyList_Check(value):
+                    self._fold_content_parts(c, <list>value)
                 else:
                     self._malformed += 1
             elif code == K_ROLE:
@@ -1754,7 +1787,12 @@ Folds the chunks of an OpenAI-style chat stream into one response shaped like a
                     self._malformed += 1
             elif code == K_ANNOTATIONS:
                 if PyList_Check(value):
-                    c.annotations = value
+                    self._add_annotations(c, <list>value)
+                else:
+                    self._malformed += 1
+            elif code == K_REASONING_DETAILS:
+                if PyList_Check(value):
+                    self._add_details(c, <list>value)
                 else:
                     self._malformed += 1
             elif code == K_FUNCTION_CALL:
@@ -1771,6 +1809,42 @@ Folds the chunks of an OpenAI-style chat stream into one response shaped like a
                     self._malformed += 1
             else:
                 PyDict_SetItem(c.delta_extras, <object>k, value)
+        return 0
+
+    # Provider shapes (cold: the shared rules in _chat.py, the same calls as the Python twin)
+
+    cdef int _set_top(self, object key, object value) except -1:
+        PyDict_SetItem(self._top, key, value)
+        if key == "x_groq":
+            usage = provider_usage(value)
+            if usage is not None:
+                self._xusage = usage
+        return 0
+
+    cdef int _add_annotations(self, _Choice c, list value) except -1:
+        if c.annotations is None:
+            c.annotations = Annotations()
+        c.annotations.add(value)
+        return 0
+
+    cdef int _add_details(self, _Choice c, list value) except -1:
+        if c.reasoning_details is None:
+            c.reasoning_details = ReasoningDetails()
+        self._malformed += c.reasoning_details.add(value)
+        return 0
+
+    cdef int _fold_content_parts(self, _Choice c, list parts) except -1:
+        texts, thinking, unknown, bad = content_parts(parts)
+        for text in texts:
+            c._content = _text_add(c._content, text)
+        for text in thinking:
+            c._reasoning_content = _text_add(c._reasoning_content, text)
+        if unknown:
+            if c.content_parts is None:
+                c.content_parts = []
+            c.content_parts.extend(unknown)
+            self._unknown_parts += len(unknown)
+        self._malformed += bad
         return 0
 
     cdef int _fold_tool_call(self, _Choice c, object delta) except -1:
@@ -1926,8 +2000,10 @@ Scans, parses and folds a chat stream in one pass, for pycurl's ``WRITEFUNCTION`
     - when an event passes ``max_event_bytes``: ``write`` raises ``EventTooLarge`` (chunks before
       the oversized event were delivered; a chat result missing a chunk would be wrong).
 
-    ``close()`` marks the end of the byte stream (an unfinished event makes ``verdict.truncated``
-    True); later writes return 0. ``result()`` is the folded ``chat.completion`` (partial if the
+    ``close(*, truncated=False)`` marks the end of the byte stream (an unfinished event, or
+    ``truncated=True`` from a transport that saw the transfer break, makes ``verdict.truncated``
+    True); a stream without ``[DONE]`` can be complete only after a clean ``close()`` (see
+    ``Verdict``); later writes return 0. ``result()`` is the folded ``chat.completion`` (partial if the
     stream stopped early) with a ``"verdict"`` entry (``verdict``, as plain data). ``aggregator``
     is the underlying ``ChatAggregator`` (``done``, ``error``, the counters).
 
@@ -1977,13 +2053,14 @@ Scans, parses and folds a chat stream in one pass, for pycurl's ``WRITEFUNCTION`
         self.write(data)
         return []
 
-    def close(self) -> list[Event]:
-        """Mark the end of the byte stream; returns ``[]`` (chunks are folded, not returned)."""
+    def close(self, *, truncated: bool = False) -> list[Event]:
+        """Mark the end of the byte stream; returns ``[]`` (chunks are folded, not returned).
+        ``truncated=True`` says the transfer broke (the verdict is then never complete)."""
         if not self._closed:
             self._closed = True
             Decoder.close(self)
             # Bytes we never scanned because we stopped the stream do not make it truncated.
-            self._eof_truncated = self._truncated and not self._finished
+            self._eof_truncated = (self._truncated or truncated) and not self._finished
         return []
 
     def result(self) -> dict[str, Any]:
@@ -1995,7 +2072,7 @@ Scans, parses and folds a chat stream in one pass, for pycurl's ``WRITEFUNCTION`
     @property
     def verdict(self) -> Verdict:
         """How complete the stream is so far (``complete``, ``done``, ``finish_reasons``, ...)."""
-        return self._agg._verdict(self._aborted, self._too_large, self._eof_truncated)
+        return self._agg._verdict(self._aborted, self._too_large, self._eof_truncated, self._closed)
 
     @property
     def aggregator(self) -> ChatAggregator:

@@ -12,7 +12,18 @@ from typing import Any, Final
 
 import orjson
 
-from ._chat import Verdict, build_result, joined, make_verdict, verdict_dict
+from ._chat import (
+    Annotations,
+    ReasoningDetails,
+    Verdict,
+    build_result,
+    content_parts,
+    joined,
+    make_verdict,
+    provider_usage,
+    verdict_dict,
+    with_provider_usage,
+)
 from ._chat import loads_replacing as _loads_replacing
 from ._decoder_py import Decoder, Event, as_bytes
 from ._errors import too_large
@@ -75,6 +86,7 @@ class _Choice:
         "by_index",
         "calls",
         "content",
+        "content_parts",
         "delta_extras",
         "extras",
         "finish_reason",
@@ -86,6 +98,7 @@ class _Choice:
         "next_index",
         "reasoning",
         "reasoning_content",
+        "reasoning_details",
         "refusal",
         "role",
         "text",
@@ -101,7 +114,9 @@ class _Choice:
         self.reasoning: list[str] | None = None
         self.text: list[str] | None = None
         self.has_delta = False
-        self.annotations: list[Any] | None = None
+        self.annotations: Annotations | None = None
+        self.reasoning_details: ReasoningDetails | None = None
+        self.content_parts: list[Any] | None = None
         self.logprobs: dict[Any, Any] | None = None
         self.audio: dict[Any, Any] | None = None
         self.function_call: _Call | None = None
@@ -134,7 +149,8 @@ class ChatAggregator:
 
     - Top level: every field except ``choices``, ``object``, ``error`` and ``obfuscation``: the
       last non-null value wins, so a ``usage`` repeated on every chunk keeps the last one and a
-      later ``usage: null`` does not erase it. ``object`` becomes ``"chat.completion"``
+      later chunk with ``usage: null`` or without usage does not erase it. When no top-level
+      ``usage`` came, the last non-null ``x_groq.usage`` (Groq) is the result's ``usage``. ``object`` becomes ``"chat.completion"``
       (``"text_completion"`` if the chunks said so).
     - Choices are folded by ``index``, in any order and with gaps, and listed by ascending index.
       A choice without ``index`` takes its position in the ``choices`` list. ``choices: null``
@@ -143,7 +159,12 @@ class ChatAggregator:
       ``text`` are concatenated separately, in arrival order (``content`` and ``refusal`` stay None
       until a string arrives). ``role`` and ``finish_reason``: the last non-empty string wins, so
       ``finish_reason: ""`` never overwrites and a role resent on every chunk is not doubled;
-      ``role`` defaults to ``"assistant"``. ``annotations``: the last list wins. ``logprobs``: list
+      ``role`` defaults to ``"assistant"``. ``annotations``: concatenated in arrival order, an
+      entry equal to one already kept dropped. ``reasoning_details``: parts merged by ``index``,
+      ``text`` and ``summary`` concatenated, other fields last non-null (an empty string never
+      replaces a value). A ``content`` that is a list of parts (Mistral): ``text`` parts are
+      appended to ``content``, ``thinking`` parts to ``reasoning_content``, any other part is
+      kept whole in the message's ``content_parts`` and counted in ``unknown_parts``. ``logprobs``: list
       fields are extended, other fields last non-null wins. ``audio``: ``data`` and ``transcript``
       are concatenated, other fields last non-null wins. A choice that carries ``message``
       instead of ``delta`` is folded the same way. Unknown delta and choice fields: last non-null
@@ -176,13 +197,17 @@ class ChatAggregator:
 
     __slots__ = (
         "_choices",
+        "_cut",
         "_done",
+        "_ended",
         "_error",
         "_ignored",
         "_malformed",
         "_skipped",
         "_text_completion",
         "_top",
+        "_unknown_parts",
+        "_xusage",
     )
 
     def __init__(self) -> None:
@@ -194,6 +219,10 @@ class ChatAggregator:
         self._skipped = 0
         self._ignored = 0
         self._malformed = 0
+        self._unknown_parts = 0
+        self._xusage: Any = None
+        self._ended = False
+        self._cut = False
 
     # Public API
 
@@ -237,7 +266,16 @@ class ChatAggregator:
         container it builds (the dict, choices, messages, tool calls, logprobs lists) is new on each
         call, so later feeds do not change it; values carried whole from a chunk (``usage``,
         ``annotations``, provider fields, logprob entries) are that chunk's own objects."""
-        return build_result(self._top, self._choices, self._error, self._text_completion)
+        top = with_provider_usage(self._top, self._xusage)
+        return build_result(top, self._choices, self._error, self._text_completion)
+
+    def close(self, *, truncated: bool = False) -> None:
+        """Mark the end of the byte stream, so a stream without ``[DONE]`` whose choices all
+        finished can be judged complete (see ``Verdict``). Pass ``truncated=True`` when it ended
+        inside an event or the transfer broke (e.g. ``decoder.truncated`` after
+        ``decoder.close()``): the verdict is then never complete."""
+        self._ended = True
+        self._cut = self._cut or truncated
 
     @property
     def done(self) -> bool:
@@ -268,15 +306,15 @@ class ChatAggregator:
     def verdict(self) -> Verdict:
         """How complete the stream is so far: a frozen ``Verdict`` (``complete``, ``done``,
         ``finish_reasons``, ``usage``, ``error`` and the counters)."""
-        return self._verdict(False, False, False)
+        return self._verdict(False, False, self._cut, self._ended)
 
     # Internal entry points shared with ChatStream
 
-    def _verdict(self, aborted: bool, too_large: bool, truncated: bool) -> Verdict:
+    def _verdict(self, aborted: bool, too_large: bool, truncated: bool, ended: bool) -> Verdict:
         return make_verdict(
             self._done,
             self._choices,
-            self._top,
+            with_provider_usage(self._top, self._xusage),
             self._error,
             self._skipped,
             self._ignored,
@@ -284,6 +322,8 @@ class ChatAggregator:
             aborted=aborted,
             too_large=too_large,
             truncated=truncated,
+            ended=ended,
+            unknown_parts=self._unknown_parts,
         )
 
     def _parse(self, payload: Payload) -> dict[str, Any] | None:
@@ -339,6 +379,10 @@ class ChatAggregator:
                     self._text_completion = True
             elif key != "error" and key != "obfuscation":
                 top[key] = value
+                if key == "x_groq":
+                    usage = provider_usage(value)
+                    if usage is not None:
+                        self._xusage = usage
         error = chunk.get("error")
         if error is not None:
             self._error = error
@@ -405,6 +449,8 @@ class ChatAggregator:
                     if c.content is None:
                         c.content = []
                     c.content.append(value)
+                elif isinstance(value, list):
+                    self._fold_content_parts(c, value)
                 else:
                     self._malformed += 1
             elif key == "role":
@@ -443,7 +489,16 @@ class ChatAggregator:
                     self._malformed += 1
             elif key == "annotations":
                 if isinstance(value, list):
-                    c.annotations = value
+                    if c.annotations is None:
+                        c.annotations = Annotations()
+                    c.annotations.add(value)
+                else:
+                    self._malformed += 1
+            elif key == "reasoning_details":
+                if isinstance(value, list):
+                    if c.reasoning_details is None:
+                        c.reasoning_details = ReasoningDetails()
+                    self._malformed += c.reasoning_details.add(value)
                 else:
                     self._malformed += 1
             elif key == "function_call":
@@ -460,6 +515,23 @@ class ChatAggregator:
                     self._malformed += 1
             else:
                 c.delta_extras[key] = value
+
+    def _fold_content_parts(self, c: _Choice, parts: list[Any]) -> None:
+        texts, thinking, unknown, bad = content_parts(parts)
+        if texts:
+            if c.content is None:
+                c.content = []
+            c.content.extend(texts)
+        if thinking:
+            if c.reasoning_content is None:
+                c.reasoning_content = []
+            c.reasoning_content.extend(thinking)
+        if unknown:
+            if c.content_parts is None:
+                c.content_parts = []
+            c.content_parts.extend(unknown)
+            self._unknown_parts += len(unknown)
+        self._malformed += bad
 
     def _fold_tool_call(self, c: _Choice, delta: object) -> None:
         if not isinstance(delta, dict):
@@ -583,8 +655,10 @@ class ChatStream(Decoder):
     - when an event passes ``max_event_bytes``: ``write`` raises ``EventTooLarge`` (chunks before
       the oversized event were delivered; a chat result missing a chunk would be wrong).
 
-    ``close()`` marks the end of the byte stream (an unfinished event makes ``verdict.truncated``
-    True); later writes return 0. ``result()`` is the folded ``chat.completion`` (partial if the
+    ``close(*, truncated=False)`` marks the end of the byte stream (an unfinished event, or
+    ``truncated=True`` from a transport that saw the transfer break, makes ``verdict.truncated``
+    True); a stream without ``[DONE]`` can be complete only after a clean ``close()`` (see
+    ``Verdict``); later writes return 0. ``result()`` is the folded ``chat.completion`` (partial if the
     stream stopped early) with a ``"verdict"`` entry (``verdict``, as plain data). ``aggregator``
     is the underlying ``ChatAggregator`` (``done``, ``error``, the counters).
 
@@ -632,13 +706,14 @@ class ChatStream(Decoder):
         self.write(data)
         return []
 
-    def close(self) -> list[Event]:
-        """Mark the end of the byte stream; returns ``[]`` (chunks are folded, not returned)."""
+    def close(self, *, truncated: bool = False) -> list[Event]:
+        """Mark the end of the byte stream; returns ``[]`` (chunks are folded, not returned).
+        ``truncated=True`` says the transfer broke (the verdict is then never complete)."""
         if not self._closed:
             self._closed = True
             super().close()
             # Bytes we never scanned because we stopped the stream do not make it truncated.
-            self._eof_truncated = self.truncated and not self._finished
+            self._eof_truncated = (self.truncated or truncated) and not self._finished
         return []
 
     def result(self) -> dict[str, Any]:
@@ -650,7 +725,7 @@ class ChatStream(Decoder):
     @property
     def verdict(self) -> Verdict:
         """How complete the stream is so far (``complete``, ``done``, ``finish_reasons``, ...)."""
-        return self._agg._verdict(self._aborted, self._too_large, self._eof_truncated)
+        return self._agg._verdict(self._aborted, self._too_large, self._eof_truncated, self._closed)
 
     @property
     def aggregator(self) -> ChatAggregator:

@@ -79,16 +79,31 @@ STANDARD_TOP: Final = ("usage", "system_fingerprint", "service_tier")
 class Verdict:
     """How complete a chat stream was, so a caller can tell a finished answer from a truncated one.
 
-    ``complete`` is True when ``[DONE]`` arrived, no error payload came, the stream was not stopped
-    on the client side, and at least one choice arrived and every choice has a ``finish_reason``.
-    The other fields say which of those failed: ``done`` (``[DONE]`` seen), ``finish_reasons`` (one
-    per choice, in the order of ``result()["choices"]``, None where none arrived), ``usage`` (a
-    non-null ``usage`` arrived), ``error`` (an error payload stopped the stream). For a
+    ``complete`` is True exactly when all of these hold:
+
+    1. at least one choice arrived and every choice has a non-empty ``finish_reason``;
+    2. no error payload came (``error`` is False);
+    3. the stream was not stopped on the client side (``aborted`` and ``too_large`` are False);
+    4. the byte stream was not cut (``truncated`` is False: it did not end inside an event, and
+       the caller did not report a broken transfer with ``close(truncated=True)``);
+    5. and either ``[DONE]`` arrived (``done``), or the byte stream ended cleanly: ``close()`` was
+       called on the ``ChatStream`` (or the ``ChatAggregator``) without a truncation.
+
+    So ``done`` only says whether ``[DONE]`` was seen: an answer whose choices all finished, from a
+    server that ends its streams without ``[DONE]`` (Cerebras behind the Hugging Face router,
+    Anthropic-compatible servers), is complete once its bytes end cleanly; until then, and after a
+    cut transfer, it is not. The linter still reports the missing ``[DONE]`` (``missing-done``).
+
+    The other fields say which condition failed: ``finish_reasons`` (one per choice, in the order
+    of ``result()["choices"]``, None where none arrived), ``usage`` (a non-null ``usage``, or Groq's
+    ``x_groq.usage``, arrived), ``error`` (an error payload stopped the stream). For a
     ``ChatStream`` also: ``aborted`` (``on_chunk`` returned False or raised), ``too_large`` (an
     event passed ``max_event_bytes``, which stops the stream), ``truncated`` (the byte stream
-    ended inside an event). The counters: ``skipped`` payloads that were not a JSON object,
-    ``ignored`` payloads that came after ``[DONE]`` or an error, ``malformed`` values of the wrong
-    type that were dropped from otherwise usable chunks.
+    ended inside an event, or the transfer broke). The counters: ``skipped`` payloads that were
+    not a JSON object, ``ignored`` payloads that came after ``[DONE]`` or an error, ``malformed``
+    values of the wrong type that were dropped from otherwise usable chunks, ``unknown_parts``
+    parts of a list-valued ``content`` that are neither text nor thinking (kept in the message's
+    ``content_parts``).
     """
 
     complete: bool
@@ -102,6 +117,7 @@ class Verdict:
     skipped: int = 0
     ignored: int = 0
     malformed: int = 0
+    unknown_parts: int = 0
 
 
 def make_verdict(
@@ -116,11 +132,16 @@ def make_verdict(
     aborted: bool = False,
     too_large: bool = False,
     truncated: bool = False,
+    ended: bool = False,
+    unknown_parts: int = 0,
 ) -> Verdict:
+    """The verdict of a fold; ``ended``: the byte stream was closed (cleanly unless ``truncated``)."""
     reasons = tuple(choices[i].finish_reason for i in sorted(choices))
     failed = error is not None
+    whole = bool(reasons) and None not in reasons
+    stopped = failed or aborted or too_large or truncated
     return Verdict(
-        complete=done and not (failed or aborted or too_large) and bool(reasons) and None not in reasons,
+        complete=whole and not stopped and (done or ended),
         done=done,
         finish_reasons=reasons,
         usage="usage" in top,
@@ -131,7 +152,148 @@ def make_verdict(
         skipped=skipped,
         ignored=ignored,
         malformed=malformed,
+        unknown_parts=unknown_parts,
     )
+
+
+def _is_index(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+class Annotations:
+    """The ``annotations`` of one choice: every list that arrives is appended in arrival order, and
+    an entry equal to one already kept (the same JSON, keys in any order) is dropped, so citations
+    sent one per chunk (OpenRouter) all stay and a provider that resends the whole list so far
+    does not double it. Null entries are absent. Not hot: a stream carries a few annotations."""
+
+    __slots__ = ("_seen", "items")
+
+    def __init__(self) -> None:
+        self.items: list[Any] = []
+        self._seen: set[bytes] = set()
+
+    def add(self, value: list[Any]) -> None:
+        for entry in value:
+            if entry is None:
+                continue
+            try:
+                key = orjson.dumps(entry, option=orjson.OPT_SORT_KEYS)
+            except TypeError:  # something feed() got that JSON cannot hold: compare it as it is
+                if entry not in self.items:
+                    self.items.append(entry)
+                continue
+            if key not in self._seen:
+                self._seen.add(key)
+                self.items.append(entry)
+
+
+# Fields of a reasoning_details part that stream in fragments.
+DETAIL_TEXT: Final = ("text", "summary")
+
+
+class ReasoningDetails:
+    """The ``reasoning_details`` of one choice (OpenRouter, Snowflake): parts merged by ``index``
+    like tool calls, listed by ascending index. In a part, ``text`` and ``summary`` are
+    concatenated; every other field (``type``, ``signature``, ``data``, ``format``, ``id``, ...)
+    keeps its last non-null value, except that an empty string never replaces one already held
+    (OpenRouter opens an Anthropic part with ``"signature": ""`` and sends the signature at the
+    end). A part without ``index`` continues the most recent part (or starts one at the index
+    after the highest seen). ``add`` returns how many malformed values it dropped (a part that is
+    not an object, an index that is not an integer, a text fragment that is not a string)."""
+
+    __slots__ = ("by_index", "last", "next_index")
+
+    def __init__(self) -> None:
+        self.by_index: dict[int, dict[str, Any]] = {}
+        self.last: dict[str, Any] | None = None
+        self.next_index = 0
+
+    def add(self, value: list[Any]) -> int:
+        bad = 0
+        for item in value:
+            if item is None:
+                continue
+            if type(item) is not dict:
+                bad += 1
+                continue
+            index = item.get("index")
+            if index is not None and not _is_index(index):
+                bad += 1
+                continue
+            part = self.last if index is None else self.by_index.get(index)
+            if part is None:
+                if index is None:
+                    index = self.next_index
+                part = self.by_index[index] = {"index": index}
+                if index >= self.next_index:
+                    self.next_index = index + 1
+            self.last = part
+            for key, field in item.items():
+                if field is None or key == "index":
+                    continue
+                if key in DETAIL_TEXT:
+                    if isinstance(field, str):
+                        held = part.get(key)
+                        if type(held) is list:
+                            held.append(field)
+                        else:
+                            part[key] = [field]
+                    else:
+                        bad += 1
+                elif field != "" or key not in part:
+                    part[key] = field
+        return bad
+
+    def result(self) -> list[dict[str, Any]]:
+        return [
+            {k: joined(v) if k in DETAIL_TEXT else v for k, v in self.by_index[i].items()}
+            for i in sorted(self.by_index)
+        ]
+
+
+def content_parts(parts: list[Any]) -> tuple[list[str], list[str], list[Any], int]:
+    """Split a list-valued ``delta.content`` (Mistral's magistral models) into its text fragments
+    (``{"type": "text", "text": ...}``), its thinking fragments (``{"type": "thinking",
+    "thinking": [<text parts>]}``, or ``"thinking": "<text>"``), the parts it does not know (kept
+    whole, in order: anything else, including a non-text part inside ``thinking``) and the number
+    of malformed values (a ``text`` or ``thinking`` of the wrong type). Null parts are absent."""
+    texts: list[str] = []
+    thinking: list[str] = []
+    unknown: list[Any] = []
+    bad = 0
+    for part in parts:
+        if part is None:
+            continue
+        kind = part.get("type") if type(part) is dict else None
+        if kind == "text":
+            text = part.get("text")
+            if isinstance(text, str):
+                texts.append(text)
+            elif text is not None:
+                bad += 1
+        elif kind == "thinking":
+            inner = part.get("thinking")
+            if isinstance(inner, str):
+                thinking.append(inner)
+            elif isinstance(inner, list):
+                for sub in inner:
+                    if sub is None:
+                        continue
+                    text = sub.get("text") if type(sub) is dict and sub.get("type") == "text" else None
+                    if isinstance(text, str):
+                        thinking.append(text)
+                    else:
+                        unknown.append(sub)
+            elif inner is not None:
+                bad += 1
+        else:
+            unknown.append(part)
+    return texts, thinking, unknown, bad
+
+
+def provider_usage(value: object) -> Any:
+    """The usage inside a top-level ``x_groq`` object (Groq), or None."""
+    return value.get("usage") if type(value) is dict else None
 
 
 def verdict_dict(verdict: Verdict) -> dict[str, Any]:
@@ -151,6 +313,13 @@ def joined(parts: list[str]) -> str:
     text = "".join(parts)
     parts[:] = [text]
     return text
+
+
+def with_provider_usage(top: dict[Any, Any], usage: object) -> dict[Any, Any]:
+    """``top`` with ``usage`` taken from a provider's own field when no top-level usage came."""
+    if usage is None or "usage" in top:
+        return top
+    return {**top, "usage": usage}
 
 
 def build_result(
@@ -205,7 +374,11 @@ def _message(c: Any) -> dict[str, Any]:
     if c.audio is not None:
         msg["audio"] = {k: joined(v) if k in ("data", "transcript") else v for k, v in c.audio.items()}
     if c.annotations is not None:
-        msg["annotations"] = c.annotations
+        msg["annotations"] = list(c.annotations.items)
+    if c.reasoning_details is not None:
+        msg["reasoning_details"] = c.reasoning_details.result()
+    if c.content_parts is not None:
+        msg["content_parts"] = list(c.content_parts)
     for key, value in c.delta_extras.items():
         msg.setdefault(key, value)
     return msg

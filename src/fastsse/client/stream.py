@@ -198,7 +198,7 @@ def create_stream(
             if not transfer.stopped:
                 code = err.args[0]
                 message = err.args[1] if len(err.args) > 1 else str(err)
-                stream.close()
+                stream.close(truncated=True)  # a broken transfer is never a complete answer
                 raise TransportError(
                     f"{url}: {message} (curl error {code})", result=stream.result(), code=code
                 ) from None
