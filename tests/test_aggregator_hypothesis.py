@@ -187,11 +187,30 @@ _TOOL_CALL = st.fixed_dictionaries(
         "other": SCALARS,
     },
 )
+_DETAIL = st.fixed_dictionaries(
+    {},
+    optional={
+        "type": _maybe(st.sampled_from(("reasoning.text", "reasoning.summary", "reasoning.encrypted"))),
+        "index": _maybe(st.integers(-1, 2)),
+        "text": _maybe(FRAGMENT),
+        "summary": _maybe(FRAGMENT),
+        "signature": _maybe(st.sampled_from(("", "sig"))),
+        "data": SCALARS,
+    },
+)
+_TEXT_PART = st.fixed_dictionaries({"type": st.just("text")}, optional={"text": _maybe(FRAGMENT)})
+_PART = _maybe(
+    _TEXT_PART
+    | st.fixed_dictionaries(
+        {"type": st.just("thinking")}, optional={"thinking": _maybe(st.lists(_maybe(_TEXT_PART), max_size=2))}
+    )
+)
 _DELTA = st.fixed_dictionaries(
     {},
     optional={
         "role": _maybe(st.sampled_from(("", "assistant", "tool"))),
-        "content": _maybe(FRAGMENT),
+        "content": _maybe(FRAGMENT) | st.lists(_PART, max_size=3),
+        "reasoning_details": _maybe(st.lists(_maybe(_DETAIL), max_size=3)),
         "reasoning_content": _maybe(FRAGMENT),
         "reasoning": _maybe(FRAGMENT),
         "refusal": _maybe(FRAGMENT),
@@ -229,6 +248,7 @@ SHAPED_CHUNK = st.fixed_dictionaries(
         "choices": _maybe(st.lists(_maybe(_CHOICE), max_size=3)),
         "usage": SCALARS | st.dictionaries(st.sampled_from(("total_tokens", "x")), SCALARS, max_size=2),
         "obfuscation": SCALARS,
+        "x_groq": _maybe(st.fixed_dictionaries({}, optional={"id": _IDS, "usage": _maybe(SCALARS)})),
         "other": SCALARS,
     },
 )

@@ -288,6 +288,32 @@ CASES: list[tuple[str, bytes, bool]] = [
     ),
     ("annotations-object", _delta(b'{"annotations":{}}'), False),
     ("finish-escaped", _content(b'"a"', finish_reason=b'"st\\u006fp"'), True),
+    # provider shapes (issue 15): taken and folded by the shared rules, or left to the fold
+    (
+        "reasoning-details-fragment",
+        _delta(
+            b'{"reasoning":"x","reasoning_details":[{"type":"reasoning.text","text":"x",'
+            b'"format":"anthropic-claude-v1","index":0}]}'
+        ),
+        True,
+    ),
+    ("reasoning-details-empty", _delta(b'{"content":"","reasoning_details":[]}'), True),
+    ("reasoning-details-null", _delta(b'{"content":"a","reasoning_details":null}'), True),
+    ("reasoning-details-signature", _delta(b'{"reasoning_details":[{"signature":"","index":0}]}'), True),
+    ("reasoning-details-malformed-part", _delta(b'{"reasoning_details":[5,{"index":"0"}]}'), True),
+    ("reasoning-details-object", _delta(b'{"reasoning_details":{"index":0}}'), False),
+    (
+        "annotations-one-citation",
+        _delta(b'{"annotations":[{"type":"url_citation","url_citation":{"url":"https://a"}}]}'),
+        True,
+    ),
+    ("content-parts", _delta(b'{"content":[{"type":"thinking","thinking":[{"type":"text","text":"t"}]}]}'), False),
+    ("content-parts-text", _delta(b'{"content":[{"type":"text","text":"a"}]}'), False),
+    ("content-parts-empty", _delta(b'{"content":[]}'), False),
+    ("content-object", _delta(b'{"content":{"type":"text"}}'), False),
+    ("x-groq-usage", _top(b'"x_groq":{"id":"q","usage":{"total_tokens":3}}'), True),
+    ("x-groq-usage-null", _top(b'"x_groq":{"id":"q","usage":null}'), True),
+    ("x-groq-not-object", _top(b'"x_groq":[1]'), True),
     (
         "finish-and-usage-chunk",
         b'{"choices":[{"index":1,"delta":{},"finish_reason":"length"}],"usage":{"total_tokens":3}}',
