@@ -67,6 +67,10 @@ CODES: Final[dict[str, CodeInfo]] = {
     "delta-after-finish": CodeInfo(ERROR, "a delta or a second finish_reason after a choice finished"),
     "final-delta-not-empty": CodeInfo(WARNING, "the chunk with the finish_reason carries a non-empty delta"),
     "missing-finish-reason": CodeInfo(ERROR, "a choice never gets a non-null finish_reason"),
+    "content-parts": CodeInfo(ERROR, "a delta's content is a list of parts, not a string"),
+    "reasoning-field": CodeInfo(
+        WARNING, "reasoning streamed in a field OpenAI's chat streams do not define (reasoning_content, ...)"
+    ),
     # tool calls
     "empty-tool-calls": CodeInfo(ERROR, "a delta carries tool_calls: []"),
     "tool-calls-without-calls": CodeInfo(
@@ -284,6 +288,8 @@ class _ChoiceState:
 
 
 _SUBSTANTIVE: Final = ("content", "reasoning_content", "reasoning", "refusal")
+# Where providers stream reasoning (DeepSeek, vLLM, xAI, Z.ai; Groq, OpenRouter, Ollama; OpenRouter, Snowflake).
+_REASONING_FIELDS: Final = ("reasoning_content", "reasoning", "reasoning_details")
 
 
 class StreamChecker(_Framer):
@@ -506,6 +512,21 @@ class StreamChecker(_Framer):
             self._report(
                 "empty-initial-content", offset, f'choice {index}: the first chunk carries "content": ""'
             )
+        if isinstance(delta.get("content"), list):
+            self._report_once(
+                "content-parts",
+                offset,
+                f"choice {index}: delta.content is a list of parts; clients that append strings break",
+            )
+        for field in _REASONING_FIELDS:
+            if delta.get(field):
+                self._report_once(
+                    "reasoning-field",
+                    offset,
+                    f"choice {index}: reasoning in delta.{field}; clients that read only content, or "
+                    "another reasoning field, lose it",
+                    key=field,
+                )
         if delta.get("role") is not None:
             if state.role or not first:
                 self._report_once(
