@@ -307,7 +307,11 @@ CASES: list[tuple[str, bytes, bool]] = [
         _delta(b'{"annotations":[{"type":"url_citation","url_citation":{"url":"https://a"}}]}'),
         True,
     ),
-    ("content-parts", _delta(b'{"content":[{"type":"thinking","thinking":[{"type":"text","text":"t"}]}]}'), False),
+    (
+        "content-parts",
+        _delta(b'{"content":[{"type":"thinking","thinking":[{"type":"text","text":"t"}]}]}'),
+        False,
+    ),
     ("content-parts-text", _delta(b'{"content":[{"type":"text","text":"a"}]}'), False),
     ("content-parts-empty", _delta(b'{"content":[]}'), False),
     ("content-object", _delta(b'{"content":{"type":"text"}}'), False),

@@ -65,7 +65,12 @@ def _check_result(result: dict[str, Any], want: dict[str, Any]) -> None:
         if "text" in expected:
             assert _same_text(expected["text"], choice["text"])
         calls = [
-            {"id": c["id"], "type": c["type"], "name": c["function"]["name"], "arguments": c["function"]["arguments"]}
+            {
+                "id": c["id"],
+                "type": c["type"],
+                "name": c["function"]["name"],
+                "arguments": c["function"]["arguments"],
+            }
             for c in message.get("tool_calls", [])
         ]
         assert calls == expected["tool_calls"]

@@ -1223,7 +1223,9 @@ Folds the chunks of an OpenAI-style chat stream into one response shaped like a
     ``feed(chunk)`` takes a parsed chunk (a dict), ``feed_data(payload)`` the JSON text of one
     event (str or a bytes-like object), ``feed_event(event)`` a fastsse ``Event``. ``result()`` may be
     called at any time (a partial result) and again later. ``done``, ``error``, ``verdict`` and the
-    counters ``skipped``, ``ignored`` and ``malformed`` describe the stream so far.
+    counters ``skipped``, ``ignored`` and ``malformed`` describe the stream so far. ``close()`` says
+    the byte stream ended (``close(truncated=True)``: it was cut), which lets a stream without
+    ``[DONE]`` be judged complete (the rule is in ``Verdict``).
 
     Rules (seed 003, generalised; one rule for each provider quirk):
 
