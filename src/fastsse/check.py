@@ -69,7 +69,7 @@ CODES: Final[dict[str, CodeInfo]] = {
     "missing-finish-reason": CodeInfo(ERROR, "a choice never gets a non-null finish_reason"),
     "content-parts": CodeInfo(ERROR, "a delta's content is a list of parts, not a string"),
     "reasoning-field": CodeInfo(
-        WARNING, "reasoning streamed in a field OpenAI's chat streams do not define (reasoning_content, ...)"
+        WARNING, "reasoning text only in reasoning_details, with no reasoning or reasoning_content beside it"
     ),
     # tool calls
     "empty-tool-calls": CodeInfo(ERROR, "a delta carries tool_calls: []"),
@@ -288,8 +288,14 @@ class _ChoiceState:
 
 
 _SUBSTANTIVE: Final = ("content", "reasoning_content", "reasoning", "refusal")
-# Where providers stream reasoning (DeepSeek, vLLM, xAI, Z.ai; Groq, OpenRouter, Ollama; OpenRouter, Snowflake).
-_REASONING_FIELDS: Final = ("reasoning_content", "reasoning", "reasoning_details")
+
+
+def _detail_text(details: Any) -> bool:
+    """Whether a ``reasoning_details`` list carries reasoning text (not only a signature or ids)."""
+    return isinstance(details, list) and any(
+        isinstance(part, dict) and any(isinstance(part.get(k), str) and part[k] for k in ("text", "summary"))
+        for part in details
+    )
 
 
 class StreamChecker(_Framer):
@@ -518,15 +524,19 @@ class StreamChecker(_Framer):
                 offset,
                 f"choice {index}: delta.content is a list of parts; clients that append strings break",
             )
-        for field in _REASONING_FIELDS:
-            if delta.get(field):
-                self._report_once(
-                    "reasoning-field",
-                    offset,
-                    f"choice {index}: reasoning in delta.{field}; clients that read only content, or "
-                    "another reasoning field, lose it",
-                    key=field,
-                )
+        # reasoning_content and reasoning are the two names clients read (ChatChunkEncoder writes
+        # either); reasoning_details alone (Snowflake) is invisible to them.
+        if (
+            _detail_text(delta.get("reasoning_details"))
+            and not delta.get("reasoning")
+            and not delta.get("reasoning_content")
+        ):
+            self._report_once(
+                "reasoning-field",
+                offset,
+                f"choice {index}: reasoning text only in delta.reasoning_details; clients that read "
+                "reasoning or reasoning_content see none",
+            )
         if delta.get("role") is not None:
             if state.role or not first:
                 self._report_once(
