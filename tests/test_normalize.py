@@ -32,6 +32,9 @@ NOT_REPAIRED = {
     "tool-call-id-reused.sse",
     "tool-call-incomplete.sse",
     "localai-3.7-tools.sse",
+    # reasoning only in reasoning_details: copying it into "reasoning" would show it twice to
+    # clients that read both
+    "reasoning-field.sse",
 }
 
 
@@ -62,6 +65,12 @@ def texts(stream: bytes) -> dict[tuple[int, str], str]:
                 continue
             index = choice.get("index", 0)
             delta: dict[str, Any] = choice["delta"]
+            if isinstance(delta.get("content"), list):  # Mistral's parts, read by hand: thinking, text
+                parts = delta["content"]
+                thinking = "".join(t["text"] for p in parts if p["type"] == "thinking" for t in p["thinking"])
+                text = "".join(p["text"] for p in parts if p["type"] == "text")
+                delta = {**{k: v for k, v in delta.items() if k != "content"}, "content": text}
+                delta["reasoning_content"] = thinking + (delta.get("reasoning_content") or "")
             for key in ("content", "reasoning_content", "reasoning", "refusal"):
                 if delta.get(key):
                     out[(index, key)] = out.get((index, key), "") + delta[key]

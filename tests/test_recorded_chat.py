@@ -178,3 +178,27 @@ def test_linter_findings(want: dict[str, Any], how: str) -> None:
     assert sorted({f.code for f in checker.findings}) == want["lint"]
     if how == "whole":
         assert sorted({f.code for f in check_stream(data)}) == want["lint"]
+
+
+@pytest.mark.parametrize(
+    "name", ["28-mistral-magistral-content-parts.sse", "48-mistral-magistral-answer-in-text-part.sse"]
+)
+def test_normalizer_writes_content_parts_as_strings(backend: SimpleNamespace, name: str) -> None:
+    """A gateway's Normalizer turns Mistral's parts into the strings clients expect, and the
+    fold of its output is the fold of the original."""
+    from fastsse import Normalizer
+
+    data = recorded("chat", name)
+    norm = Normalizer()
+    out = norm.write(data) + norm.close()
+    assert "content-parts" not in {f.code for f in check_stream(out)}
+    folds = []
+    for stream_bytes in (data, out):
+        stream = backend.ChatStream()
+        stream.write(stream_bytes)
+        stream.close()
+        message = stream.result()["choices"][0]["message"]
+        folds.append((message["content"], message["reasoning_content"]))
+    assert folds[0] == folds[1]
+    want = next(s for s in STREAMS if s["file"] == name)["choices"][0]
+    assert _same_text(want["content"], folds[1][0]) and _same_text(want["reasoning_content"], folds[1][1])

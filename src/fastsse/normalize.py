@@ -13,7 +13,9 @@ refusal and tool-call fragment reaches the output in order. What it changes:
   is a tool call's ``id`` or ``name`` sent again (clients concatenate them); a ``"tool_calls"``
   finish in a choice that made no tool call becomes ``"stop"``; ``id`` and ``created`` keep their
   first values and ``object`` becomes ``chat.completion.chunk``; a chunk with ``choices: []`` and no
-  usage is dropped.
+  usage is dropped; a ``content`` sent as a list of parts (Mistral) becomes a string of its text
+  parts, its thinking parts going to ``reasoning_content`` (a list holding a part of another kind
+  is left as it is, and so stays visible to the linter).
 - the end: a final chunk that carries a delta is split into a delta chunk and a ``"delta": {}``
   chunk with the reason; a choice left without a finish gets ``"delta": {}`` with ``"stop"`` (or
   ``"tool_calls"`` when it made tool calls) before the usage chunk or ``[DONE]``; ``data: [DONE]`` is
@@ -30,6 +32,7 @@ from typing import Any
 
 import orjson
 
+from ._chat import content_parts
 from .check import _Framer
 from .encode import DONE
 
@@ -48,6 +51,30 @@ class _Choice:
     @property
     def tools(self) -> bool:
         return bool(self.sent)
+
+
+def _flatten_parts(delta: dict[str, Any]) -> dict[str, Any] | None:
+    """The delta with a list-valued ``content`` written as strings (the fold's rule: text parts to
+    ``content``, thinking parts to ``reasoning_content``, in key order), or None when there is no
+    list or it holds something strings cannot carry (an unknown part, a malformed one)."""
+    parts = delta.get("content")
+    if not isinstance(parts, list):
+        return None
+    texts, thinking, unknown, bad = content_parts(parts)
+    if unknown or bad:
+        return None
+    out: dict[str, Any] = {}
+    for key, value in delta.items():
+        if key == "content":
+            if thinking:
+                out["reasoning_content"] = out.get("reasoning_content", "") + "".join(thinking)
+            if texts:
+                out["content"] = "".join(texts)
+        elif key == "reasoning_content" and isinstance(value, str):
+            out[key] = out.get(key, "") + value
+        else:
+            out[key] = value
+    return out
 
 
 def _data_event(raw: bytes) -> bytes:
@@ -199,6 +226,10 @@ class Normalizer(_Framer):
         if state is None:
             state = self._choices[index] = _Choice()
         changed = False
+        flat = _flatten_parts(delta)
+        if flat is not None:
+            choice["delta"] = delta = flat
+            changed = True
         if delta.get("content") == "":
             del delta["content"]  # empty content carries nothing, and ends some clients' streams
             changed = True
