@@ -483,3 +483,33 @@ def test_fast_reader_engages_on_generated_payloads() -> None:
             choice = {"index": 0, "delta": {"tool_calls": [call]}, "finish_reason": None}
         agg.feed_data(json.dumps({"id": "c1", "choices": [choice]}, ensure_ascii=rng.random() < 0.5).encode())
     assert agg._fast_folds - before == 200
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "25-openrouter-reasoning-comments.sse",  # reasoning_details on every chunk
+        "27-openrouter-annotations.sse",  # one annotation per chunk
+        "38-snowflake-no-finish-reason.sse",  # reasoning only in reasoning_details
+        "28-mistral-magistral-content-parts.sse",  # content as a list of parts
+        "48-mistral-magistral-answer-in-text-part.sse",
+    ],
+)
+def test_fast_reader_on_recorded_provider_shapes(name: str) -> None:
+    """Issue 15's shapes as providers send them: after the chunk that opens the choice, the
+    reader takes every chunk carrying reasoning_details or annotations (and hands their values
+    to the shared merge), and leaves every list-valued content to the general fold; both ways
+    end where the Python twin ends."""
+    from _recorded import recorded
+
+    data = recorded("chat", name)
+    payloads = [
+        line[6:] for line in data.split(b"\n") if line.startswith(b"data: ") and line != b"data: [DONE]"
+    ]
+    lists = sum(b'"content":[' in p for p in payloads[1:])  # read from the bytes, not by fastsse
+    c_agg = fastsse.get_backend("cython").ChatAggregator()
+    py_agg = fastsse.get_backend("python").ChatAggregator()
+    for payload in payloads:
+        assert c_agg.feed_data(payload) == py_agg.feed_data(payload)
+        assert _observe(c_agg) == _observe(py_agg)
+    assert c_agg._fast_folds == len(payloads) - 1 - lists
