@@ -462,3 +462,17 @@ def test_text_fields_across_string_kinds(backend: SimpleNamespace, fragments: li
     message = agg.result()["choices"][0]["message"]
     assert message["content"] == "".join(fragments)
     assert message["tool_calls"][0]["function"]["arguments"] == "".join(fragments)
+
+
+def test_provider_lists_nested_past_every_limit_never_raise(backend: SimpleNamespace) -> None:
+    """annotations and reasoning_details entries nested 1000 deep (orjson reads them, cannot
+    write them back, and Python's == recurses past its limit) are kept, not compared to death."""
+    deep = "[" * 1000 + "]" * 1000
+    annotations = '{"choices":[{"index":0,"delta":{"annotations":[' + deep + "]}}]}"
+    details = '{"choices":[{"index":0,"delta":{"reasoning_details":[{"index":0,"x":' + deep + "}]}}]}"
+    agg = backend.ChatAggregator()
+    for payload in (annotations, annotations, details, details):
+        assert agg.feed_data(payload) is True
+    message = agg.result()["choices"][0]["message"]
+    assert len(message["annotations"]) == 2
+    assert len(message["reasoning_details"]) == 1

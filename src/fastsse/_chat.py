@@ -178,8 +178,12 @@ class Annotations:
                 continue
             try:
                 key = orjson.dumps(entry, option=orjson.OPT_SORT_KEYS)
-            except TypeError:  # something feed() got that JSON cannot hold: compare it as it is
-                if entry not in self.items:
+            except TypeError:  # what orjson cannot write (too deep, or from feed()): compare it as it is
+                try:
+                    known = entry in self.items
+                except RecursionError:  # nested past Python's limit: kept, never a crash
+                    known = False
+                if not known:
                     self.items.append(entry)
                 continue
             if key not in self._seen:
