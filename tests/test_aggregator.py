@@ -41,6 +41,15 @@ def test_vector(backend: SimpleNamespace, path: Path, form: str) -> None:
     assert verdict_subset(agg.verdict, vector["verdict"]) == vector["verdict"]
     assert agg.error == vector["result"].get("error")
     assert agg.done == agg.verdict.done
+    if "complete" in vector["verdict"]:
+        # The end of the byte stream completes a stream without [DONE] whose choices all finished;
+        # a cut one never is, unless [DONE] had already ended the answer (Verdict, rule 4).
+        agg.close()
+        closed = vector.get("complete_once_closed", vector["verdict"]["complete"])
+        assert agg.verdict.complete is closed
+        agg.close(truncated=True)
+        assert agg.verdict.complete is (closed and agg.done)
+        assert agg.verdict.truncated is True
 
 
 @pytest.mark.parametrize("path", CHAT_VECTORS, ids=lambda p: p.stem)

@@ -48,6 +48,19 @@ def test_chat_stream_ending_inside_an_event(backend: SimpleNamespace) -> None:
     assert (stream.verdict.complete, stream.verdict.truncated) == (False, True)
 
 
+def test_a_cut_after_done_leaves_the_answer_complete(backend: SimpleNamespace) -> None:
+    """[DONE] is the answer's own end: bytes cut after it are reported, the answer stays whole."""
+    stream = backend.ChatStream()
+    stream.write(FINISHED + b"data: [DONE]\n\n" + b'data: {"id":"x"')
+    stream.close()
+    verdict = stream.verdict
+    assert (verdict.complete, verdict.done, verdict.truncated) == (True, True, True)
+    stream = backend.ChatStream()
+    stream.write(FINISHED + b"data: [DONE]\n\n")
+    stream.close(truncated=True)
+    assert (stream.verdict.complete, stream.verdict.truncated) == (True, True)
+
+
 def test_unfinished_choice_is_never_complete(backend: SimpleNamespace) -> None:
     stream = backend.ChatStream()
     stream.write(chunk({"role": "assistant", "content": "Hel"}) + b"data: [DONE]\n\n")

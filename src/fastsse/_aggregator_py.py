@@ -275,7 +275,7 @@ class ChatAggregator:
         """Mark the end of the byte stream, so a stream without ``[DONE]`` whose choices all
         finished can be judged complete (see ``Verdict``). Pass ``truncated=True`` when it ended
         inside an event or the transfer broke (e.g. ``decoder.truncated`` after
-        ``decoder.close()``): the verdict is then never complete."""
+        ``decoder.close()``): the verdict is then complete only if ``[DONE]`` had arrived."""
         self._ended = True
         self._cut = self._cut or truncated
 
@@ -710,7 +710,7 @@ class ChatStream(Decoder):
 
     def close(self, *, truncated: bool = False) -> list[Event]:
         """Mark the end of the byte stream; returns ``[]`` (chunks are folded, not returned).
-        ``truncated=True`` says the transfer broke (the verdict is then never complete)."""
+        ``truncated=True`` says the transfer broke (then only ``[DONE]`` makes the answer complete)."""
         if not self._closed:
             self._closed = True
             super().close()

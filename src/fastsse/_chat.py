@@ -84,15 +84,18 @@ class Verdict:
     1. at least one choice arrived and every choice has a non-empty ``finish_reason``;
     2. no error payload came (``error`` is False);
     3. the stream was not stopped on the client side (``aborted`` and ``too_large`` are False);
-    4. the byte stream was not cut (``truncated`` is False: it did not end inside an event, and
-       the caller did not report a broken transfer with ``close(truncated=True)``);
-    5. and either ``[DONE]`` arrived (``done``), or the byte stream ended cleanly: ``close()`` was
-       called on the ``ChatStream`` (or the ``ChatAggregator``) without a truncation.
+    4. and the answer's end was seen: either ``[DONE]`` arrived (``done``), or the byte stream
+       ended cleanly, that is ``close()`` was called on the ``ChatStream`` (or the
+       ``ChatAggregator``) and ``truncated`` is False (the bytes did not end inside an event, and
+       the caller did not report a broken transfer with ``close(truncated=True)``).
 
     So ``done`` only says whether ``[DONE]`` was seen: an answer whose choices all finished, from a
     server that ends its streams without ``[DONE]`` (Cerebras behind the Hugging Face router,
-    Anthropic-compatible servers), is complete once its bytes end cleanly; until then, and after a
-    cut transfer, it is not. The linter still reports the missing ``[DONE]`` (``missing-done``).
+    Anthropic-compatible servers), is complete once its bytes end cleanly; before ``close()``, and
+    after a cut transfer, it is not. Once ``[DONE]`` has arrived the answer has ended, so what
+    happens to the bytes after it (a cut, trailing junk) does not change ``complete``, though
+    ``truncated`` still reports a cut. The linter reports a missing ``[DONE]`` (``missing-done``)
+    either way.
 
     The other fields say which condition failed: ``finish_reasons`` (one per choice, in the order
     of ``result()["choices"]``, None where none arrived), ``usage`` (a non-null ``usage``, or Groq's
@@ -139,9 +142,9 @@ def make_verdict(
     reasons = tuple(choices[i].finish_reason for i in sorted(choices))
     failed = error is not None
     whole = bool(reasons) and None not in reasons
-    stopped = failed or aborted or too_large or truncated
+    stopped = failed or aborted or too_large
     return Verdict(
-        complete=whole and not stopped and (done or ended),
+        complete=whole and not stopped and (done or (ended and not truncated)),
         done=done,
         finish_reasons=reasons,
         usage="usage" in top,
