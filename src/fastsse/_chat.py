@@ -94,15 +94,15 @@ class Verdict:
     Anthropic-compatible servers), is complete once its bytes end cleanly; before ``close()``, and
     after a cut transfer, it is not. Once ``[DONE]`` has arrived the answer has ended, so what
     happens to the bytes after it (a cut, trailing junk) does not change ``complete``, though
-    ``truncated`` still reports a cut. The linter reports a missing ``[DONE]`` (``missing-done``)
-    either way.
+    ``truncated`` still reports a cut. The linter reports every missing ``[DONE]``
+    (``missing-done``), complete or not.
 
     The other fields say which condition failed: ``finish_reasons`` (one per choice, in the order
     of ``result()["choices"]``, None where none arrived), ``usage`` (a non-null ``usage``, or Groq's
-    ``x_groq.usage``, arrived), ``error`` (an error payload stopped the stream). For a
-    ``ChatStream`` also: ``aborted`` (``on_chunk`` returned False or raised), ``too_large`` (an
-    event passed ``max_event_bytes``, which stops the stream), ``truncated`` (the byte stream
-    ended inside an event, or the transfer broke). The counters: ``skipped`` payloads that were
+    ``x_groq.usage``, arrived), ``error`` (an error payload stopped the stream), ``truncated`` (the
+    byte stream ended inside an event, or ``close(truncated=True)`` reported a broken transfer).
+    For a ``ChatStream`` also: ``aborted`` (``on_chunk`` returned False or raised), ``too_large``
+    (an event passed ``max_event_bytes``, which stops the stream). The counters: ``skipped`` payloads that were
     not a JSON object, ``ignored`` payloads that came after ``[DONE]`` or an error, ``malformed``
     values of the wrong type that were dropped from otherwise usable chunks, ``unknown_parts``
     parts of a list-valued ``content`` that are neither text nor thinking (kept in the message's
