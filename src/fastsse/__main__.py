@@ -11,7 +11,7 @@ from . import BACKEND, __version__
 COMMANDS = {
     "demo": (
         "fastsse.cli.demo",
-        "stream a chat completion from the built-in loopback server (or --url) and fold it",
+        "stream a chat answer from the built-in loopback server (or --url) and fold it",
     ),
     "events": ("fastsse.cli.events", "print the decoded events of a captured stream as JSON lines"),
     "serve": ("fastsse.testing.server", "run the OpenAI-compatible loopback streaming server"),
@@ -21,13 +21,15 @@ COMMANDS = {
 
 
 def _usage() -> str:
+    from .cli._common import prog
+
     lines = [
-        f"usage: python -m fastsse COMMAND [ARGS]   (fastsse {__version__}, backend: {BACKEND})",
+        f"usage: {prog()} COMMAND [ARGS]   (fastsse {__version__}, backend: {BACKEND})",
         "",
         "commands:",
     ]
     lines += [f"  {name:<8} {text}" for name, (_, text) in COMMANDS.items()]
-    lines.append("\n`python -m fastsse COMMAND --help` for a command's options.")
+    lines.append(f"\n{prog()} COMMAND --help shows a command's options.")
     return "\n".join(lines)
 
 
@@ -39,12 +41,24 @@ def main(argv: list[str] | None = None) -> int:
     if argv[0] in ("-V", "--version"):
         print(f"fastsse {__version__} (backend: {BACKEND})")
         return 0
+    from .cli._common import EXTRAS, CommandError, fail, missing
+
     command, rest = argv[0], argv[1:]
     if command not in COMMANDS:
-        print(f"fastsse: unknown command {command!r}\n\n{_usage()}", file=sys.stderr)
-        return 2
-    module = importlib.import_module(COMMANDS[command][0])
-    return int(module.main(rest) or 0)
+        print(_usage(), file=sys.stderr)
+        return fail("", f"unknown command {command!r}")
+    try:
+        module = importlib.import_module(COMMANDS[command][0])
+        return int(module.main(rest) or 0)
+    except CommandError as exc:
+        return fail(command, str(exc), exc.status)
+    except ImportError as exc:
+        # An optional dependency a command reached for without checking first: one line, not a traceback.
+        if exc.name in EXTRAS:
+            return fail(command, missing(exc.name, command))
+        raise
+    except KeyboardInterrupt:
+        return 130
 
 
 if __name__ == "__main__":

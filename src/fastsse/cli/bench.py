@@ -8,7 +8,6 @@ backend. Peers that are not installed are listed as skipped (``pip install 'fast
 
 from __future__ import annotations
 
-import argparse
 import gc
 import os
 import platform
@@ -21,6 +20,7 @@ from typing import Any, TextIO
 
 from .. import BACKEND, __version__
 from . import _contenders, _corpora
+from ._common import Parser, require
 
 SCALE, QUICK_SCALE = 0.25, 0.05
 PEERS = ("openai", "httpx-sse", "sseclient-py", "orjson")
@@ -209,23 +209,18 @@ def plot(rows: list[Row], path: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m fastsse bench",
-        description="Compare fastsse (both backends) with the openai SDK, httpx-sse, sseclient-py and "
-        "the floors (one str per event, orjson.loads per payload) on seeded corpora.",
+    parser = Parser(
+        "bench",
+        "Compare fastsse (both backends) with the openai SDK, httpx-sse and sseclient-py on seeded\n"
+        "corpora. Each group also times a floor: the least any decoder must do (create one str\n"
+        "per event), or for the fold, orjson.loads of every payload alone. Times are medians;\n"
+        "x cython is a contender's time over fastsse's compiled backend, x floor over the floor.",
     )
     parser.add_argument("--quick", action="store_true", help="smaller corpora, fewer groups and repeats")
     parser.add_argument("--plot", metavar="FILE.png", help="also write a bar chart (needs matplotlib)")
     args = parser.parse_args(argv)
     if args.plot:
-        try:
-            import matplotlib  # noqa: F401
-        except ImportError:
-            print(
-                "python -m fastsse bench: --plot needs matplotlib (pip install 'fastsse-cython[plot]')",
-                file=sys.stderr,
-            )
-            return 2
+        require("matplotlib", "bench --plot")
     print(_header(args.quick))
     rows, skipped = run_cases(args.quick)
     print(format_table(rows))

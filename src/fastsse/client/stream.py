@@ -26,11 +26,21 @@ _ERROR_BODY_LIMIT = 1 << 20  # bytes of an HTTP error body kept for the result
 def _import_pycurl() -> Any:
     try:
         import pycurl
-    except ImportError as exc:  # pragma: no cover - depends on the environment
+    except ImportError as exc:
+        # name="pycurl" lets the command line recognise it and print one line instead of a traceback
         raise ImportError(
-            "create_stream needs pycurl: pip install 'fastsse-cython[curl]' (or pip install pycurl)"
+            "create_stream needs pycurl: pip install 'fastsse-cython[curl]' (or pip install pycurl)",
+            name="pycurl",
         ) from exc
     return pycurl
+
+
+def curl_failure(url: str, err: BaseException) -> tuple[str, int | None]:
+    """The one wording of a failed transfer, ``URL: curl's message (curl error N)``, and curl's code."""
+    args = getattr(err, "args", ())
+    code = args[0] if args and isinstance(args[0], int) else None
+    message = args[1] if len(args) > 1 else str(err)
+    return (f"{url}: {message} (curl error {code})" if code is not None else f"{url}: {message}"), code
 
 
 _BLANK = b" \t\r\n"
@@ -196,12 +206,9 @@ def create_stream(
             if transfer.exc is not None:
                 raise transfer.exc from None
             if not transfer.stopped:
-                code = err.args[0]
-                message = err.args[1] if len(err.args) > 1 else str(err)
+                message, code = curl_failure(url, err)
                 stream.close()
-                raise TransportError(
-                    f"{url}: {message} (curl error {code})", result=stream.result(), code=code
-                ) from None
+                raise TransportError(message, result=stream.result(), code=code) from None
         status = transfer.status or int(handle.getinfo(pycurl.RESPONSE_CODE))
     finally:
         if curl is None:
