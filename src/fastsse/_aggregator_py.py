@@ -233,11 +233,14 @@ class ChatAggregator:
         return chunk is not None
 
     def result(self) -> dict[str, Any]:
-        """The response folded so far, shaped like a non-streaming ``chat.completion``. Every
+        """The response folded so far, shaped like a non-streaming ``chat.completion``, with a
+        ``"verdict"`` entry: ``verdict`` as plain data (a dict), as in every fastsse result. Every
         container it builds (the dict, choices, messages, tool calls, logprobs lists) is new on each
         call, so later feeds do not change it; values carried whole from a chunk (``usage``,
         ``annotations``, provider fields, logprob entries) are that chunk's own objects."""
-        return build_result(self._top, self._choices, self._error, self._text_completion)
+        out = build_result(self._top, self._choices, self._error, self._text_completion)
+        out["verdict"] = verdict_dict(self._verdict(False, False, False))
+        return out
 
     @property
     def done(self) -> bool:
@@ -613,7 +616,7 @@ class ChatStream(Decoder):
             return 0
         if self._writing:
             raise RuntimeError("ChatStream.write() called again from inside on_chunk")
-        chunk = as_bytes(data)
+        chunk = as_bytes(data, self)
         self._writing = True
         self._overflowed = False
         try:

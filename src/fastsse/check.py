@@ -862,8 +862,8 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.flush()
     elif [f.code for f in checker.findings] == ["not-sse"]:
         # one line: the other findings would only describe how an HTML page or a binary fails as SSE
-        for f in http_findings:
-            print(f"{source}: {f.severity} {f.code}: {f.message}")
+        for finding in http_findings:
+            print(f"{source}: {finding.severity} {finding.code}: {finding.message}")
         print(f"{source}: {checker.findings[0].message} ({size} bytes)")
     else:
         print(_format(findings, source, size, checker.events))

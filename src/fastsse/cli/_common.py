@@ -12,6 +12,7 @@ import argparse
 import importlib
 import os
 import sys
+from collections.abc import Callable
 from types import ModuleType
 from typing import NoReturn
 
@@ -62,6 +63,22 @@ def require(module: str, purpose: str) -> ModuleType:
         return importlib.import_module(module)
     except ImportError:
         raise CommandError(missing(module, purpose)) from None
+
+
+def command(name: str) -> Callable[[Callable[[list[str] | None], int]], Callable[[list[str] | None], int]]:
+    """Decorate a command's ``main(argv) -> int`` so that a CommandError ends it as one line and a status."""
+
+    def wrap(main: Callable[[list[str] | None], int]) -> Callable[[list[str] | None], int]:
+        def run(argv: list[str] | None = None) -> int:
+            try:
+                return main(argv)
+            except CommandError as exc:
+                return fail(name, str(exc), exc.status)
+
+        run.__doc__, run.__name__ = main.__doc__, main.__name__
+        return run
+
+    return wrap
 
 
 class Parser(argparse.ArgumentParser):

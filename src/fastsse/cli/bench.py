@@ -20,7 +20,7 @@ from typing import Any, TextIO
 
 from .. import BACKEND, __version__
 from . import _contenders, _corpora
-from ._common import Parser, require
+from ._common import Parser, command, require
 
 SCALE, QUICK_SCALE = 0.25, 0.05
 PEERS = ("openai", "httpx-sse", "sseclient-py", "orjson")
@@ -208,6 +208,7 @@ def plot(rows: list[Row], path: str) -> None:
     plt.close(fig)
 
 
+@command("bench")
 def main(argv: list[str] | None = None) -> int:
     parser = Parser(
         "bench",

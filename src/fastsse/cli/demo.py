@@ -16,7 +16,7 @@ import orjson
 
 from .. import BACKEND
 from .._errors import TransportError
-from ._common import Parser, fail, require, say
+from ._common import Parser, command, fail, require, say
 
 DESCRIPTION = """\
 Stream a chat answer and fold it. The text is printed as it arrives (reasoning
@@ -131,6 +131,7 @@ def _http_error(result: dict[str, Any]) -> str:
     return f"HTTP {result['status']}: {text[:300]}{kind}"
 
 
+@command("demo")
 def main(argv: list[str] | None = None) -> int:
     parser = Parser("demo", DESCRIPTION, EPILOG)
     parser.add_argument(
