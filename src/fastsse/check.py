@@ -382,7 +382,9 @@ class StreamChecker(_Framer):
         if self._closed:
             raise ValueError("feed() after close(): a StreamChecker lints one stream")
         if not isinstance(data, (bytes, bytearray, memoryview)):
-            raise TypeError(f"StreamChecker.feed() takes bytes, bytearray or memoryview, not {type(data).__name__}")
+            raise TypeError(
+                f"StreamChecker.feed() takes bytes, bytearray or memoryview, not {type(data).__name__}"
+            )
         self._fed += len(data) if not isinstance(data, memoryview) else data.nbytes
         if self._head is not None:
             self._head += data

@@ -16,7 +16,7 @@ import orjson
 
 from .. import BACKEND
 from .._errors import TransportError
-from ._common import Parser, command, fail, require, say
+from ._common import Parser, command, fail, prog, require, say
 
 DESCRIPTION = """\
 Stream a chat answer and fold it. The text is printed as it arrives (reasoning
@@ -24,14 +24,14 @@ first, marked "(thinking)"), tool calls by name as they open and whole once the
 answer is folded, then the folded chat.completion with its verdict.
 
 With no --url, the built-in loopback server is started on 127.0.0.1 and answers
-as the model named by --model (default: demo); python -m fastsse serve --help
+as the model named by --model (default: demo); {prog} serve --help
 lists its models (tools, reasoning, error, http-401, ...)."""
 
 EPILOG = """\
-Exit status: 0 when the answer is complete (the stream ended with [DONE] and
-every choice got a finish reason), 1 when it is not (an error in the stream, a
-cut, an HTTP error such as 401), 2 when no request could be made (usage error,
-pycurl missing, connection refused or timed out)."""
+Exit status: 0 when the verdict says the answer is complete, 1 when it is not
+(an error in the stream, a cut, no [DONE]) or the server answered with an HTTP
+error such as 401, 2 when no request could be made (a usage error, pycurl
+missing, the connection refused or timed out)."""
 
 
 @contextlib.contextmanager
@@ -133,7 +133,7 @@ def _http_error(result: dict[str, Any]) -> str:
 
 @command("demo")
 def main(argv: list[str] | None = None) -> int:
-    parser = Parser("demo", DESCRIPTION, EPILOG)
+    parser = Parser("demo", DESCRIPTION.format(prog=prog()), EPILOG)
     parser.add_argument(
         "--url", help="base URL of an OpenAI-compatible server, e.g. http://127.0.0.1:8080/v1"
     )

@@ -11,15 +11,15 @@ from .. import Decoder, EventTooLarge
 from ..check import SNIFF_BYTES, not_sse
 from ._common import Parser, fail, say
 
+EPILOG = """\
+Exit status: 0 when the stream decoded, 1 when an event passed --max-event-bytes
+or the input is not an event stream (an HTML page, a JSON document, binary data),
+2 on a usage error or a file that cannot be read."""
+
 
 def main(argv: list[str] | None = None) -> int:
-    """Decode a captured SSE stream and print one JSON object per event.
-
-    Exit status: 0 when the stream decoded, 1 when an event passed --max-event-bytes or the input
-    is not an event stream (an HTML page, a JSON document, binary data), 2 on a usage error.
-    """
-    doc = main.__doc__ or ""
-    parser = Parser("events", doc.split("\n\n")[0], epilog=" ".join(doc.split("\n\n")[1].split()))
+    """Decode a captured SSE stream and print one JSON object per event."""
+    parser = Parser("events", main.__doc__ or "", epilog=EPILOG)
     parser.add_argument("file", nargs="?", default="-", help="a captured stream; - or nothing reads stdin")
     parser.add_argument("--max-event-bytes", type=int, default=None, help="drop events larger than this")
     parser.add_argument("--chunk-size", type=int, default=65536, help="bytes read per feed (default 65536)")
