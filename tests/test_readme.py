@@ -50,7 +50,9 @@ def blocks(text: str) -> list[Block]:
         end = next(j for j in range(i + 1, len(lines)) if lines[j].startswith("```"))
         before = next((lines[j].strip() for j in range(i - 1, -1, -1) if lines[j].strip()), "")
         marker = SKIP.match(before)
-        found.append(Block(i + 1, fence[1], "\n".join(lines[i + 1 : end]) + "\n", marker[1] if marker else None))
+        found.append(
+            Block(i + 1, fence[1], "\n".join(lines[i + 1 : end]) + "\n", marker[1] if marker else None)
+        )
         i = end + 1
     return found
 
