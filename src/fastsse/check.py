@@ -332,6 +332,9 @@ class StreamChecker(_Framer):
     end of the stream can tell (nothing after ``[DONE]``, truncation, choices never finished...).
     ``findings`` holds all of them so far, in stream order. Any chunking gives the same findings.
     With ``expect_usage=True`` a stream without a usage chunk is reported (``missing-usage``).
+    The first 64 bytes are held until they tell whether the input is an event stream at all (their
+    findings come with the feed that completes them, or with ``close``): an HTML page, a JSON
+    document or binary data gives the one finding ``not-sse`` and nothing else.
 
     ``feed`` raises TypeError for anything but a byte buffer, and ValueError after ``close``.
     """
