@@ -60,3 +60,38 @@ def test_main_prints_table_and_plot(tiny, tmp_path, capsys):
     out = capsys.readouterr().out
     assert "decode:chat:1KiB" in out and "ns/event" in out
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_chart_speaks_to_a_reader():
+    pytest.importorskip("matplotlib")
+    import matplotlib.pyplot as plt
+
+    rows = [
+        bench.Row("decode:chat:1KiB", "fastsse-cython", "fastsse cython", 1.0, 1000, 300_000, True),
+        bench.Row("decode:chat:1KiB", "fastsse-python", "fastsse python", 30.0, 1000, 300_000, True),
+        bench.Row("decode:chat:1KiB", "httpx-sse", "httpx-sse", 15.0, 1000, 300_000, True),
+        bench.Row("decode:chat:1KiB", "floor", "floor: one str per event", 0.5, 1000, 300_000, True),
+        bench.Row("aggregate:chat:str", "fastsse-cython", "fastsse cython", 1.0, 1000, 300_000, True),
+        bench.Row("aggregate:chat:str", "floor", "floor: orjson.loads", 3.0, 1000, 300_000, True),
+    ]
+    fig = bench.figure(rows)
+    try:
+        titles = [ax.get_title(loc="left") for ax in fig.axes]
+        assert titles == [
+            "Decode SSE into events: a chat stream, read 1 KiB at a time",
+            "Fold chat payloads into one response: a chat stream, payloads given as str",
+        ]
+        legend = [text.get_text() for text in fig.legends[0].get_texts()]
+        assert legend == [
+            "fastsse, compiled backend",
+            "fastsse, pure-Python backend",
+            "other Python libraries",
+            "floor: a reference cost (see the note below)",
+        ]
+        notes = [text.get_text() for text in fig.texts]
+        assert any(note.startswith("floor: a reference cost, not a library.") for note in notes)
+        # each bar has its library's colour
+        bars = {p.get_y(): p.get_facecolor() for p in fig.axes[0].patches}
+        assert len(set(bars.values())) == 4
+    finally:
+        plt.close(fig)

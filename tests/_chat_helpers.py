@@ -29,6 +29,16 @@ def sse(texts: list[str]) -> bytes:
     return "".join(f"data: {t}\n\n" for t in texts).encode()
 
 
+def bare(result: dict[str, Any]) -> dict[str, Any]:
+    """``result`` without its ``"verdict"``, to compare with a chat.completion written by hand.
+
+    Every fastsse result carries the verdict as a dict (ChatAggregator, ChatStream, create_stream,
+    iter_chunks alike); this checks that it is there before setting it aside.
+    """
+    assert isinstance(result["verdict"], dict), result
+    return {key: value for key, value in result.items() if key != "verdict"}
+
+
 def verdict_subset(verdict: Any, expected: dict[str, Any]) -> dict[str, Any]:
     got = {name: getattr(verdict, name) for name in expected}
     if "finish_reasons" in got:

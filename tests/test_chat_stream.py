@@ -12,7 +12,7 @@ import orjson
 import pytest
 
 import fastsse
-from _chat_helpers import CHAT_VECTORS, load_chat_vector, sse, verdict_subset
+from _chat_helpers import CHAT_VECTORS, bare, load_chat_vector, sse, verdict_subset
 from _sse_helpers import chunkings
 
 CONTENT = [
@@ -163,7 +163,7 @@ def test_abort_after_k_chunks(backend: SimpleNamespace, k: int, split: str, fals
         reference.feed_data(payload)
     result = stream.result()
     verdict = result.pop("verdict")
-    assert result == reference.result()  # the chunk answered False is folded too
+    assert result == bare(reference.result())  # the chunk answered False is folded too
     assert verdict["aborted"] and not verdict["complete"]
     stream.close()
     assert not stream.verdict.truncated  # bytes we refused to read do not count as truncation

@@ -306,7 +306,7 @@ def test_cli_url_html(server, capsys: pytest.CaptureFixture[str]) -> None:
     assert check_main(["--url", server.base_url, "--api-key", "sk-test", "--model", "html"]) == 1
     out = capsys.readouterr().out
     assert "error content-type: Content-Type is 'text/html; charset=utf-8'" in out
-    assert "error empty-stream" in out
+    assert "not an event stream: it starts like an HTML or XML page" in out
 
 
 def test_cli_url_http_errors(server, capsys: pytest.CaptureFixture[str]) -> None:
@@ -321,7 +321,10 @@ def test_cli_url_transport_errors(server, capsys: pytest.CaptureFixture[str]) ->
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     assert check_main(["--url", f"http://127.0.0.1:{port}/v1", "--timeout", "5"]) == 2
-    assert "transport error" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    # the wording create_stream's TransportError uses, under the prefix every command uses
+    assert err.startswith(f"fastsse check: http://127.0.0.1:{port}/v1/chat/completions: ")
+    assert err.endswith("(curl error 7)\n") and err.count("\n") == 1
     # the body ends in the middle of an event without the chunked terminator: curl reports it
     assert (
         check_main(
@@ -329,4 +332,4 @@ def test_cli_url_transport_errors(server, capsys: pytest.CaptureFixture[str]) ->
         )
         == 2
     )
-    assert "transport error" in capsys.readouterr().err
+    assert "(curl error " in capsys.readouterr().err

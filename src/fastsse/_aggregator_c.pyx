@@ -1346,11 +1346,14 @@ Folds the chunks of an OpenAI-style chat stream into one response shaped like a
         return True
 
     def result(self) -> dict[str, Any]:
-        """The response folded so far, shaped like a non-streaming ``chat.completion``. Every
+        """The response folded so far, shaped like a non-streaming ``chat.completion``, with a
+        ``"verdict"`` entry: ``verdict`` as plain data (a dict), as in every fastsse result. Every
         container it builds (the dict, choices, messages, tool calls, logprobs lists) is new on each
         call, so later feeds do not change it; values carried whole from a chunk (``usage``,
         ``annotations``, provider fields, logprob entries) are that chunk's own objects."""
-        return build_result(self._merged_top(), self._choices, self._error, self._text_completion)
+        out = build_result(self._merged_top(), self._choices, self._error, self._text_completion)
+        out["verdict"] = verdict_dict(self.verdict)
+        return out
 
     def close(self, *, truncated: bool = False) -> None:
         """Mark the end of the byte stream, so a stream without ``[DONE]`` whose choices all

@@ -264,12 +264,15 @@ class ChatAggregator:
         return chunk is not None
 
     def result(self) -> dict[str, Any]:
-        """The response folded so far, shaped like a non-streaming ``chat.completion``. Every
+        """The response folded so far, shaped like a non-streaming ``chat.completion``, with a
+        ``"verdict"`` entry: ``verdict`` as plain data (a dict), as in every fastsse result. Every
         container it builds (the dict, choices, messages, tool calls, logprobs lists) is new on each
         call, so later feeds do not change it; values carried whole from a chunk (``usage``,
         ``annotations``, provider fields, logprob entries) are that chunk's own objects."""
         top = with_provider_usage(self._top, self._xusage)
-        return build_result(top, self._choices, self._error, self._text_completion)
+        out = build_result(top, self._choices, self._error, self._text_completion)
+        out["verdict"] = verdict_dict(self.verdict)
+        return out
 
     def close(self, *, truncated: bool = False) -> None:
         """Mark the end of the byte stream, so a stream without ``[DONE]`` whose choices all
@@ -689,7 +692,7 @@ class ChatStream(Decoder):
             return 0
         if self._writing:
             raise RuntimeError("ChatStream.write() called again from inside on_chunk")
-        chunk = as_bytes(data)
+        chunk = as_bytes(data, self)
         self._writing = True
         self._overflowed = False
         try:

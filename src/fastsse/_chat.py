@@ -304,7 +304,8 @@ def provider_usage(value: object) -> Any:
 
 
 def verdict_dict(verdict: Verdict) -> dict[str, Any]:
-    """The verdict as plain JSON data, for ``ChatStream.result()["verdict"]``."""
+    """The verdict as plain JSON data: the ``"verdict"`` entry of every ``result()`` (ChatAggregator,
+    ChatStream, create_stream, iter_chunks)."""
     out = {name: getattr(verdict, name) for name in Verdict.__dataclass_fields__}
     out["finish_reasons"] = list(verdict.finish_reasons)
     return out

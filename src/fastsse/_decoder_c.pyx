@@ -14,7 +14,7 @@ from cpython.mem cimport PyMem_Free, PyMem_Realloc
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.string cimport memchr, memcpy
 
-from ._errors import bad_input_type, too_large
+from ._errors import bad_input_type, event_limit, too_large
 from ._fields import long_retry
 
 cdef str _MESSAGE = "message"
@@ -81,11 +81,14 @@ cdef inline bint _is_event(object obj):
 @cython.freelist(64)
 @cython.no_gc  # holds only str and int/None, so it cannot be part of a cycle: skip GC tracking
 cdef class Event:
-    """One dispatched SSE event.
+    """One dispatched SSE event: ``Event(data="", event="message", id="", retry=None)``.
 
-    ``event`` is the type (``"message"`` unless an ``event:`` field said otherwise), ``data`` the
-    joined ``data:`` lines, ``id`` the last event id in effect when it was dispatched (``""`` if none),
-    ``retry`` the last valid ``retry:`` value in effect (``None`` if none).
+    ``data`` is the joined ``data:`` lines, ``event`` the type (``"message"`` unless an ``event:``
+    field said otherwise), ``id`` the last event id in effect when it was dispatched (``""`` if none),
+    ``retry`` the last valid ``retry:`` value in effect (``None`` if none). An Event is an object
+    read by attribute, not a tuple: it cannot be unpacked or indexed. ``match`` takes its fields
+    by position in the same order (``case Event(data, "error"):``). Events compare equal by value,
+    across backends too, and are not hashable.
     """
 
     cdef readonly str data
@@ -105,6 +108,7 @@ cdef class Event:
         return (self.data, self.event, self.id, self.retry) == (other.data, other.event, other.id, other.retry)
 
     __hash__ = None
+    __match_args__ = ("data", "event", "id", "retry")
 
     def __repr__(self) -> str:
         return f"Event(data={self.data!r}, event={self.event!r}, id={self.id!r}, retry={self.retry!r})"
@@ -134,10 +138,9 @@ cdef class Decoder:
         self._reset_stream()
 
     def __init__(self, *, max_event_bytes: int | None = None) -> None:
-        if max_event_bytes is not None:
-            if max_event_bytes < 1:
-                raise ValueError(f"max_event_bytes must be a positive int or None, not {max_event_bytes!r}")
-            self._limit = max_event_bytes
+        limit = event_limit(max_event_bytes, type(self).__name__)
+        if limit is not None:
+            self._limit = limit
 
     def __dealloc__(self):
         _buf_free(&self._line)
@@ -211,7 +214,7 @@ cdef class Decoder:
         if type(data) is bytes:
             return self._scan(PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data))
         if not isinstance(data, (bytes, bytearray, memoryview)):
-            raise bad_input_type(data)
+            raise bad_input_type(data, self)
         try:
             PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
         except BufferError:  # a non-contiguous memoryview

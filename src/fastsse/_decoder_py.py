@@ -6,11 +6,10 @@ Both implement the WHATWG "event stream interpretation" rules byte for byte; the
 
 from __future__ import annotations
 
-import operator
 import re
 from typing import Final
 
-from ._errors import bad_input_type, too_large
+from ._errors import bad_input_type, event_limit, too_large
 from ._fields import long_retry, split_field
 
 _EOL: Final = re.compile(rb"[\r\n]")
@@ -20,11 +19,14 @@ _LF: Final = 10
 
 
 class Event:
-    """One dispatched SSE event.
+    """One dispatched SSE event: ``Event(data="", event="message", id="", retry=None)``.
 
-    ``event`` is the type (``"message"`` unless an ``event:`` field said otherwise), ``data`` the
-    joined ``data:`` lines, ``id`` the last event id in effect when it was dispatched (``""`` if none),
-    ``retry`` the last valid ``retry:`` value in effect (``None`` if none).
+    ``data`` is the joined ``data:`` lines, ``event`` the type (``"message"`` unless an ``event:``
+    field said otherwise), ``id`` the last event id in effect when it was dispatched (``""`` if none),
+    ``retry`` the last valid ``retry:`` value in effect (``None`` if none). An Event is an object
+    read by attribute, not a tuple: it cannot be unpacked or indexed. ``match`` takes its fields
+    by position in the same order (``case Event(data, "error"):``). Events compare equal by value,
+    across backends too, and are not hashable.
     """
 
     __slots__ = ("data", "event", "id", "retry")
@@ -48,6 +50,7 @@ class Event:
         )
 
     __hash__ = None  # type: ignore[assignment]
+    __match_args__ = ("data", "event", "id", "retry")
 
     def __repr__(self) -> str:
         return f"Event(data={self.data!r}, event={self.event!r}, id={self.id!r}, retry={self.retry!r})"
@@ -58,13 +61,13 @@ def _is_event(obj: object) -> bool:
     return type(obj).__name__ == "Event" and type(obj).__module__.startswith("fastsse.")
 
 
-def as_bytes(data: object) -> bytes:
+def as_bytes(data: object, owner: object) -> bytes:
     """Normalise ``feed`` input to ``bytes``; anything but a byte buffer is a TypeError."""
     if type(data) is bytes:
         return data
     if isinstance(data, (bytes, bytearray, memoryview)):
         return bytes(data)
-    raise bad_input_type(data)
+    raise bad_input_type(data, owner)
 
 
 class Decoder:
@@ -80,12 +83,7 @@ class Decoder:
     """
 
     def __init__(self, *, max_event_bytes: int | None = None) -> None:
-        if max_event_bytes is not None:
-            # operator.index: a float is a TypeError here as in the compiled module's C integer.
-            max_event_bytes = operator.index(max_event_bytes)
-            if max_event_bytes < 1:
-                raise ValueError(f"max_event_bytes must be a positive int or None, not {max_event_bytes!r}")
-        self._limit = max_event_bytes
+        self._limit = event_limit(max_event_bytes, type(self).__name__)
         self._last_id = ""
         self._retry: int | None = None
         self._stopped = False
@@ -123,7 +121,7 @@ class Decoder:
         It raises TypeError if ``data`` is not a byte buffer (the decoder stays usable) and
         EventTooLarge as described on the class.
         """
-        chunk = as_bytes(data)
+        chunk = as_bytes(data, self)
         self._out: list[Event] = []
         self._overflowed = False
         self._scan(chunk)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 from typing import Any
 
 
@@ -44,5 +45,28 @@ def too_large(limit: int, events: list[Any]) -> EventTooLarge:
     )
 
 
-def bad_input_type(data: object) -> TypeError:
-    return TypeError(f"feed() takes bytes, bytearray or memoryview, not {type(data).__name__}")
+def bad_input_type(data: object, owner: object) -> TypeError:
+    """The TypeError for a non-buffer given to ``owner.feed`` (a Decoder) or ``owner.write`` (a ChatStream),
+    naming the call the user made, the same on both backends."""
+    cls = type(owner).__name__
+    call = f"{cls}.write()" if cls == "ChatStream" else f"{cls}.feed()"
+    hint = " (encode text first: text.encode())" if isinstance(data, str) else ""
+    return TypeError(f"{call} takes bytes, bytearray or memoryview, not {type(data).__name__}{hint}")
+
+
+def event_limit(value: object, call: str) -> int | None:
+    """``max_event_bytes`` checked the same way on both backends: None, or an int of at least 1.
+
+    It raises TypeError for a non-integer (a str, a float, a bool) and ValueError below 1, naming
+    ``call`` (``"Decoder"``, ``"iter_events"``...).
+    """
+    if value is None:
+        return None
+    if isinstance(value, bool) or not hasattr(type(value), "__index__"):
+        raise TypeError(
+            f"{call}(max_event_bytes=...) takes a positive int or None, not {type(value).__name__}"
+        )
+    limit = operator.index(value)  # type: ignore[arg-type]
+    if limit < 1:
+        raise ValueError(f"{call}(max_event_bytes=...) takes a positive int or None, not {limit!r}")
+    return limit

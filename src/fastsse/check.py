@@ -49,6 +49,9 @@ CODES: Final[dict[str, CodeInfo]] = {
     ),
     "truncated": CodeInfo(ERROR, "the stream ends in the middle of a line (EOF inside an event)"),
     "empty-stream": CodeInfo(ERROR, "the stream holds no event at all"),
+    "not-sse": CodeInfo(
+        ERROR, "the input is not an event stream (an HTML page, a JSON document, binary data)"
+    ),
     # payloads
     "invalid-json": CodeInfo(ERROR, "a data payload is not a JSON object (and not [DONE])"),
     "error-object": CodeInfo(ERROR, "an error object (or event: error) in the stream"),
@@ -111,6 +114,42 @@ class Finding(NamedTuple):
 
 _EOL: Final = re.compile(rb"[\r\n]")
 _BOM: Final = b"\xef\xbb\xbf"
+SNIFF_BYTES: Final = 64  # how much of the start of a stream tells whether it is an event stream at all
+_CONTROL: Final = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_SHORT: Final = 80
+
+
+def short(value: object) -> str:
+    """``repr(value)`` cut to about 80 characters, for values quoted from a stream in a message."""
+    text = repr(value)
+    return text if len(text) <= _SHORT else text[: _SHORT - 1] + "\u2026"
+
+
+def not_sse(head: bytes) -> str | None:
+    """Why a stream starting with ``head`` (its first SNIFF_BYTES bytes) is not an event stream, or None.
+
+    Only what no event stream starts with counts: a ``<`` (an HTML or XML page), a ``{`` or ``[`` (a
+    JSON document), or a control character other than tab, CR and LF (binary data). An event stream's
+    first line is a field, a comment or blank; leading blank lines and a BOM are skipped.
+    """
+    body = head[3:] if head.startswith(_BOM) else head
+    body = body.lstrip(b" \t\r\n")
+    if not body:
+        return None
+    first = body.splitlines()[0] if body[:1] not in (b"{", b"[") else body
+    if body[:1] == b"<":
+        return f"it starts like an HTML or XML page: {short(first.decode('utf-8', 'replace'))}"
+    if body[:1] in (b"{", b"["):
+        return f"it starts like a JSON document: {short(first.decode('utf-8', 'replace'))}"
+    found = _CONTROL.search(body)
+    if found:
+        at = len(head) - len(body) + found.start()
+        return (
+            f"it looks like binary data (byte 0x{body[found.start()]:02x} at offset {at}): {short(body[:24])}"
+        )
+    return None
+
+
 LF, CRLF, CR = "LF", "CRLF", "CR"
 _CR_BYTE, _LF_BYTE = 13, 10
 
@@ -305,6 +344,9 @@ class StreamChecker(_Framer):
     end of the stream can tell (nothing after ``[DONE]``, truncation, choices never finished...).
     ``findings`` holds all of them so far, in stream order. Any chunking gives the same findings.
     With ``expect_usage=True`` a stream without a usage chunk is reported (``missing-usage``).
+    The first 64 bytes are held until they tell whether the input is an event stream at all (their
+    findings come with the feed that completes them, or with ``close``): an HTML page, a JSON
+    document or binary data gives the one finding ``not-sse`` and nothing else.
 
     ``feed`` raises TypeError for anything but a byte buffer, and ValueError after ``close``.
     """
@@ -324,6 +366,11 @@ class StreamChecker(_Framer):
         self._new: list[Finding] = []
         self._partial_field = False  # the stream ended inside a field line
         self._partial_at = 0
+        # The first SNIFF_BYTES bytes are held until they tell whether this is an event stream at
+        # all; if not, one not-sse finding replaces the noise the lines would give.
+        self._head: bytearray | None = bytearray()
+        self._foreign = False
+        self._fed = 0
 
     # reporting
 
@@ -350,15 +397,38 @@ class StreamChecker(_Framer):
         if self._closed:
             raise ValueError("feed() after close(): a StreamChecker lints one stream")
         if not isinstance(data, (bytes, bytearray, memoryview)):
-            raise TypeError(f"feed() takes bytes, bytearray or memoryview, not {type(data).__name__}")
-        self._feed_lines(bytes(data))
+            raise TypeError(
+                f"StreamChecker.feed() takes bytes, bytearray or memoryview, not {type(data).__name__}"
+            )
+        self._fed += len(data) if not isinstance(data, memoryview) else data.nbytes
+        if self._head is not None:
+            self._head += data
+            if len(self._head) >= SNIFF_BYTES:
+                self._sniff()  # which feeds the held bytes, this piece included
+            return self._take()
+        if not self._foreign:
+            self._feed_lines(bytes(data))
         return self._take()
+
+    def _sniff(self) -> None:
+        assert self._head is not None
+        head, self._head = bytes(self._head), None
+        why = not_sse(head[:SNIFF_BYTES])
+        if why is not None:
+            self._foreign = True
+            self._report("not-sse", 0, f"not an event stream: {why}")
+        else:
+            self._feed_lines(head)
 
     def close(self) -> list[Finding]:
         """End the stream; return the findings only its end reveals. A second call returns []."""
         if self._closed:
             return []
         self._closed = True
+        if self._head is not None:
+            self._sniff()
+        if self._foreign:
+            return self._take()
         self._close_lines()
         self._check_bom()
         if self._partial_field:
@@ -377,7 +447,7 @@ class StreamChecker(_Framer):
     @property
     def size(self) -> int:
         """Bytes fed so far."""
-        return self.lines.position
+        return self._fed
 
     def _check_bom(self) -> None:
         if self.lines.bom:
@@ -426,7 +496,9 @@ class StreamChecker(_Framer):
             if name == b"id"
             else ""
         )
-        self._report_once("non-data-field", offset, f"a {label!r} field in a chat stream{hint}", key=label)
+        self._report_once(
+            "non-data-field", offset, f"a {short(label)} field in a chat stream{hint}", key=label
+        )
 
     def on_fields(self, offset: int, names: list[bytes]) -> None:
         listed = ", ".join(sorted({n.decode("utf-8", "replace") for n in names}))
@@ -469,7 +541,7 @@ class StreamChecker(_Framer):
             if message is None and isinstance(chunk, dict):
                 message = chunk.get("message")  # the flat {"type": "error", "message": ...} form
             how = "an event: error" if etype == b"error" else "an error object"
-            self._report("error-object", offset, f"{how} mid-stream: {message!r}")
+            self._report("error-object", offset, f"{how} mid-stream: {short(message)}")
             return
         if not isinstance(chunk, dict):
             self._report(
@@ -489,7 +561,7 @@ class StreamChecker(_Framer):
             if first is None:
                 self._first[key] = value
             elif value is not None and value != first:
-                self._report_once(code, offset, f"{key} changes from {first!r} to {value!r}")
+                self._report_once(code, offset, f"{key} changes from {short(first)} to {short(value)}")
         if chunk.get("usage"):
             self._usage = True
         choices = chunk.get("choices")
@@ -744,13 +816,15 @@ def _fetch(args: argparse.Namespace, checker: StreamChecker) -> tuple[int, str, 
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m fastsse check``: exit 0 when compliant (warnings allowed), 1 on errors, 2 on usage or transport errors."""
-    import argparse
+    from .cli._common import Parser, fail, missing
+    from .client.stream import curl_failure
 
-    parser = argparse.ArgumentParser(
-        prog="python -m fastsse check",
-        description="Lint a captured OpenAI-style chat stream, or a live endpoint, for the shape clients rely on.",
-        epilog="Exit status: 0 no errors (warnings allowed), 1 errors found, 2 usage or transport error. "
-        "Finding codes: docs/conformance.md.",
+    parser = Parser(
+        "check",
+        "Lint a captured OpenAI-style chat stream, or a live endpoint, for the shape clients rely on.",
+        epilog="Exit status: 0 no errors (warnings allowed), 1 errors found (or the input is not an\n"
+        "event stream), 2 usage or transport error. Every finding code is explained in\n"
+        "docs/conformance.md.",
     )
     parser.add_argument("file", nargs="?", help="a captured stream (the raw response body); - reads stdin")
     parser.add_argument(
@@ -771,8 +845,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if (args.file is None) == (args.url is None):
         parser.print_usage(sys.stderr)
-        print("python -m fastsse check: give exactly one of FILE, - or --url URL", file=sys.stderr)
-        return 2
+        return fail("check", "give exactly one of FILE, - or --url URL")
 
     checker = StreamChecker(expect_usage=args.expect_usage)
     http_findings: list[Finding] = []
@@ -781,18 +854,12 @@ def main(argv: list[str] | None = None) -> int:
         try:
             status, content_type, body = _fetch(args, checker)
         except ImportError:
-            print(
-                "python -m fastsse check: --url needs pycurl (pip install 'fastsse-cython[curl]')",
-                file=sys.stderr,
-            )
-            return 2
+            return fail("check", missing("pycurl", "check --url"))
         except Exception as exc:  # pycurl.error: refused, timeout, reset
-            print(f"python -m fastsse check: {source}: transport error: {exc}", file=sys.stderr)
-            return 2
+            return fail("check", curl_failure(_chat_url(source), exc)[0])
         if status >= 400:
             text = body.decode("utf-8", "replace").strip()
-            print(f"python -m fastsse check: {source}: HTTP {status}: {text[:500]}", file=sys.stderr)
-            return 2
+            return fail("check", f"{_chat_url(source)}: HTTP {status}: {text[:500]}")
         if content_type.split(";")[0].strip().lower() != "text/event-stream":
             http_findings.append(
                 Finding(
@@ -814,8 +881,7 @@ def main(argv: list[str] | None = None) -> int:
                     while chunk := f.read(65536):
                         checker.feed(chunk)
         except OSError as exc:
-            print(f"python -m fastsse check: {exc}", file=sys.stderr)
-            return 2
+            return fail("check", str(exc))
     size = checker.size
     checker.close()
     findings = http_findings + checker.findings
@@ -830,6 +896,11 @@ def main(argv: list[str] | None = None) -> int:
         }
         sys.stdout.buffer.write(orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
         sys.stdout.flush()
+    elif [f.code for f in checker.findings] == ["not-sse"]:
+        # one line: the other findings would only describe how an HTML page or a binary fails as SSE
+        for finding in http_findings:
+            print(f"{source}: {finding.severity} {finding.code}: {finding.message}")
+        print(f"{source}: {checker.findings[0].message} ({size} bytes)")
     else:
         print(_format(findings, source, size, checker.events))
     return 1 if any(f.severity == ERROR for f in findings) else 0

@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 
 from .._backend import ChatStream, Decoder, Event
-from .._errors import EventTooLarge, TransportError, too_large
+from .._errors import EventTooLarge, TransportError, event_limit, too_large
 
 OnChunk = Callable[[dict[str, Any]], "bool | None"]
 
@@ -26,11 +26,21 @@ _ERROR_BODY_LIMIT = 1 << 20  # bytes of an HTTP error body kept for the result
 def _import_pycurl() -> Any:
     try:
         import pycurl
-    except ImportError as exc:  # pragma: no cover - depends on the environment
+    except ImportError as exc:
+        # name="pycurl" lets the command line recognise it and print one line instead of a traceback
         raise ImportError(
-            "create_stream needs pycurl: pip install 'fastsse-cython[curl]' (or pip install pycurl)"
+            "create_stream needs pycurl: pip install 'fastsse-cython[curl]' (or pip install pycurl)",
+            name="pycurl",
         ) from exc
     return pycurl
+
+
+def curl_failure(url: str, err: BaseException) -> tuple[str, int | None]:
+    """The one wording of a failed transfer, ``URL: curl's message (curl error N)``, and curl's code."""
+    args: tuple[Any, ...] = err.args
+    code = args[0] if args and isinstance(args[0], int) else None
+    message = args[1] if len(args) > 1 else str(err)
+    return (f"{url}: {message} (curl error {code})" if code is not None else f"{url}: {message}"), code
 
 
 _BLANK = b" \t\r\n"
@@ -160,6 +170,7 @@ def create_stream(
     times out or breaks mid-stream; whatever ``on_chunk`` raises, unchanged, after the transfer is
     stopped; EventTooLarge if an event passes ``max_event_bytes``; ImportError without pycurl.
     """
+    max_event_bytes = event_limit(max_event_bytes, "create_stream")
     pycurl = _import_pycurl()
     base = base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
     key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
@@ -196,12 +207,9 @@ def create_stream(
             if transfer.exc is not None:
                 raise transfer.exc from None
             if not transfer.stopped:
-                code = err.args[0]
-                message = err.args[1] if len(err.args) > 1 else str(err)
+                message, code = curl_failure(url, err)
                 stream.close(truncated=True)  # a broken transfer is never a complete answer
-                raise TransportError(
-                    f"{url}: {message} (curl error {code})", result=stream.result(), code=code
-                ) from None
+                raise TransportError(message, result=stream.result(), code=code) from None
         status = transfer.status or int(handle.getinfo(pycurl.RESPONSE_CODE))
     finally:
         if curl is None:
@@ -218,28 +226,74 @@ def create_stream(
     return stream.result()
 
 
+def _check_source(source: object, call: str, *, want_async: bool) -> None:
+    """A TypeError at the call for a source the iterator cannot read, saying which call fits it."""
+    kind = type(source).__name__
+    if isinstance(source, (bytes, bytearray, memoryview, str)):
+        raise TypeError(
+            f"{call}() takes an iterable of byte chunks (such as response.iter_bytes()), not {kind}; "
+            f"for one piece already in memory pass [data]"
+        )
+    is_async, is_sync = hasattr(source, "__aiter__"), hasattr(source, "__iter__")
+    other = call[1:] if want_async else "a" + call
+    if want_async and not is_async:
+        hint = f"; for a sync one ({kind}) use {other}()" if is_sync else f", not {kind}"
+        raise TypeError(f"{call}() takes an async iterable of byte chunks{hint}")
+    if not want_async and not is_sync:
+        hint = f"; for an async one ({kind}) use {other}()" if is_async else f", not {kind}"
+        raise TypeError(f"{call}() takes an iterable of byte chunks{hint}")
+
+
+def _bad_chunk(chunk: object, call: str) -> TypeError:
+    hint = (
+        " (iterate the response's bytes, e.g. iter_bytes(), not its text)" if isinstance(chunk, str) else ""
+    )
+    return TypeError(
+        f"{call}() needs chunks of bytes, bytearray or memoryview; the source gave {type(chunk).__name__}{hint}"
+    )
+
+
 def iter_events(source: Iterable[bytes], /, *, max_event_bytes: int | None = None) -> Iterator[Event]:
     """Yield the events of a stream given as an iterable of byte chunks (``httpx``'s
     ``response.iter_bytes()``, ``requests``' ``response.iter_content(None)``, a file opened ``rb``).
 
-    It raises EventTooLarge after yielding every event completed before and beside the oversized one.
+    It raises TypeError at the call if ``source`` is bytes or str (not an iterable of chunks) or an
+    async iterable (use ``aiter_events``), and while iterating for a chunk that is not bytes;
+    EventTooLarge after yielding every event completed before and beside the oversized one.
     """
-    decoder = Decoder(max_event_bytes=max_event_bytes)
+    _check_source(source, "iter_events", want_async=False)
+    return _iter_events(source, event_limit(max_event_bytes, "iter_events"))
+
+
+def _iter_events(source: Iterable[bytes], limit: int | None) -> Iterator[Event]:
+    decoder = Decoder(max_event_bytes=limit)
     for chunk in source:
         try:
             events = decoder.feed(chunk)
         except EventTooLarge as exc:
             yield from exc.events
             raise
+        except TypeError:
+            raise _bad_chunk(chunk, "iter_events") from None
         yield from events
     decoder.close()
 
 
-async def aiter_events(
+def aiter_events(
     source: AsyncIterable[bytes], /, *, max_event_bytes: int | None = None
 ) -> AsyncIterator[Event]:
-    """The async form of ``iter_events`` (``httpx``'s ``aiter_bytes()``, aiohttp's ``content.iter_any()``)."""
-    decoder = Decoder(max_event_bytes=max_event_bytes)
+    """The async form of ``iter_events`` (``httpx``'s ``aiter_bytes()``, aiohttp's ``content.iter_any()``):
+    ``async for event in aiter_events(response.aiter_bytes())``.
+
+    It raises TypeError at the call if ``source`` is not an async iterable (a sync one: use
+    ``iter_events``), and otherwise what ``iter_events`` raises.
+    """
+    _check_source(source, "aiter_events", want_async=True)
+    return _aiter_events(source, event_limit(max_event_bytes, "aiter_events"))
+
+
+async def _aiter_events(source: AsyncIterable[bytes], limit: int | None) -> AsyncIterator[Event]:
+    decoder = Decoder(max_event_bytes=limit)
     async for chunk in source:
         try:
             events = decoder.feed(chunk)
@@ -247,6 +301,8 @@ async def aiter_events(
             for event in exc.events:
                 yield event
             raise
+        except TypeError:
+            raise _bad_chunk(chunk, "aiter_events") from None
         for event in events:
             yield event
     decoder.close()
@@ -261,10 +317,12 @@ class ChunkIterator:
     ``max_event_bytes`` stops the stream: the chunks before it are yielded, then EventTooLarge is raised.
     """
 
-    def __init__(self, source: Any, *, max_event_bytes: int | None = None) -> None:
+    def __init__(self, source: Any, *, max_event_bytes: int | None = None, call: str = "iter_chunks") -> None:
+        _check_source(source, call, want_async=call.startswith("a"))
+        self._call = call
         self._source = source
         self._pending: deque[dict[str, Any]] = deque()
-        self._stream = ChatStream(self._pending.append, max_event_bytes=max_event_bytes)
+        self._stream = ChatStream(self._pending.append, max_event_bytes=event_limit(max_event_bytes, call))
         self._error: EventTooLarge | None = None
 
     def _drain(self) -> Iterator[dict[str, Any]]:
@@ -274,6 +332,8 @@ class ChunkIterator:
     def _write(self, data: bytes) -> bool:
         try:
             return self._stream.write(data) == 0
+        except TypeError:
+            raise _bad_chunk(data, self._call) from None
         except EventTooLarge as exc:
             self._error = exc  # raised once the chunks folded before it have been yielded
             return True
@@ -309,10 +369,16 @@ class ChunkIterator:
 
 
 def iter_chunks(source: Iterable[bytes], /, *, max_event_bytes: int | None = None) -> ChunkIterator:
-    """Parsed chat chunks of a byte iterable, in order; ``.result()`` on the returned iterator folds them."""
+    """Parsed chat chunks of a byte iterable, in order; ``.result()`` on the returned iterator folds them.
+
+    It raises TypeError as ``iter_events`` does (an async source: use ``aiter_chunks``).
+    """
     return ChunkIterator(source, max_event_bytes=max_event_bytes)
 
 
 def aiter_chunks(source: AsyncIterable[bytes], /, *, max_event_bytes: int | None = None) -> ChunkIterator:
-    """The async form of ``iter_chunks``: ``async for chunk in aiter_chunks(response.aiter_bytes())``."""
-    return ChunkIterator(source, max_event_bytes=max_event_bytes)
+    """The async form of ``iter_chunks``: ``async for chunk in aiter_chunks(response.aiter_bytes())``.
+
+    It raises TypeError as ``aiter_events`` does (a sync source: use ``iter_chunks``).
+    """
+    return ChunkIterator(source, max_event_bytes=max_event_bytes, call="aiter_chunks")

@@ -42,7 +42,6 @@ answers 401 to requests without ``Authorization: Bearer <api_key>``.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import random
 import re
@@ -657,13 +656,14 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m fastsse serve``: run the loopback server until Ctrl-C."""
     doc = __doc__ or ""
     scenarios = doc[doc.index("The request's") : doc.index("Every compliant")]
-    parser = argparse.ArgumentParser(
-        prog="python -m fastsse serve",
-        description="Run the OpenAI-compatible loopback streaming server on 127.0.0.1.",
+    from ..cli._common import Parser, fail
+
+    parser = Parser(
+        "serve",
+        "Run the OpenAI-compatible loopback streaming server on 127.0.0.1.",
         epilog=scenarios.replace("``", "").rstrip()
         + "\n\nWRITE: small (uneven 1-11 byte pieces), event (one event per write), "
         "bulk (64 KiB writes).",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
         "--port", type=int, default=8000, help="TCP port on 127.0.0.1; 0 picks a free one (default 8000)"
@@ -686,8 +686,7 @@ def main(argv: list[str] | None = None) -> int:
             verbose=not args.quiet,
         )
     except OSError as exc:
-        print(f"python -m fastsse serve: cannot listen on 127.0.0.1:{args.port}: {exc}", file=sys.stderr)
-        return 2
+        return fail("serve", f"cannot listen on 127.0.0.1:{args.port}: {exc}")
     print(f"fastsse loopback server: {server.base_url}  (Ctrl-C stops it)", flush=True)
     try:
         server.serve_forever()

@@ -1,0 +1,233 @@
+"""The command line as a new user meets it: one voice for errors, plain help, honest exit codes.
+
+Expected lines are written from the issue's rules (one prefix ``fastsse COMMAND:``, one line per
+failure, exit 2 for what stopped a request, 1 for an answer or input that is not right).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from fastsse.__main__ import COMMANDS
+from fastsse.__main__ import main as fastsse_main
+
+ROOT = Path(__file__).resolve().parent.parent
+PYCURL_HINT = "pip install 'fastsse-cython[curl]' (or pip install pycurl)"
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    try:
+        code = fastsse_main(list(argv))
+    except SystemExit as exc:  # argparse's --help and usage errors
+        code = int(exc.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture
+def refused_url() -> str:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{s.getsockname()[1]}/v1"
+
+
+# point 1: a missing optional dependency is one line and exit 2
+
+
+def test_demo_without_pycurl_is_one_line(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "pycurl", None)  # what `import pycurl` meets when it is not installed
+    code, out, err = run(capsys, "demo")
+    assert code == 2 and out == ""
+    assert err == f"fastsse demo: demo needs pycurl, which is not installed: {PYCURL_HINT}\n"
+
+
+def test_check_url_without_pycurl_is_the_same_line(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "pycurl", None)
+    code, out, err = run(capsys, "check", "--url", "http://127.0.0.1:9/v1")
+    assert (code, out) == (2, "")
+    assert err == f"fastsse check: check --url needs pycurl, which is not installed: {PYCURL_HINT}\n"
+
+
+def test_dispatcher_turns_a_late_missing_pycurl_into_one_line(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a command that reaches create_stream without checking first still gets no traceback
+    import fastsse.cli.demo
+
+    monkeypatch.setattr(fastsse.cli.demo, "require", lambda *a: None)
+    monkeypatch.setitem(sys.modules, "pycurl", None)
+    code, _, err = run(capsys, "demo")
+    assert code == 2
+    assert err.splitlines()[-1] == f"fastsse demo: demo needs pycurl, which is not installed: {PYCURL_HINT}"
+    assert "Traceback" not in err
+
+
+# point 5: tool calls a person can read
+
+
+def test_demo_tools_prints_whole_calls(
+    capsys: pytest.CaptureFixture[str], stream_backend: SimpleNamespace
+) -> None:
+    code, out, err = run(capsys, "demo", "--model", "tools")
+    assert code == 0, err
+    head = out.split("Final aggregated response:")[0]
+    # the loopback "tools" scenario opens both calls, then interleaves their argument fragments
+    assert head.strip().splitlines() == [
+        "[tool call 0: get_weather ...]",
+        "[tool call 1: get_time ...]",
+        '[tool call 0] get_weather({"city": "Paris", "unit": "celsius"})',
+        '[tool call 1] get_time({"tz": "Europe/Paris"})',
+    ]
+
+
+# point 8: exit non-zero when the answer is not complete; print only what happened
+
+
+def test_demo_complete_answer_exits_0(
+    capsys: pytest.CaptureFixture[str], stream_backend: SimpleNamespace
+) -> None:
+    code, out, err = run(capsys, "demo")
+    assert code == 0, err
+    assert "Final aggregated response:" in out and '"complete": true' in out
+
+
+def test_demo_error_in_stream_exits_1(
+    capsys: pytest.CaptureFixture[str], stream_backend: SimpleNamespace
+) -> None:
+    code, out, err = run(capsys, "demo", "--model", "error")
+    assert code == 1
+    assert "Final aggregated response" not in out
+    assert "Partial response (the answer is incomplete):" in out
+    assert err.splitlines()[-1] == (
+        "fastsse demo: the answer is incomplete: the server sent an error in the stream: "
+        "The server had an error while generating the response (simulated mid-stream failure)."
+    )
+
+
+def test_demo_refused_connection_is_one_line(
+    capsys: pytest.CaptureFixture[str], stream_backend: SimpleNamespace, refused_url: str
+) -> None:
+    code, out, err = run(capsys, "demo", "--url", refused_url)
+    assert code == 2
+    assert out == ""  # no empty chat.completion
+    last = err.splitlines()[-1]
+    assert last.startswith(f"fastsse demo: {refused_url}/chat/completions: ") and last.endswith(
+        "(curl error 7)"
+    )
+
+
+def test_demo_http_401_is_not_a_response(
+    capsys: pytest.CaptureFixture[str], stream_backend: SimpleNamespace
+) -> None:
+    code, out, err = run(capsys, "demo", "--model", "http-401")
+    assert code == 1
+    assert out == ""
+    assert err.splitlines()[-1].endswith(
+        "/v1: HTTP 401: Simulated HTTP 401 from the fastsse loopback server. (invalid_request_error)"
+    )
+
+
+# point 6: input that is not an event stream
+
+
+HTML = (
+    b"<!DOCTYPE html>\n<html><head><title>502 Bad Gateway</title></head><body>"
+    + b"x" * 3000
+    + b"</body></html>\n"
+)
+BINARY = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(256)) * 4
+
+
+@pytest.mark.parametrize(
+    ("body", "why"),
+    [
+        (HTML, "it starts like an HTML or XML page: '<!DOCTYPE html>'"),
+        (
+            b'{"error": {"message": "model not found"}}',
+            'it starts like a JSON document: \'{"error": {"message"',
+        ),
+        (BINARY, "it looks like binary data (byte 0x1a at offset 6): "),
+    ],
+)
+def test_check_and_events_say_not_an_event_stream(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, body: bytes, why: str
+) -> None:
+    path = tmp_path / "answer.bin"
+    path.write_bytes(body)
+    code, out, err = run(capsys, "check", str(path))
+    assert code == 1 and err == ""
+    assert out.count("\n") == 1 and len(out) - len(str(path)) < 160
+    assert out.startswith(f"{path}: not an event stream: {why}")
+    assert out.endswith(f"({len(body)} bytes)\n")
+    code, out, err = run(capsys, "events", str(path))
+    assert code == 1 and out == ""
+    assert err.count("\n") == 1 and err.startswith(f"fastsse events: {path}: not an event stream: {why}")
+
+
+def test_events_on_comments_only_says_no_event(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    path = tmp_path / "pings.sse"
+    path.write_bytes(b": ping\n\n: ping\n\n")
+    assert run(capsys, "events", str(path)) == (0, "", f"fastsse events: {path}: no event in 16 bytes\n")
+
+
+def test_check_cuts_long_values(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    path = tmp_path / "long.sse"
+    path.write_bytes(b"x" * 3000 + b": 1\n\ndata: [DONE]\n\n")
+    code, out, _ = run(capsys, "check", str(path))
+    assert code == 1  # missing-done
+    line = out.splitlines()[0]
+    assert "non-data-field" in line and "\u2026" in line and len(line) - len(str(path)) < 160
+
+
+# point 7: one voice
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_help_is_plain_and_named_as_invoked(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, command: str
+) -> None:
+    monkeypatch.setattr(sys, "argv", ["/usr/lib/python3/site-packages/fastsse/__main__.py"])
+    code, out, _ = run(capsys, command, "--help")
+    assert code == 0
+    assert out.startswith(f"usage: python -m fastsse {command} ")
+    assert "`" not in out  # no reST markup
+    monkeypatch.setattr(sys, "argv", ["/home/u/.venv/bin/fastsse"])  # the console script
+    assert run(capsys, command, "--help")[1].startswith(f"usage: fastsse {command} ")
+
+
+def test_top_level_help_names_the_console_script(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sys, "argv", ["/home/u/.venv/bin/fastsse"])
+    code, out, _ = run(capsys, "--help")
+    assert code == 0 and out.startswith("usage: fastsse COMMAND [ARGS]")
+    assert "`" not in out
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_usage_errors_share_one_prefix(capsys: pytest.CaptureFixture[str], command: str) -> None:
+    code, out, err = run(capsys, command, "--no-such-option")
+    assert code == 2 and out == ""
+    assert err.splitlines()[-1] == f"fastsse {command}: unrecognized arguments: --no-such-option"
+
+
+def test_unknown_command(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "frobnicate")
+    assert code == 2 and err.splitlines()[-1] == "fastsse: unknown command 'frobnicate'"
+
+
+def test_file_errors_share_one_prefix(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    missing = tmp_path / "missing.sse"
+    for command in ("check", "events"):
+        code, _, err = run(capsys, command, str(missing))
+        assert code == 2 and err.startswith(f"fastsse {command}: ") and err.count("\n") == 1

@@ -1,0 +1,231 @@
+"""What a new user trips over in the library (issue 16): Event's shape, the async iterators, error
+messages that name the call the user made, and one result shape for every fold. Both backends.
+
+Expected messages are written here from the rule "name the call, say what it takes", not printed
+by the code under test.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+import fastsse
+from fastsse import Verdict
+
+SSE = b'data: {"choices":[{"index":0,"delta":{"content":"Hi"},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n'
+VERDICT_KEYS = [
+    "complete",
+    "done",
+    "finish_reasons",
+    "usage",
+    "error",
+    "aborted",
+    "too_large",
+    "truncated",
+    "skipped",
+    "ignored",
+    "malformed",
+    "unknown_parts",
+]
+
+
+async def agen(*chunks: bytes) -> AsyncIterator[bytes]:
+    for chunk in chunks:
+        yield chunk
+
+
+# point 2: Event(data, event, id, retry), read by attribute
+
+
+def test_event_positional_order_is_data_event_id_retry(backend: SimpleNamespace) -> None:
+    ev = backend.Event("payload", "add", "7", 3000)
+    assert (ev.data, ev.event, ev.id, ev.retry) == ("payload", "add", "7", 3000)
+    assert repr(ev) == "Event(data='payload', event='add', id='7', retry=3000)"
+    assert backend.Event() == backend.Event("", "message", "", None)
+
+
+def test_event_is_not_a_tuple(backend: SimpleNamespace) -> None:
+    ev = backend.Decoder().feed(b"event: add\ndata: 1\n\n")[0]
+    with pytest.raises(TypeError):
+        _data, _event, _id, _retry = ev  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        ev[0]  # type: ignore[index]
+
+
+def test_event_match_by_position(backend: SimpleNamespace) -> None:
+    Event = backend.Event
+    got = []
+    for ev in backend.Decoder().feed(b"data: a\n\nevent: error\ndata: b\n\n"):
+        match ev:
+            case Event(data, "error"):
+                got.append(("error", data))
+            case Event(data):
+                got.append(("message", data))
+    assert got == [("message", "a"), ("error", "b")]
+
+
+# point 3: the async forms, and the sync ones pointing at them
+
+
+def test_aiter_events_and_aiter_chunks(stream_backend: SimpleNamespace) -> None:
+    async def run() -> tuple[list[str], dict[str, Any]]:
+        datas = [ev.data async for ev in fastsse.aiter_events(agen(SSE[:20], SSE[20:]))]
+        chunks = fastsse.aiter_chunks(agen(SSE))
+        seen = [chunk async for chunk in chunks]
+        assert len(seen) == 1
+        return datas, chunks.result()
+
+    datas, result = asyncio.run(run())
+    assert datas[-1] == "[DONE]" and len(datas) == 2
+    assert result["choices"][0]["message"]["content"] == "Hi" and result["verdict"]["complete"]
+
+
+@pytest.mark.parametrize(
+    ("call", "other"),
+    [(fastsse.iter_events, "aiter_events"), (fastsse.iter_chunks, "aiter_chunks")],
+)
+def test_sync_iterators_name_the_async_form(call: Any, other: str) -> None:
+    source = agen(SSE)
+    with pytest.raises(TypeError) as info:
+        call(source)
+    name = other[1:]
+    assert str(info.value) == (
+        f"{name}() takes an iterable of byte chunks; for an async one (async_generator) use {other}()"
+    )
+    asyncio.run(source.aclose())
+
+
+@pytest.mark.parametrize(
+    ("call", "other"),
+    [(fastsse.aiter_events, "iter_events"), (fastsse.aiter_chunks, "iter_chunks")],
+)
+def test_async_iterators_name_the_sync_form(call: Any, other: str) -> None:
+    with pytest.raises(TypeError) as info:
+        call([SSE])
+    assert (
+        str(info.value)
+        == f"a{other}() takes an async iterable of byte chunks; for a sync one (list) use {other}()"
+    )
+
+
+# point 4: messages that name the call the user made, the same on both backends
+
+
+@pytest.mark.parametrize("call", [fastsse.iter_events, fastsse.iter_chunks])
+@pytest.mark.parametrize("data", [SSE, bytearray(SSE), SSE.decode()])
+def test_iterators_refuse_one_buffer(stream_backend: SimpleNamespace, call: Any, data: Any) -> None:
+    with pytest.raises(TypeError) as info:
+        call(data)
+    assert str(info.value) == (
+        f"{call.__name__}() takes an iterable of byte chunks (such as response.iter_bytes()), "
+        f"not {type(data).__name__}; for one piece already in memory pass [data]"
+    )
+
+
+def test_iterators_name_a_bad_chunk(stream_backend: SimpleNamespace) -> None:
+    events = fastsse.iter_events([b"data: 1\n\n", "data: 2\n\n"])
+    assert next(events).data == "1"
+    with pytest.raises(TypeError) as info:
+        next(events)
+    assert str(info.value) == (
+        "iter_events() needs chunks of bytes, bytearray or memoryview; the source gave str "
+        "(iterate the response's bytes, e.g. iter_bytes(), not its text)"
+    )
+    with pytest.raises(
+        TypeError,
+        match=r"^iter_chunks\(\) needs chunks of bytes, bytearray or memoryview; the source gave int$",
+    ):
+        list(fastsse.iter_chunks([7]))
+
+
+def test_chat_stream_write_names_write(backend: SimpleNamespace) -> None:
+    stream = backend.ChatStream()
+    with pytest.raises(TypeError) as info:
+        stream.write("data: x\n\n")
+    assert str(info.value) == (
+        "ChatStream.write() takes bytes, bytearray or memoryview, not str (encode text first: text.encode())"
+    )
+    assert stream.write(SSE) is None and stream.result()["verdict"]["complete"]  # still usable
+
+
+def test_decoder_feed_names_feed(backend: SimpleNamespace) -> None:
+    with pytest.raises(TypeError) as info:
+        backend.Decoder().feed(5)
+    assert str(info.value) == "Decoder.feed() takes bytes, bytearray or memoryview, not int"
+
+
+@pytest.mark.parametrize(
+    ("value", "error", "shown"),
+    [
+        ("10", TypeError, "str"),
+        (1.5, TypeError, "float"),
+        (True, TypeError, "bool"),
+        (0, ValueError, "0"),
+        (-3, ValueError, "-3"),
+    ],
+)
+def test_max_event_bytes_messages(backend: SimpleNamespace, value: Any, error: type, shown: str) -> None:
+    for cls in (backend.Decoder, backend.ChatStream):
+        with pytest.raises(error) as info:
+            cls(max_event_bytes=value)
+        assert type(info.value) is error
+        assert (
+            str(info.value)
+            == f"{cls.__name__}(max_event_bytes=...) takes a positive int or None, not {shown}"
+        )
+
+
+def test_max_event_bytes_named_by_the_transport() -> None:
+    with pytest.raises(
+        TypeError, match=r"^iter_events\(max_event_bytes=\.\.\.\) takes a positive int or None, not str$"
+    ):
+        fastsse.iter_events([SSE], max_event_bytes="10")  # type: ignore[arg-type]
+    with pytest.raises(
+        ValueError, match=r"^create_stream\(max_event_bytes=\.\.\.\) takes a positive int or None, not 0$"
+    ):
+        fastsse.create_stream({}, base_url="http://127.0.0.1:9", max_event_bytes=0)
+
+
+# point 9: one result shape: result() is a dict with "verdict" as a dict; .verdict is the object
+
+
+def _check_shape(result: dict[str, Any], verdict: Verdict | None) -> None:
+    assert result["object"] == "chat.completion"
+    assert list(result)[-1] == "verdict"
+    assert list(result["verdict"]) == VERDICT_KEYS
+    if verdict is not None:
+        assert type(verdict) is Verdict
+        assert result["verdict"] == {**vars_of(verdict), "finish_reasons": list(verdict.finish_reasons)}
+
+
+def vars_of(verdict: Verdict) -> dict[str, Any]:
+    return {key: getattr(verdict, key) for key in VERDICT_KEYS}
+
+
+def test_every_fold_has_the_same_result_shape(stream_backend: SimpleNamespace, server: Any) -> None:
+    agg = stream_backend.ChatAggregator()
+    for event in stream_backend.Decoder().feed(SSE):
+        agg.feed_event(event)
+    _check_shape(agg.result(), agg.verdict)
+    assert agg.result()["verdict"]["complete"] is True
+
+    stream = stream_backend.ChatStream()
+    stream.write(SSE)
+    _check_shape(stream.result(), stream.verdict)
+
+    chunks = fastsse.iter_chunks([SSE])
+    list(chunks)
+    _check_shape(chunks.result(), None)
+
+    request = {"model": "plain", "messages": [{"role": "user", "content": "Hi"}]}
+    result = fastsse.create_stream(request, base_url=server.base_url, api_key="sk-test", timeout=20)
+    _check_shape(result, None)
+    assert result["verdict"]["complete"] is True
+
+    # the four agree on the same bytes
+    assert agg.result() == stream.result() == chunks.result()
