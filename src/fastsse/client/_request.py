@@ -300,10 +300,16 @@ def apply(curl: Any, spec: RequestSpec, response: Response) -> None:
 
 def reset(curl: Any, spec: RequestSpec) -> None:
     """Clear what ``apply(curl, spec, ...)`` set, so the handle's next request (maybe to another host)
-    carries none of it: the headers with the key, the body, the callbacks, the proxy and TLS files.
-    The handle keeps its connection cache and the options its owner set."""
+    carries none of it: the headers with the key, the body, the callbacks, the proxy and CA file.
+    The handle keeps its connection cache and the options its owner set, except after a spec with
+    a client certificate: pycurl cannot unset one, so then the whole handle is ``curl.reset()``."""
     pycurl = import_pycurl()
-    curl.setopt(pycurl.HTTPHEADER, [])
+    if spec.client_cert is not None or spec.client_key is not None:
+        # pycurl cannot unset SSLCERT / SSLKEY: only a full reset forgets a client certificate
+        # (create_stream refuses client_cert on a caller's handle, so this is a pooled handle).
+        curl.reset()
+        return
+    curl.unsetopt(pycurl.HTTPHEADER)  # setopt(HTTPHEADER, []) would leave the old list in place
     curl.setopt(pycurl.POSTFIELDS, b"")
     curl.setopt(pycurl.POSTFIELDSIZE, -1)
     curl.setopt(pycurl.HTTPGET, 1)
@@ -318,10 +324,6 @@ def reset(curl: Any, spec: RequestSpec) -> None:
         curl.unsetopt(pycurl.PROXY)
     if spec.ca_bundle is not None:
         curl.unsetopt(pycurl.CAINFO)
-    if spec.client_cert is not None:
-        curl.unsetopt(pycurl.SSLCERT)
-    if spec.client_key is not None:
-        curl.unsetopt(pycurl.SSLKEY)
 
 
 def _discard(data: bytes) -> None:

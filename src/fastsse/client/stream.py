@@ -58,7 +58,8 @@ def create_stream(
     ``(cert, key)`` pair of files). ``Accept-Encoding: identity`` is sent, and a body compressed
     anyway (gzip, deflate, br) is decoded. Pass a ``pycurl.Curl`` as ``curl`` to reuse its
     connection across calls: what this call set on it (headers with the key, body, callbacks, proxy
-    and TLS files) is cleared afterwards, and the options its owner set are kept.
+    and CA file) is cleared afterwards, and the options its owner set are kept (``client_cert`` is
+    refused with it: pycurl cannot unset a certificate, so set your own on your handle).
 
     The result carries ``"verdict"`` (whether ``[DONE]``, a finish reason and usage arrived). Answers
     that are no stream come back as ``{"error": ..., "status": code}``: an HTTP status >= 400 (the
@@ -70,7 +71,8 @@ def create_stream(
     it may be at most that large (EventTooLarge otherwise).
 
     It raises ValueError before sending anything if the URL is not http(s), a header name or value
-    (``api_key`` included) holds CR, LF or NUL or is malformed, or a timeout is ``<= 0``;
+    (``api_key`` included) holds CR, LF or NUL or is malformed, a timeout is ``<= 0``, or
+    ``client_cert`` comes with ``curl``;
     TransportError (with ``.result``, the partial aggregate, and ``.code``, curl's error) if the
     connection is refused, times out, goes idle, breaks mid-stream or comes with a content encoding
     curl cannot decode (code 61); whatever ``on_chunk`` raises, unchanged, after the transfer is
@@ -90,6 +92,8 @@ def create_stream(
         client_cert=client_cert,
         max_event_bytes=max_event_bytes,
     )
+    if curl is not None and client_cert is not None:
+        raise ValueError("client_cert cannot be used with curl=: set SSLCERT / SSLKEY on your own handle")
     pycurl = import_pycurl()
     response = Response(spec, ChatStream(on_chunk, max_event_bytes=max_event_bytes))
     handle = curl if curl is not None else pycurl.Curl()
