@@ -369,7 +369,16 @@ class Response:
         self.exc: BaseException | None = None
         self.last_activity = time.monotonic()
 
-    def header(self, line: bytes) -> None:
+    def header(self, line: bytes) -> int | None:
+        try:
+            self._header(line)
+            return None
+        except BaseException as exc:  # e.g. a KeyboardInterrupt: pycurl would only print it
+            self.exc = exc
+            self.stopped = True
+            return 0
+
+    def _header(self, line: bytes) -> None:
         self.last_activity = time.monotonic()
         if line[:5] == b"HTTP/":
             parts = line.split(None, 2)

@@ -42,22 +42,32 @@ class _Loop:
         self.multi = multi
         self.selector = selectors.DefaultSelector()
         self.deadline: float | None = None
+        self.exc: BaseException | None = None
         multi.setopt(pycurl.M_SOCKETFUNCTION, self._socket)
         multi.setopt(pycurl.M_TIMERFUNCTION, self._timer)
 
     def _socket(self, what: int, fd: int, multi: Any, data: Any) -> None:
-        pycurl = self.pycurl
-        known = fd in self.selector.get_map()
-        if what == pycurl.POLL_REMOVE:
+        # pycurl only prints what a callback raises: keep it (a KeyboardInterrupt landing here)
+        # and raise it once socket_action returns.
+        try:
+            pycurl = self.pycurl
+            known = fd in self.selector.get_map()
+            if what == pycurl.POLL_REMOVE:
+                if known:
+                    self.selector.unregister(fd)
+                return
+            events = (selectors.EVENT_READ if what & pycurl.POLL_IN else 0) | (
+                selectors.EVENT_WRITE if what & pycurl.POLL_OUT else 0
+            )
             if known:
-                self.selector.unregister(fd)
-            return
-        events = (selectors.EVENT_READ if what & pycurl.POLL_IN else 0) | (
-            selectors.EVENT_WRITE if what & pycurl.POLL_OUT else 0
-        )
-        if known:
-            self.selector.unregister(fd)  # the fd may be a new socket under a reused number
-        self.selector.register(fd, events)
+                try:
+                    self.selector.modify(fd, events)
+                    return
+                except (OSError, ValueError):  # a new socket under a reused number
+                    self.selector.unregister(fd)
+            self.selector.register(fd, events)
+        except BaseException as exc:
+            self.exc = exc
 
     def _timer(self, ms: int) -> None:
         self.deadline = None if ms < 0 else time.monotonic() + ms / 1000
@@ -65,6 +75,9 @@ class _Loop:
     def _act(self, fd: int, mask: int) -> None:
         while True:
             ret, _ = self.multi.socket_action(fd, mask)
+            if self.exc is not None:
+                exc, self.exc = self.exc, None
+                raise exc
             if ret != self.pycurl.E_CALL_MULTI_PERFORM:
                 return
 
