@@ -208,7 +208,7 @@ def prepare(
     lines = ["Content-Type: application/json", "Accept: text/event-stream", "Expect:"]
     given = [_check_header(name, value) for name, value in _header_pairs(headers)]
     has_auth = any(line[:14].lower() == "authorization:" for line in given)
-    if api_key is not None and has_auth:
+    if api_key and has_auth:
         raise ValueError("pass either api_key or an Authorization header, not both")
     key = api_key if api_key is not None else (None if has_auth else os.environ.get("OPENAI_API_KEY"))
     if key:
