@@ -76,7 +76,7 @@ def test_header_types_and_charset(bad: Any) -> None:
         prepare(REQUEST, headers=bad)
 
 
-def response(backend, backend: Any, *header_lines: bytes) -> Response:
+def response(backend: Any, *header_lines: bytes) -> Response:
     spec = prepare(REQUEST, base_url="http://u:pw@h.test/v1")
     resp = Response(spec, backend.ChatStream())
     for line in header_lines:
