@@ -86,7 +86,12 @@ def response(backend: Any, *header_lines: bytes) -> Response:
 
 def test_last_header_block_wins(backend: Any) -> None:
     resp = response(
-        b"HTTP/1.1 100 Continue", b"", b"HTTP/2 429", b"Retry-After: 3", b"content-type: APPLICATION/JSON"
+        backend,
+        b"HTTP/1.1 100 Continue",
+        b"",
+        b"HTTP/2 429",
+        b"Retry-After: 3",
+        b"content-type: APPLICATION/JSON",
     )
     assert (resp.status, resp.content_type, resp.retry_after) == (429, "application/json", "3")
     resp.write(b'{"error": {"message": "m"}}')
