@@ -20,6 +20,7 @@ Nothing here waits: driving the transfer (``perform()``, a wait loop, an event l
 from __future__ import annotations
 
 import email.utils
+import importlib
 import math
 import os
 import re
@@ -248,12 +249,12 @@ def prepare(
 def import_pycurl() -> Any:
     """The pycurl module; ImportError with the install hint if it is missing."""
     try:
-        import pycurl
+        # import_module: pycurl ships no type stubs, and every use here is dynamic anyway
+        return importlib.import_module("pycurl")
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise ImportError(
             "create_stream needs pycurl: pip install 'fastsse-cython[curl]' (or pip install pycurl)"
         ) from exc
-    return pycurl
 
 
 def _set_protocols(curl: Any, pycurl: Any, protocols: str | None) -> None:
