@@ -19,6 +19,7 @@ import signal
 import socket
 import ssl
 import subprocess
+import sys
 import threading
 import time
 import zlib
@@ -262,6 +263,45 @@ def test_ctrl_c_interrupts_a_silent_wait(stream_backend: Any, script: Any, own_h
     finally:
         if curl is not None:
             curl.close()
+
+
+CHILD = """
+import sys, fastsse
+assert fastsse.BACKEND == sys.argv[2], fastsse.BACKEND
+print("waiting", flush=True)
+fastsse.create_stream({"model": "m", "messages": []}, base_url=sys.argv[1], api_key="x")
+"""
+
+
+@pytest.mark.skipif(os.name == "nt", reason="POSIX signals")
+def test_ctrl_c_in_a_fresh_interpreter(backend: Any) -> None:
+    # As a terminal delivers it: SIGINT to a process whose only thread waits on a silent server.
+    env = {**os.environ, "PYTHONPATH": str(Path(fastsse.__file__).parent.parent)}
+    env["FASTSSE_NO_EXTENSIONS"] = "1" if backend.name == "python" else "0"
+    with RawServer(silent) as raw:
+        child = subprocess.Popen(
+            [sys.executable, "-c", CHILD, raw.base_url, backend.name],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+        )
+        try:
+            assert child.stdout is not None and child.stdout.readline() == b"waiting\n"
+            deadline = time.monotonic() + 10
+            while not raw.requests and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert raw.requests, "the child never sent its request"
+            time.sleep(0.2)  # well into the wait for an answer that never comes
+            child.send_signal(signal.SIGINT)
+            sent = time.monotonic()
+            _, err = child.communicate(timeout=10)
+            elapsed = time.monotonic() - sent
+        finally:
+            if child.poll() is None:
+                child.kill()
+                child.communicate()
+    assert child.returncode != 0 and b"KeyboardInterrupt" in err, err[-500:]
+    assert elapsed < LATE + 0.5, elapsed  # the interpreter's shutdown comes on top of the tick
 
 
 # 4. Compressed bodies: decoded, or an error; never an empty completion
