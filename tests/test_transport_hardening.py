@@ -201,13 +201,15 @@ def test_other_url_schemes_are_refused(stream_backend: Any, monkeypatch: pytest.
 
 
 def test_a_followed_redirect_cannot_leave_http(stream_backend: Any) -> None:
-    # A caller's handle may follow redirects; curl must still refuse anything but http(s).
+    # A caller's handle may follow redirects, even allow every protocol for them; the call must
+    # still reach nothing but http(s).
     with RawServer(sse_answer) as target:
         for location in (b"file:///etc/hostname", b"gopher://127.0.0.1:%d/_x" % target.port):
             head = b"HTTP/1.1 302 Found\r\nLocation: " + location + b"\r\n"
             with RawServer(answer(head)) as raw:
                 curl = pycurl.Curl()
                 curl.setopt(pycurl.FOLLOWLOCATION, 1)
+                curl.setopt(pycurl.REDIR_PROTOCOLS, pycurl.PROTO_ALL)  # the caller's own, too wide
                 try:
                     with pytest.raises(fastsse.TransportError) as info:
                         call(raw.base_url, curl=curl)
