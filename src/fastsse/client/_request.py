@@ -302,8 +302,10 @@ def apply(curl: Any, spec: RequestSpec, response: Response) -> None:
 def reset(curl: Any, spec: RequestSpec) -> None:
     """Clear what ``apply(curl, spec, ...)`` set, so the handle's next request (maybe to another host)
     carries none of it: the headers with the key, the body, the callbacks, the proxy and CA file.
-    The handle keeps its connection cache and the options its owner set, except after a spec with
-    a client certificate: pycurl cannot unset one, so then the whole handle is ``curl.reset()``."""
+    Options ``apply`` sets go back to libcurl's defaults (pycurl cannot read the previous value:
+    an owner's own HTTPHEADER, timeouts or protocol lists are not restored); the connection cache
+    and every option ``apply`` does not touch are kept. After a spec with a client certificate the
+    whole handle is ``curl.reset()``: pycurl cannot unset one."""
     pycurl = import_pycurl()
     if spec.client_cert is not None or spec.client_key is not None:
         # pycurl cannot unset SSLCERT / SSLKEY: only a full reset forgets a client certificate

@@ -58,7 +58,8 @@ def create_stream(
     ``(cert, key)`` pair of files). ``Accept-Encoding: identity`` is sent, and a body compressed
     anyway (gzip, deflate, br) is decoded. Pass a ``pycurl.Curl`` as ``curl`` to reuse its
     connection across calls: what this call set on it (headers with the key, body, callbacks, proxy
-    and CA file) is cleared afterwards, and the options its owner set are kept (``client_cert`` is
+    and CA file) is cleared afterwards (back to libcurl's defaults, also for the timeouts, protocols
+    and headers this call set), and the options it does not set are kept (``client_cert`` is
     refused with it: pycurl cannot unset a certificate, so set your own on your handle).
 
     The result carries ``"verdict"`` (whether ``[DONE]``, a finish reason and usage arrived). Answers
