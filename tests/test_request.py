@@ -70,6 +70,14 @@ def test_an_empty_api_key_sends_none() -> None:
     assert [h for h in spec.headers if h.startswith("Authorization")] == ["Authorization: Basic x"]
 
 
+def test_api_key_charset() -> None:
+    for bad in ("sk-é", "  "):
+        with pytest.raises(ValueError, match="api_key"):
+            prepare(REQUEST, api_key=bad)
+    with pytest.raises(TypeError, match="api_key"):
+        prepare(REQUEST, api_key=b"sk")  # type: ignore[arg-type]
+
+
 @pytest.mark.parametrize("bad", [{"X-A": "é"}, {"X-A": 1}, "X-A: b", [b"X-A: b"]])
 def test_header_types_and_charset(bad: Any) -> None:
     with pytest.raises((TypeError, ValueError)):

@@ -217,6 +217,8 @@ def prepare(
             raise TypeError(f"api_key must be a str, not {type(key).__name__}")
         if _FORBIDDEN_IN_VALUE.search(key):
             raise ValueError("api_key holds CR, LF or NUL (header injection)")
+        if not key.isascii() or not key.strip():
+            raise ValueError("api_key must be ASCII text and not only blanks")
         lines.append(_check_header("Authorization", f"Bearer {key}"))
     lines += given
 
