@@ -161,7 +161,11 @@ class _Lines:
     a CR at the end of a chunk waits for the next byte, since an LF there makes it one CRLF.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, limit: int | None = None) -> None:
+        # With a limit, an unterminated line keeps only limit + 1 bytes (enough to know it is too
+        # long) and ``long_line`` is set once, so an endless line costs no memory.
+        self._limit = limit
+        self.long_line = False
         self._pos = 0  # absolute offset of the next byte fed
         self._head = b""  # the first bytes, held until the BOM question is settled
         self._bom_done = False
@@ -202,7 +206,11 @@ class _Lines:
             if m is None:
                 if not self._partial:
                     self._partial_start = base + i
-                self._partial += chunk[i:]
+                if self._limit is None:
+                    self._partial += chunk[i:]
+                elif len(self._partial) <= self._limit:
+                    self._partial += chunk[i : i + self._limit + 1 - len(self._partial)]
+                    self.long_line = len(self._partial) > self._limit
                 break
             end = m.start()
             if self._partial:
@@ -252,15 +260,21 @@ class _Framer:
     of fields with no data; all three are called in stream order, as soon as the line arrives.
     """
 
-    def __init__(self) -> None:
-        self.lines = _Lines()
+    def __init__(self, *, max_event_bytes: int | None = None) -> None:
+        # The Decoder's rules: a line longer than the limit, or an event whose data would pass it,
+        # is dropped up to the next blank line and ``overflowed`` is set for the caller to raise on.
+        self.limit = max_event_bytes
+        self.overflowed = False
+        self._discarding = False
+        self.lines = _Lines(max_event_bytes)
         self._reset()
 
     def _reset(self) -> None:
         self.start: int | None = None  # offset of the block's first field line
         self.data: list[bytes] | None = None
         self.type: bytes | None = None
-        self.fields: list[bytes] = []  # non-data field names, in order
+        self.fields: list[bytes] = []  # distinct non-data field names, in order
+        self._data_size = -1  # bytes of the joined data so far; -1 before the first data line
 
     def on_line(self, offset: int, line: bytes, ending: str | None) -> None:
         pass
@@ -273,12 +287,29 @@ class _Framer:
 
     def _feed_lines(self, chunk: bytes) -> None:
         self._lines(self.lines.feed(chunk))
+        if self.lines.long_line:  # after every complete line of the chunk: the open one is too long
+            self.lines.long_line = False
+            if not self._discarding:
+                self._overflow()
+
+    def _overflow(self) -> None:
+        self.overflowed = True
+        self._discarding = True
+        self._reset()
 
     def _close_lines(self) -> None:
         self._lines(self.lines.close())
 
     def _lines(self, lines: list[tuple[int, bytes, str | None]]) -> None:
+        limit = self.limit
         for offset, line, ending in lines:
+            if self._discarding:
+                if not line and ending is not None:
+                    self._discarding = False
+                continue
+            if limit is not None and len(line) > limit:
+                self._overflow()
+                continue
             self.on_line(offset, line, ending)
             if ending is None:
                 continue  # unterminated at EOF: the spec discards it, and with it the pending event
@@ -303,13 +334,19 @@ class _Framer:
                 self.start = offset
             name, value = split_field(line)
             if name == b"data":
+                size = self._data_size + 1 + len(value)
+                if limit is not None and size > limit:
+                    self._overflow()
+                    continue
                 if self.data is None:
                     self.data = []
                 self.data.append(value)
+                self._data_size = size
             else:
                 if name == b"event":
                     self.type = value
-                self.fields.append(name)
+                if name not in self.fields and len(self.fields) < 16:  # 200 MiB of "id:" lines: one name
+                    self.fields.append(name)
 
     @property
     def pending(self) -> bool:
@@ -761,36 +798,36 @@ def _chat_url(url: str) -> str:
 
 
 def _fetch(args: argparse.Namespace, checker: StreamChecker) -> tuple[int, str, bytes]:
-    """POST a small streaming chat request; feed the body to ``checker`` as it arrives."""
-    import os
+    """POST a small streaming chat request; feed the body to ``checker`` as it arrives.
 
-    import pycurl
+    The request is set up by the client's ``prepare`` / ``apply`` (scheme and header checks, auth,
+    protocols, content decoding), as for ``create_stream``; only the body goes elsewhere: every
+    byte of a non-error answer reaches the linter, whatever its Content-Type.
+    """
+    from .client._request import Response, apply, import_pycurl, prepare
 
+    pycurl = import_pycurl()
     request: dict[str, Any] = {
         "model": args.model,
         "messages": [{"role": "user", "content": "Say hello in one short sentence."}],
-        "stream": True,
     }
     if args.expect_usage:
         request["stream_options"] = {"include_usage": True}
-    headers = ["Content-Type: application/json", "Accept: text/event-stream"]
-    api_key = args.api_key or os.environ.get("OPENAI_API_KEY")
-    if api_key:
-        headers.append(f"Authorization: Bearer {api_key}")
-    content_type: list[str] = []
+    base = args.url.rstrip("/")
+    if base.endswith("/chat/completions"):
+        base = base[: -len("/chat/completions")]
+    spec = prepare(
+        request,
+        base_url=base,
+        api_key=args.api_key or None,
+        timeout=args.timeout,
+        connect_timeout=min(args.timeout, 10.0),
+    )
+    response = Response(spec, None)
     body = bytearray()
-    status = [0]  # of the last status line: a 100 Continue comes before the real one
-
-    def on_header(line: bytes) -> None:
-        if line.startswith(b"HTTP/"):
-            parts = line.split()
-            status[0] = int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 0
-            content_type.clear()
-        elif line.lower().startswith(b"content-type:"):
-            content_type.append(line.split(b":", 1)[1].strip().decode("latin-1"))
 
     def on_body(chunk: bytes) -> None:
-        if status[0] >= 400:
+        if response.status >= 400:
             if len(body) < 65536:
                 body.extend(chunk)
         else:
@@ -798,20 +835,12 @@ def _fetch(args: argparse.Namespace, checker: StreamChecker) -> tuple[int, str, 
 
     curl = pycurl.Curl()
     try:
-        curl.setopt(pycurl.URL, _chat_url(args.url))
-        curl.setopt(pycurl.POST, 1)
-        curl.setopt(pycurl.POSTFIELDS, orjson.dumps(request))
-        curl.setopt(pycurl.HTTPHEADER, headers)
+        apply(curl, spec, response)
         curl.setopt(pycurl.WRITEFUNCTION, on_body)
-        curl.setopt(pycurl.HEADERFUNCTION, on_header)
-        curl.setopt(pycurl.CONNECTTIMEOUT_MS, int(min(args.timeout, 10.0) * 1000))
-        curl.setopt(pycurl.TIMEOUT_MS, int(args.timeout * 1000))
-        curl.setopt(pycurl.NOSIGNAL, 1)
         curl.perform()
-        code = curl.getinfo(pycurl.RESPONSE_CODE)
     finally:
         curl.close()
-    return code, content_type[-1] if content_type else "", bytes(body)
+    return response.status, response.content_type, bytes(body)
 
 
 def main(argv: list[str] | None = None) -> int:
