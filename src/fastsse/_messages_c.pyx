@@ -8,9 +8,10 @@ event hook. The cold half (result assembly, the verdict) is shared Python in ``_
 """
 
 cimport cython
-from cpython.bytes cimport PyBytes_FromStringAndSize
-from cpython.dict cimport PyDict_GetItemWithError, PyDict_SetItem
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.dict cimport PyDict_GetItemWithError, PyDict_SetItem, PyDict_Size
 from cpython.list cimport PyList_Append
+from cpython.long cimport PyLong_AsLongLongAndOverflow
 from cpython.object cimport PyObject
 from libc.string cimport memcmp
 
@@ -23,6 +24,7 @@ from ._fold import MAX_DEPARTURES, MAX_INDEX, format_verdict_dict, is_done, join
 from ._messages import BLOCK_OF_DELTA, build_message, event_error, tool_input
 from ._messages import make_verdict as _make_verdict
 
+cdef long long _MAX_INDEX = MAX_INDEX
 cdef object _loads = orjson.loads
 cdef object _JSONDecodeError = orjson.JSONDecodeError
 
@@ -49,6 +51,18 @@ cdef dict _CODES = {
 }
 
 
+cdef inline long long _as_index(object value) noexcept:
+    # The index a JSON integer names, or -1 (not an int, a bool, negative, past MAX_INDEX).
+    cdef int overflow = 0
+    cdef long long v
+    if type(value) is not int:
+        return -1
+    v = PyLong_AsLongLongAndOverflow(value, &overflow)
+    if overflow or v < 0 or v > _MAX_INDEX:
+        return -1
+    return v
+
+
 cdef inline object _get(dict d, str key):
     cdef PyObject* found = PyDict_GetItemWithError(d, key)
     return None if found is NULL else <object>found
@@ -61,6 +75,13 @@ cdef bint _payload_is_done(const char* p, Py_ssize_t n) noexcept:
     while n > 0 and (p[n - 1] == 32 or p[n - 1] == 9 or p[n - 1] == 10 or p[n - 1] == 13):
         n -= 1
     return n == 6 and memcmp(p, b"[DONE]", 6) == 0
+
+
+cdef bint _is_done(object payload) except -1:
+    # [DONE] is short: only a short payload pays for the Python check.
+    if type(payload) is bytes:
+        return _payload_is_done(PyBytes_AS_STRING(payload), PyBytes_GET_SIZE(payload))
+    return len(payload) <= 64 and is_done(payload)
 
 
 cdef object _event_name(const char* etype, Py_ssize_t tn):
@@ -138,7 +159,8 @@ Folds the events of an Anthropic Messages stream into the message the API return
     def feed_data(self, payload: str | bytes | bytearray | memoryview, /) -> bool:
         """Parse one event's data and fold it: True if it was folded, False for a skipped or ignored
         payload. It raises TypeError if ``payload`` is not str or bytes-like."""
-        _check_payload(payload)
+        if type(payload) is not bytes and type(payload) is not str:
+            _check_payload(payload)
         return self._fold(payload, None) is not None
 
     def feed_event(self, event: Any, /) -> bool:
@@ -205,7 +227,7 @@ Folds the events of an Anthropic Messages stream into the message the API return
         if self._terminal or self._error is not None:
             self._ignored += 1
             return None
-        if is_done(payload if type(payload) is bytes or type(payload) is str else bytes(payload)):
+        if _is_done(payload):
             return None
         return self._parse_take(payload, name)
 
@@ -259,9 +281,9 @@ Folds the events of an Anthropic Messages stream into the message the API return
         return 0
 
     cdef Py_ssize_t _index(self, dict ev) except -1:
-        cdef object index = _get(ev, "index")
-        if type(index) is int and 0 <= index <= MAX_INDEX:
-            return index
+        cdef long long index = _as_index(_get(ev, "index"))
+        if index >= 0:
+            return <Py_ssize_t>index
         self._malformed += 1
         return self._high if self._high > 0 else 0
 
@@ -354,6 +376,23 @@ Folds the events of an Anthropic Messages stream into the message the API return
         else:
             b = <_Block>found
         self._deltas += 1
+        if PyDict_Size(<dict>delta) == 2:
+            # The common shapes, {"type": "text_delta", "text": ...} and the thinking twin, without
+            # walking the delta's items.
+            piece = None
+            if dtype == "text_delta":
+                key = "text"
+                piece = _get(<dict>delta, "text")
+            elif dtype == "thinking_delta":
+                key = "thinking"
+                piece = _get(<dict>delta, "thinking")
+            if type(piece) is str:
+                found = PyDict_GetItemWithError(b.texts, key)
+                if found is NULL:
+                    PyDict_SetItem(b.texts, key, [piece])
+                else:
+                    PyList_Append(<list>found, piece)
+                return 0
         if dtype == "input_json_delta":
             piece = _get(<dict>delta, "partial_json")
             if type(piece) is str:

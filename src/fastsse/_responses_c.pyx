@@ -8,9 +8,10 @@ The cold half (vocabulary, result assembly, the verdict) is shared Python in ``_
 """
 
 cimport cython
-from cpython.bytes cimport PyBytes_FromStringAndSize
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.dict cimport PyDict_GetItemWithError, PyDict_SetItem
 from cpython.list cimport PyList_Append
+from cpython.long cimport PyLong_AsLongLongAndOverflow
 from cpython.object cimport PyObject
 from libc.string cimport memcmp
 
@@ -23,6 +24,7 @@ from ._fold import MAX_DEPARTURES, MAX_INDEX, format_verdict_dict, is_done, join
 from ._responses import ITEM_OF_PART, ITEM_TEXT, PART_TEXT, build_response, event_error
 from ._responses import make_verdict as _make_verdict
 
+cdef long long _MAX_INDEX = MAX_INDEX
 cdef object _loads = orjson.loads
 cdef object _JSONDecodeError = orjson.JSONDecodeError
 
@@ -70,8 +72,20 @@ for _stem, _entry in ITEM_TEXT.items():
 del _stem, _entry
 
 
-cdef inline bint _is_index(object value) except -1:
-    return type(value) is int and 0 <= value <= MAX_INDEX
+cdef inline bint _is_index(object value) noexcept:
+    return _as_index(value) >= 0
+
+
+cdef inline long long _as_index(object value) noexcept:
+    # The index a JSON integer names, or -1 (not an int, a bool, negative, past MAX_INDEX).
+    cdef int overflow = 0
+    cdef long long v
+    if type(value) is not int:
+        return -1
+    v = PyLong_AsLongLongAndOverflow(value, &overflow)
+    if overflow or v < 0 or v > _MAX_INDEX:
+        return -1
+    return v
 
 
 cdef inline object _get(dict d, str key):
@@ -93,6 +107,13 @@ cdef bint _payload_is_done(const char* p, Py_ssize_t n) noexcept:
     while n > 0 and (p[n - 1] == 32 or p[n - 1] == 9 or p[n - 1] == 10 or p[n - 1] == 13):
         n -= 1
     return n == 6 and memcmp(p, b"[DONE]", 6) == 0
+
+
+cdef bint _is_done(object payload) except -1:
+    # [DONE] is short: only a short payload pays for the Python check.
+    if type(payload) is bytes:
+        return _payload_is_done(PyBytes_AS_STRING(payload), PyBytes_GET_SIZE(payload))
+    return len(payload) <= 64 and is_done(payload)
 
 
 cdef object _event_name(const char* etype, Py_ssize_t tn):
@@ -191,7 +212,8 @@ Folds the events of an OpenAI Responses stream into the object the API returns w
     def feed_data(self, payload: str | bytes | bytearray | memoryview, /) -> bool:
         """Parse one event's data and fold it: True if it was folded, False for a skipped or ignored
         payload and ``[DONE]``. It raises TypeError if ``payload`` is not str or bytes-like."""
-        _check_payload(payload)
+        if type(payload) is not bytes and type(payload) is not str:
+            _check_payload(payload)
         return self._fold(payload, None) is not None
 
     def feed_event(self, event: Any, /) -> bool:
@@ -255,7 +277,7 @@ Folds the events of an OpenAI Responses stream into the object the API returns w
         return 0
 
     cdef object _fold(self, object payload, object name):
-        if is_done(payload):
+        if _is_done(payload):
             return None
         if self._terminal is not None:
             self._ignored += 1
