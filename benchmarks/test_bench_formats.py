@@ -32,7 +32,22 @@ import pytest
 
 import fastsse
 
-WORDS = ["the", "answer", "is", "stream", "token", "fold", "gateway", "event", "déjà", "naïve", "数据", "🙂", "a", "of"]
+WORDS = [
+    "the",
+    "answer",
+    "is",
+    "stream",
+    "token",
+    "fold",
+    "gateway",
+    "event",
+    "déjà",
+    "naïve",
+    "数据",
+    "🙂",
+    "a",
+    "of",
+]
 
 
 def _scale(config: pytest.Config) -> float:
@@ -58,65 +73,192 @@ def _arguments(n: int) -> list[str]:
 def _responses(pieces: list[str], tools: bool) -> tuple[list[bytes], str]:
     rng = random.Random(7)
     seq = iter(range(10**9))
-    resp = {"id": "resp_1", "object": "response", "created_at": 1, "status": "in_progress", "model": "gpt-x",
-            "output": [], "usage": None, "error": None, "incomplete_details": None, "parallel_tool_calls": True,
-            "tool_choice": "auto", "tools": [], "text": {"format": {"type": "text"}}}
+    resp = {
+        "id": "resp_1",
+        "object": "response",
+        "created_at": 1,
+        "status": "in_progress",
+        "model": "gpt-x",
+        "output": [],
+        "usage": None,
+        "error": None,
+        "incomplete_details": None,
+        "parallel_tool_calls": True,
+        "tool_choice": "auto",
+        "tools": [],
+        "text": {"format": {"type": "text"}},
+    }
     text = "".join(pieces)
     if tools:
-        item = {"id": "fc_1", "type": "function_call", "status": "in_progress", "call_id": "call_1", "name": "f",
-                "arguments": ""}
+        item = {
+            "id": "fc_1",
+            "type": "function_call",
+            "status": "in_progress",
+            "call_id": "call_1",
+            "name": "f",
+            "arguments": "",
+        }
         done_item = {**item, "status": "completed", "arguments": text}
-        middle = [{"type": "response.output_item.added", "sequence_number": next(seq), "output_index": 0, "item": item}]
-        middle += [{"type": "response.function_call_arguments.delta", "sequence_number": next(seq), "item_id": "fc_1",
-                    "output_index": 0, "delta": p, "obfuscation": "x" * rng.randint(4, 12)} for p in pieces]
-        middle += [{"type": "response.function_call_arguments.done", "sequence_number": next(seq), "item_id": "fc_1",
-                    "output_index": 0, "arguments": text}]
+        middle = [
+            {
+                "type": "response.output_item.added",
+                "sequence_number": next(seq),
+                "output_index": 0,
+                "item": item,
+            }
+        ]
+        middle += [
+            {
+                "type": "response.function_call_arguments.delta",
+                "sequence_number": next(seq),
+                "item_id": "fc_1",
+                "output_index": 0,
+                "delta": p,
+                "obfuscation": "x" * rng.randint(4, 12),
+            }
+            for p in pieces
+        ]
+        middle += [
+            {
+                "type": "response.function_call_arguments.done",
+                "sequence_number": next(seq),
+                "item_id": "fc_1",
+                "output_index": 0,
+                "arguments": text,
+            }
+        ]
     else:
         item = {"id": "msg_1", "type": "message", "status": "in_progress", "role": "assistant", "content": []}
         part = {"type": "output_text", "text": "", "annotations": [], "logprobs": []}
         done_item = {**item, "status": "completed", "content": [{**part, "text": text}]}
-        middle = [{"type": "response.output_item.added", "sequence_number": next(seq), "output_index": 0, "item": item},
-                  {"type": "response.content_part.added", "sequence_number": next(seq), "item_id": "msg_1",
-                   "output_index": 0, "content_index": 0, "part": part}]
-        middle += [{"type": "response.output_text.delta", "sequence_number": next(seq), "item_id": "msg_1",
-                    "output_index": 0, "content_index": 0, "delta": p, "logprobs": [],
-                    "obfuscation": "x" * rng.randint(4, 12)} for p in pieces]
-        middle += [{"type": "response.output_text.done", "sequence_number": next(seq), "item_id": "msg_1",
-                    "output_index": 0, "content_index": 0, "text": text, "logprobs": []},
-                   {"type": "response.content_part.done", "sequence_number": next(seq), "item_id": "msg_1",
-                    "output_index": 0, "content_index": 0, "part": {**part, "text": text}}]
-    events = [{"type": "response.created", "sequence_number": next(seq), "response": resp},
-              {"type": "response.in_progress", "sequence_number": next(seq), "response": resp}, *middle,
-              {"type": "response.output_item.done", "sequence_number": next(seq), "output_index": 0, "item": done_item},
-              {"type": "response.completed", "sequence_number": next(seq),
-               "response": {**resp, "status": "completed", "output": [done_item],
-                            "usage": {"input_tokens": 10, "input_tokens_details": {"cached_tokens": 0},
-                                      "output_tokens": len(pieces), "output_tokens_details": {"reasoning_tokens": 0},
-                                      "total_tokens": 10 + len(pieces)}}}]
+        middle = [
+            {
+                "type": "response.output_item.added",
+                "sequence_number": next(seq),
+                "output_index": 0,
+                "item": item,
+            },
+            {
+                "type": "response.content_part.added",
+                "sequence_number": next(seq),
+                "item_id": "msg_1",
+                "output_index": 0,
+                "content_index": 0,
+                "part": part,
+            },
+        ]
+        middle += [
+            {
+                "type": "response.output_text.delta",
+                "sequence_number": next(seq),
+                "item_id": "msg_1",
+                "output_index": 0,
+                "content_index": 0,
+                "delta": p,
+                "logprobs": [],
+                "obfuscation": "x" * rng.randint(4, 12),
+            }
+            for p in pieces
+        ]
+        middle += [
+            {
+                "type": "response.output_text.done",
+                "sequence_number": next(seq),
+                "item_id": "msg_1",
+                "output_index": 0,
+                "content_index": 0,
+                "text": text,
+                "logprobs": [],
+            },
+            {
+                "type": "response.content_part.done",
+                "sequence_number": next(seq),
+                "item_id": "msg_1",
+                "output_index": 0,
+                "content_index": 0,
+                "part": {**part, "text": text},
+            },
+        ]
+    events = [
+        {"type": "response.created", "sequence_number": next(seq), "response": resp},
+        {"type": "response.in_progress", "sequence_number": next(seq), "response": resp},
+        *middle,
+        {
+            "type": "response.output_item.done",
+            "sequence_number": next(seq),
+            "output_index": 0,
+            "item": done_item,
+        },
+        {
+            "type": "response.completed",
+            "sequence_number": next(seq),
+            "response": {
+                **resp,
+                "status": "completed",
+                "output": [done_item],
+                "usage": {
+                    "input_tokens": 10,
+                    "input_tokens_details": {"cached_tokens": 0},
+                    "output_tokens": len(pieces),
+                    "output_tokens_details": {"reasoning_tokens": 0},
+                    "total_tokens": 10 + len(pieces),
+                },
+            },
+        },
+    ]
     return [orjson.dumps(e) for e in events], text
 
 
 def _messages(pieces: list[str], tools: bool) -> tuple[list[bytes], str]:
-    usage = {"input_tokens": 10, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0, "output_tokens": 1,
-             "service_tier": "standard"}
-    events: list[dict[str, Any]] = [{"type": "message_start", "message": {
-        "id": "msg_1", "type": "message", "role": "assistant", "model": "claude-x", "content": [],
-        "stop_reason": None, "stop_sequence": None, "usage": usage}}]
+    usage = {
+        "input_tokens": 10,
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": 0,
+        "output_tokens": 1,
+        "service_tier": "standard",
+    }
+    events: list[dict[str, Any]] = [
+        {
+            "type": "message_start",
+            "message": {
+                "id": "msg_1",
+                "type": "message",
+                "role": "assistant",
+                "model": "claude-x",
+                "content": [],
+                "stop_reason": None,
+                "stop_sequence": None,
+                "usage": usage,
+            },
+        }
+    ]
     if tools:
-        events.append({"type": "content_block_start", "index": 0,
-                       "content_block": {"type": "tool_use", "id": "toolu_1", "name": "f", "input": {}}})
+        events.append(
+            {
+                "type": "content_block_start",
+                "index": 0,
+                "content_block": {"type": "tool_use", "id": "toolu_1", "name": "f", "input": {}},
+            }
+        )
         deltas = [{"type": "input_json_delta", "partial_json": p} for p in pieces]
     else:
-        events.append({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}})
+        events.append(
+            {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}
+        )
         deltas = [{"type": "text_delta", "text": p} for p in pieces]
     for i, delta in enumerate(deltas):
         if i % 100 == 50:
             events.append({"type": "ping"})
         events.append({"type": "content_block_delta", "index": 0, "delta": delta})
-    events += [{"type": "content_block_stop", "index": 0},
-               {"type": "message_delta", "delta": {"stop_reason": "tool_use" if tools else "end_turn",
-                                                   "stop_sequence": None}, "usage": {"output_tokens": len(pieces)}},
-               {"type": "message_stop"}]
+    events += [
+        {"type": "content_block_stop", "index": 0},
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": "tool_use" if tools else "end_turn", "stop_sequence": None},
+            "usage": {"output_tokens": len(pieces)},
+        },
+        {"type": "message_stop"},
+    ]
     return [orjson.dumps(e) for e in events], "".join(pieces)
 
 
@@ -132,7 +274,9 @@ class Corpus:
         self.payloads, self.text = build(pieces, kind == "tools")
         self.strs = [p.decode() for p in self.payloads]
         self.tools = kind == "tools"
-        raw = b"".join(b"event: " + orjson.loads(p)["type"].encode() + b"\ndata: " + p + b"\n\n" for p in self.payloads)
+        raw = b"".join(
+            b"event: " + orjson.loads(p)["type"].encode() + b"\ndata: " + p + b"\n\n" for p in self.payloads
+        )
         self.reads = [raw[i : i + 16384] for i in range(0, len(raw), 16384)]
 
 
@@ -265,8 +409,9 @@ def test_fold(benchmark: Any, corpora: dict[str, Corpus], corpus_name: str, name
     c = corpora[corpus_name]
     run = CONTENDERS[name](c)
     benchmark.group = f"fold:{corpus_name}"
-    benchmark.extra_info.update(contender=name, corpus=corpus_name, events=len(c.payloads),
-                                bytes=sum(map(len, c.payloads)))
+    benchmark.extra_info.update(
+        contender=name, corpus=corpus_name, events=len(c.payloads), bytes=sum(map(len, c.payloads))
+    )
     if name.endswith("sdk") and benchmark.enabled:
         got = benchmark.pedantic(run, rounds=3, iterations=1, warmup_rounds=1)
     else:

@@ -16,6 +16,7 @@ from cpython.object cimport PyObject
 from libc.string cimport memcmp
 
 from ._decoder_c cimport Decoder
+from ._reader_c cimport Span, after_value, decode, read_empty_array, read_key, read_plain, read_string, read_uint, skip_ws, span_is
 
 import orjson
 
@@ -116,6 +117,10 @@ cdef bint _is_done(object payload) except -1:
     return len(payload) <= 64 and is_done(payload)
 
 
+cdef inline bint _event_name_given(const char* etype, Py_ssize_t tn) noexcept:
+    return tn != 0 and not (tn == 7 and memcmp(etype, b"message", 7) == 0)
+
+
 cdef object _event_name(const char* etype, Py_ssize_t tn):
     # The ``event:`` line's name, None when absent or the default "message".
     if tn == 0 or (tn == 7 and memcmp(etype, b"message", 7) == 0):
@@ -189,6 +194,7 @@ Folds the events of an OpenAI Responses stream into the object the API returns w
     cdef Py_ssize_t _ignored
     cdef Py_ssize_t _malformed
     cdef Py_ssize_t _deltas
+    cdef Py_ssize_t _fast_count  # payloads the byte reader folded (tests read it as _fast_folds)
 
     def __init__(self) -> None:
         self._top = {}
@@ -244,6 +250,11 @@ Folds the events of an OpenAI Responses stream into the object the API returns w
         return self._deltas
 
     @property
+    def _fast_folds(self) -> int:
+        # Payloads the byte reader folded without orjson (for the tests that prove it ran).
+        return self._fast_count
+
+    @property
     def skipped(self) -> int:
         """Payloads skipped because they were not a JSON object."""
         return self._skipped
@@ -282,6 +293,8 @@ Folds the events of an OpenAI Responses stream into the object the API returns w
         if self._terminal is not None:
             self._ignored += 1
             return None
+        if name is None and type(payload) is bytes and self._fast(PyBytes_AS_STRING(payload), PyBytes_GET_SIZE(payload), NULL, 0):
+            return True
         return self._parse_take(payload, name)
 
     cdef object _parse_take(self, object payload, object name):
@@ -299,6 +312,123 @@ Folds the events of an OpenAI Responses stream into the object the API returns w
             return None
         self._take(<dict>event, name)
         return event
+
+    cdef int _fast(self, const char* data, Py_ssize_t n, const char* etype, Py_ssize_t tn) except -1:
+        # The hot events, response.{output_text,refusal,reasoning_text,reasoning_summary_text,
+        # function_call_arguments}.delta with the fields OpenAI sends (sequence_number, item_id,
+        # output_index, content_index or summary_index, delta, logprobs: [], obfuscation), read from
+        # their bytes into an item and part that exist: 1 if folded. Anything else answers 0 with
+        # nothing changed, and the payload goes the orjson way, which records what the reader left.
+        cdef const char* p = data
+        cdef const char* end = data + n
+        cdef Span key, kind, skipped, text
+        cdef long long output_index = -1
+        cdef long long part_index = -1
+        cdef long long number = 0
+        cdef bint more = True
+        cdef int seen = 0
+        cdef int bit
+        cdef int which  # 1 output_text, 2 refusal, 3 reasoning_text, 4 summary, 5 arguments
+        cdef PyObject* found
+        cdef _Item it
+        cdef _Part part
+        cdef object piece
+        kind.p = text.p = NULL
+        kind.n = text.n = 0
+        p = skip_ws(p, end)
+        if p >= end or p[0] != 123:
+            return 0
+        p = skip_ws(p + 1, end)
+        while more:
+            p = read_key(p, end, &key)
+            if p == NULL:
+                return 0
+            if span_is(key, b"type", 4):
+                bit = 1
+                p = read_plain(p, end, &kind)
+            elif span_is(key, b"delta", 5):
+                bit = 2
+                p = read_string(p, end, &text)
+            elif span_is(key, b"output_index", 12):
+                bit = 4
+                p = read_uint(p, end, &output_index)
+            elif span_is(key, b"content_index", 13):
+                bit = 8
+                p = read_uint(p, end, &part_index)
+            elif span_is(key, b"summary_index", 13):
+                bit = 16
+                p = read_uint(p, end, &part_index)
+            elif span_is(key, b"sequence_number", 15):
+                bit = 32
+                p = read_uint(p, end, &number)
+            elif span_is(key, b"item_id", 7):
+                bit = 64
+                p = read_plain(p, end, &skipped)
+            elif span_is(key, b"obfuscation", 11):
+                bit = 128
+                p = read_plain(p, end, &skipped)
+            elif span_is(key, b"logprobs", 8):
+                bit = 256
+                p = read_empty_array(p, end)
+            else:
+                return 0
+            if p == NULL or seen & bit:
+                return 0
+            seen |= bit
+            p = after_value(p, end, &more)
+            if p == NULL:
+                return 0
+        if skip_ws(p, end) != end or seen & 7 != 7 or output_index > _MAX_INDEX or part_index > _MAX_INDEX:
+            return 0
+        if tn and not (tn == kind.n and memcmp(etype, kind.p, tn) == 0):
+            return 0
+        if span_is(kind, b"response.output_text.delta", 26):
+            which = 1
+        elif span_is(kind, b"response.refusal.delta", 22):
+            which = 2
+        elif span_is(kind, b"response.reasoning_text.delta", 29):
+            which = 3
+        elif span_is(kind, b"response.reasoning_summary_text.delta", 37):
+            which = 4
+        elif span_is(kind, b"response.function_call_arguments.delta", 38):
+            which = 5
+        else:
+            return 0
+        # The index key the slow path reads for this kind must be the one present, alone.
+        if which == 5:
+            if seen & 24:
+                return 0
+        elif which == 4:
+            if seen & 24 != 16:
+                return 0
+        elif seen & 24 != 8:
+            return 0
+        found = PyDict_GetItemWithError(self._items, <object>output_index)
+        if found is NULL:
+            return 0
+        it = <_Item>found
+        if which != 5:
+            found = PyDict_GetItemWithError(it.summary if which == 4 else it.parts, <object>part_index)
+            if found is NULL:
+                return 0
+        piece = decode(text)
+        if piece is None:
+            return 0
+        self._deltas += 1
+        self._fast_count += 1
+        if which == 5:
+            it.args_key = "arguments"
+            if it.args is None:
+                it.args = [piece]
+            else:
+                PyList_Append(it.args, piece)
+            return 1
+        part = <_Part>found
+        if part.text is None:
+            part.text = [piece]
+        else:
+            PyList_Append(part.text, piece)
+        return 1
 
     cdef int _take(self, dict ev, object name) except -1:
         cdef object kind = _get(ev, "type")
@@ -626,8 +756,9 @@ Scans, parses and folds an OpenAI Responses stream in one pass, for pycurl's
         if agg._terminal is not None:
             agg._ignored += 1
             return 0
-        name = _event_name(etype, tn)
-        event = agg._parse_take(PyBytes_FromStringAndSize(data, n), name)
+        if self._on_chunk is None and agg._fast(data, n, etype, tn if _event_name_given(etype, tn) else 0):
+            return 0
+        event = agg._parse_take(PyBytes_FromStringAndSize(data, n), _event_name(etype, tn))
         if event is None:
             return 0
         on_chunk = self._on_chunk
