@@ -323,3 +323,33 @@ def test_first_token_rules() -> None:
     chat = api_format("chat").is_token
     assert not chat({"choices": [{"delta": {"role": "assistant", "content": ""}}]})
     assert chat({"choices": [{"delta": {"content": "a"}}]})
+
+
+def test_folds_leave_nothing_behind(backend: SimpleNamespace) -> None:
+    # Every vector (errors, fallbacks, departures included) through both folds, many times: what
+    # tracemalloc still holds afterwards must not grow with the number of rounds.
+    import gc
+    import tracemalloc
+
+    streams = [(api, frame(v["events"], named=True)) for api, v in VECTORS]
+
+    def rounds(n: int) -> None:
+        for _ in range(n):
+            for api, data in streams:
+                _, stream_cls = classes(backend, api)
+                stream = stream_cls()
+                stream.write(data)
+                stream.close()
+                stream.result()
+
+    rounds(5)
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before, _ = tracemalloc.get_traced_memory()
+        rounds(100)
+        gc.collect()
+        after, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert after - before < 64 * 1024
