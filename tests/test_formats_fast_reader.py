@@ -121,6 +121,13 @@ NEAR_MISSES_MESSAGES = [
     b'{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"after"},}',
     b'{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":""}}',
     b'{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"}"}}',
+    # Escaped fragments longer than the reader's stack buffer.
+    b'{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"'
+    + b"\\n\\u00e9x" * 200
+    + b'"}}',
+    b'{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"'
+    + b"\\ty" * 300
+    + b'\\udc00"}}',
 ]
 
 NEAR_MISSES_RESPONSES = [

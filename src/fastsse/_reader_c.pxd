@@ -215,12 +215,21 @@ cdef inline object decode(Span s):
     # The string the span spells, or None when orjson would refuse it (invalid UTF-8, a lone
     # surrogate escape): the caller then leaves the payload to orjson and its fallback.
     cdef char* buf
+    cdef char small[256]  # most escaped fragments (tool input: \" around every key) fit here
     cdef Py_ssize_t n
     if not s.escaped:
         if not s.wide:
             return PyUnicode_DecodeASCII(s.p, s.n, NULL)
         try:
             return PyUnicode_DecodeUTF8(s.p, s.n, NULL)
+        except UnicodeDecodeError:
+            return None
+    if s.n < 256:
+        n = _unescape(s, small)
+        if n < 0:
+            return None
+        try:
+            return PyUnicode_DecodeUTF8(small, n, NULL)
         except UnicodeDecodeError:
             return None
     buf = <char*>PyMem_Malloc(s.n + 1)
