@@ -16,6 +16,7 @@ import orjson
 
 from .._backend import ChatStream, Decoder, Event
 from .._errors import EventTooLarge, TransportError, too_large
+from .._formats import api_format
 
 OnChunk = Callable[[dict[str, Any]], "bool | None"]
 
@@ -128,7 +129,8 @@ def create_stream(
     *,
     base_url: str | None = None,
     api_key: str | None = None,
-    path: str = "/chat/completions",
+    api: str = "chat",
+    path: str | None = None,
     headers: Mapping[str, str] | Sequence[str] | None = None,
     timeout: float | None = None,
     connect_timeout: float | None = None,
@@ -137,6 +139,13 @@ def create_stream(
     max_event_bytes: int | None = None,
 ) -> dict[str, Any]:
     """POST a chat request with ``"stream": true`` and return the folded ``chat.completion``.
+
+    ``api="responses"`` or ``api="messages"`` speaks the OpenAI Responses or the Anthropic Messages
+    API instead: the default ``path`` becomes ``/responses`` or ``/messages``, Messages sends the key
+    as ``x-api-key`` with ``anthropic-version`` (``api_key`` defaulting to ``ANTHROPIC_API_KEY``,
+    ``base_url`` to ``https://api.anthropic.com/v1``), ``on_chunk`` receives each parsed event, and
+    the result is the folded response or message (``ResponsesStream`` / ``MessagesStream``) with its
+    ``FormatVerdict`` as ``"verdict"``. It raises ValueError for another ``api``.
 
     ``on_chunk(chunk)`` is called on this thread for every parsed chunk as it arrives (never for
     ``[DONE]``); returning ``False`` cancels the transfer and the partial result is returned without
@@ -160,21 +169,23 @@ def create_stream(
     times out or breaks mid-stream; whatever ``on_chunk`` raises, unchanged, after the transfer is
     stopped; EventTooLarge if an event passes ``max_event_bytes``; ImportError without pycurl.
     """
+    fmt = api_format(api)
     pycurl = _import_pycurl()
-    base = base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
-    key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
-    body = orjson.dumps({**input, "stream": True})
-    url = base.rstrip("/") + "/" + path.lstrip("/")
+    base = base_url or (os.environ.get(fmt.base_url_env) if fmt.base_url_env else None) or fmt.base_url
+    key = api_key if api_key is not None else os.environ.get(fmt.api_key_env)
+    body = fmt.body(input)
+    url = base.rstrip("/") + "/" + (path if path is not None else fmt.path).lstrip("/")
 
-    header_lines = ["Content-Type: application/json", "Accept: text/event-stream", "Expect:"]
-    if key:
-        header_lines.append(f"Authorization: Bearer {key}")
+    header_lines = fmt.headers(key)
     if isinstance(headers, Mapping):
         header_lines += [f"{name}: {value}" for name, value in headers.items()]
     elif headers:
         header_lines += list(headers)
 
-    stream = ChatStream(on_chunk, max_event_bytes=max_event_bytes)
+    if api == "chat":
+        stream = ChatStream(on_chunk, max_event_bytes=max_event_bytes)
+    else:
+        stream = fmt.stream(on_chunk, max_event_bytes=max_event_bytes)
     handle = curl if curl is not None else pycurl.Curl()
     transfer = _Transfer(stream, max_event_bytes)
     handle.setopt(pycurl.URL, url)
