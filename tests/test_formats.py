@@ -9,6 +9,8 @@ from typing import Any
 
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import fastsse
 from _formats_helpers import (
@@ -353,3 +355,22 @@ def test_folds_leave_nothing_behind(backend: SimpleNamespace) -> None:
     finally:
         tracemalloc.stop()
     assert after - before < 64 * 1024
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_any_chunking_same_fold(backend: SimpleNamespace, data: st.DataObject) -> None:
+    api, vector = data.draw(st.sampled_from(VECTORS))
+    raw = frame(vector["events"], named=data.draw(st.booleans()))
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(raw)), max_size=12)))
+    _, stream_cls = classes(backend, api)
+    stream = stream_cls()
+    last = 0
+    for cut in [*cuts, len(raw)]:
+        if stream.write(raw[last:cut]) == 0:
+            break
+        last = cut
+    stream.close()
+    result = stream.result()
+    result.pop("verdict")
+    assert result == vector["result"]
