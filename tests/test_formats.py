@@ -24,7 +24,7 @@ from _formats_helpers import (
     payload_text,
 )
 from fastsse._fold import FormatVerdict
-from fastsse._formats import API_FORMATS, api_format
+from fastsse._formats import API_FORMATS, CONTENT, REASONING, api_format
 
 VECTORS = [("responses", v) for v in load_vectors("responses")] + [
     ("messages", v) for v in load_vectors("messages")
@@ -311,20 +311,28 @@ def test_api_table() -> None:
         api_format("completions")
 
 
-def test_first_token_rules() -> None:
-    responses = api_format("responses").is_token
-    assert not responses({"type": "response.created", "response": {}})
-    assert not responses({"type": "response.output_text.delta", "delta": ""})
-    assert responses({"type": "response.reasoning_summary_text.delta", "delta": "x"})
-    messages = api_format("messages").is_token
-    assert not messages({"type": "message_start", "message": {}})
-    assert not messages(
-        {"type": "content_block_delta", "delta": {"type": "signature_delta", "signature": "s"}}
+def test_token_kinds() -> None:
+    responses = api_format("responses").token_kind
+    assert responses({"type": "response.created", "response": {}}) == 0
+    assert responses({"type": "response.output_text.delta", "delta": ""}) == 0
+    assert responses({"type": "response.output_text.delta", "delta": "a"}) == CONTENT
+    assert responses({"type": "response.reasoning_summary_text.delta", "delta": "x"}) == REASONING
+    messages = api_format("messages").token_kind
+    assert messages({"type": "message_start", "message": {}}) == 0
+    assert (
+        messages({"type": "content_block_delta", "delta": {"type": "signature_delta", "signature": "s"}}) == 0
     )
-    assert messages({"type": "content_block_delta", "delta": {"type": "thinking_delta", "thinking": "t"}})
-    chat = api_format("chat").is_token
-    assert not chat({"choices": [{"delta": {"role": "assistant", "content": ""}}]})
-    assert chat({"choices": [{"delta": {"content": "a"}}]})
+    assert (
+        messages({"type": "content_block_delta", "delta": {"type": "thinking_delta", "thinking": "t"}})
+        == REASONING
+    )
+    assert (
+        messages({"type": "content_block_delta", "delta": {"type": "input_json_delta", "partial_json": "{"}})
+        == CONTENT
+    )
+    chat = api_format("chat").token_kind
+    assert chat({"choices": [{"delta": {"role": "assistant", "content": ""}}]}) == 0
+    assert chat({"choices": [{"delta": {"content": "a", "reasoning_content": "r"}}]}) == CONTENT | REASONING
 
 
 def test_folds_leave_nothing_behind(backend: SimpleNamespace) -> None:

@@ -16,39 +16,55 @@ from . import _backend
 ANTHROPIC_VERSION = "2023-06-01"
 
 
-def _chat_token(event: Mapping[str, Any]) -> bool:
+# Token kinds, as the timing record counts them: 1 content (text, refusal, tool input), 2 reasoning,
+# 3 both, 0 none (lifecycle, bookkeeping, usage-only, empty deltas).
+CONTENT = 1
+REASONING = 2
+
+
+def _chat_kind(event: Mapping[str, Any]) -> int:
+    kind = 0
     for choice in event.get("choices") or ():
         delta = choice.get("delta") if isinstance(choice, dict) else None
-        if isinstance(delta, dict) and any(
-            delta.get(key) for key in ("content", "reasoning_content", "reasoning", "refusal", "tool_calls")
-        ):
-            return True
-    return False
+        if not isinstance(delta, dict):
+            continue
+        if delta.get("content") or delta.get("refusal") or delta.get("tool_calls"):
+            kind |= CONTENT
+        if delta.get("reasoning_content") or delta.get("reasoning"):
+            kind |= REASONING
+    return kind
 
 
-_RESPONSES_TOKENS = frozenset(
-    {
-        "response.output_text.delta",
-        "response.refusal.delta",
-        "response.reasoning_text.delta",
-        "response.reasoning_summary_text.delta",
-        "response.function_call_arguments.delta",
-    }
-)
-_MESSAGES_TOKENS = frozenset({"text_delta", "thinking_delta", "input_json_delta"})
+_RESPONSES_KINDS = {
+    "response.output_text.delta": CONTENT,
+    "response.refusal.delta": CONTENT,
+    "response.function_call_arguments.delta": CONTENT,
+    "response.mcp_call_arguments.delta": CONTENT,
+    "response.custom_tool_call_input.delta": CONTENT,
+    "response.reasoning_text.delta": REASONING,
+    "response.reasoning_summary_text.delta": REASONING,
+}
+_MESSAGES_KINDS = {
+    "text_delta": ("text", CONTENT),
+    "input_json_delta": ("partial_json", CONTENT),
+    "thinking_delta": ("thinking", REASONING),
+}
 
 
-def _responses_token(event: Mapping[str, Any]) -> bool:
-    return event.get("type") in _RESPONSES_TOKENS and bool(event.get("delta"))
+def _responses_kind(event: Mapping[str, Any]) -> int:
+    kind = _RESPONSES_KINDS.get(event.get("type"), 0)  # type: ignore[arg-type]
+    return kind if kind and isinstance(event.get("delta"), str) and event["delta"] else 0
 
 
-def _messages_token(event: Mapping[str, Any]) -> bool:
+def _messages_kind(event: Mapping[str, Any]) -> int:
     if event.get("type") != "content_block_delta":
-        return False
+        return 0
     delta = event.get("delta")
-    if not isinstance(delta, dict) or delta.get("type") not in _MESSAGES_TOKENS:
-        return False
-    return any(isinstance(v, str) and v for k, v in delta.items() if k != "type")
+    if not isinstance(delta, dict):
+        return 0
+    field, kind = _MESSAGES_KINDS.get(delta.get("type"), ("", 0))  # type: ignore[arg-type]
+    value = delta.get(field)
+    return kind if isinstance(value, str) and value else 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,8 +72,9 @@ class ApiFormat:
     """One streaming API: ``name`` (``"chat"``, ``"responses"``, ``"messages"``), the default
     ``path`` under the base URL, the default ``base_url`` and the environment variables read for
     the base URL and the key, the name of the fused stream class in each backend, and
-    ``is_token(event)``, which says whether a parsed event carries the first token (text,
-    reasoning or tool input; not ``response.created`` or ``message_start``)."""
+    ``token_kind(event)``: what a parsed event carries for the timing record, ``CONTENT`` (text,
+    refusal, tool input), ``REASONING``, both (3) or nothing (0: ``response.created``,
+    ``message_start``, pings, signatures, usage); the first token is the first event with a kind."""
 
     name: str
     path: str
@@ -65,7 +82,7 @@ class ApiFormat:
     base_url_env: str | None
     api_key_env: str
     stream_name: str
-    is_token: Callable[[Mapping[str, Any]], bool]
+    token_kind: Callable[[Mapping[str, Any]], int]
 
     def body(self, request: Mapping[str, Any], /) -> bytes:
         """The request body: ``request`` with ``"stream": true`` (all three APIs use that field)."""
@@ -104,7 +121,7 @@ API_FORMATS: dict[str, ApiFormat] = {
         "OPENAI_BASE_URL",
         "OPENAI_API_KEY",
         "ChatStream",
-        _chat_token,
+        _chat_kind,
     ),
     "responses": ApiFormat(
         "responses",
@@ -113,7 +130,7 @@ API_FORMATS: dict[str, ApiFormat] = {
         "OPENAI_BASE_URL",
         "OPENAI_API_KEY",
         "ResponsesStream",
-        _responses_token,
+        _responses_kind,
     ),
     # The anthropic SDK's ANTHROPIC_BASE_URL leaves out /v1, where fastsse's base URLs include it,
     # so it is not read: pass base_url to point at another server.
@@ -124,7 +141,7 @@ API_FORMATS: dict[str, ApiFormat] = {
         None,
         "ANTHROPIC_API_KEY",
         "MessagesStream",
-        _messages_token,
+        _messages_kind,
     ),
 }
 
