@@ -26,6 +26,7 @@ VERDICTS: dict[str, dict[str, Any]] = {
     "r12-openai-incomplete-max-output-tokens": {"why": "response.incomplete: max_output_tokens"},
     "r13-openai-incomplete-in-function-call": {"why": "response.incomplete: max_output_tokens"},
     "r14-openai-error-then-failed": {"why": "error: insufficient_quota", "error": True},
+    "r18-openrouter-data-only-reasoning-text": {"departures": ["terminal_ids_differ"]},
     "r20-xai-incomplete-mid-message": {
         "why": "response.incomplete: REASON_MAX_LEN",
         "departures": ["item_not_done"],

@@ -489,9 +489,14 @@ Folds the events of an OpenAI Responses stream into the object the API returns w
             output = (<dict>response).get("output")
             if terminal and type(output) is list:
                 for i, item in enumerate(<list>output):
-                    if i not in self._items and type(item) is dict:
+                    if type(item) is not dict:
+                        continue
+                    held = self._items.get(i)
+                    if held is None:
                         self._extra[i] = item
                         self._depart("item_only_in_terminal")
+                    elif (<dict>item).get("id") != (<_Item>held).fields.get("id"):
+                        self._depart("terminal_ids_differ")  # OpenRouter: the streamed items are kept
         if terminal:
             self._terminal = kind
         return 0

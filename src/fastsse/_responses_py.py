@@ -267,9 +267,14 @@ class ResponsesAggregator:
             output = response.get("output")
             if kind in TERMINAL and type(output) is list:
                 for i, item in enumerate(output):
-                    if i not in self._items and type(item) is dict:
+                    if type(item) is not dict:
+                        continue
+                    held = self._items.get(i)
+                    if held is None:
                         self._extra[i] = item
                         self._depart("item_only_in_terminal")
+                    elif item.get("id") != held.fields.get("id"):
+                        self._depart("terminal_ids_differ")  # OpenRouter: the streamed items are kept
         if kind in TERMINAL:
             self._terminal = kind
 
