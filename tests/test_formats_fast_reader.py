@@ -234,3 +234,54 @@ def test_any_text_reads_alike(texts: list[str], ascii_only: bool) -> None:
         for t in texts
     ]
     agree("responses", responses)
+
+
+def _mutate(raw: bytes, edits: list[tuple[int, int, bytes]]) -> bytes:
+    out = bytearray(raw)
+    for at, drop, insert in edits:
+        at %= len(out) + 1
+        out[at : at + drop] = insert
+    return bytes(out)
+
+
+INSERTS = st.sampled_from(
+    [
+        b"",
+        b'"',
+        b"\\",
+        b"\\u",
+        b"\\ud83d",
+        b"0",
+        b"-1",
+        b"1e9",
+        b",",
+        b"}",
+        b"{",
+        b"[]",
+        b"\n\n",
+        b"\xff",
+        b"\xc3",
+        b" ",
+        b"null",
+        b'"type":',
+        b"\x00",
+    ]
+)
+
+
+@pytest.mark.skipif(CY is None, reason="needs the compiled backend")
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_mutated_streams_fold_alike_on_both_backends(data: st.DataObject) -> None:
+    api = data.draw(st.sampled_from(["responses", "messages"]))
+    vector = data.draw(st.sampled_from(load_vectors(api)))
+    raw = b"".join(b"data: " + payload_text(e).encode() + b"\n\n" for e in vector["events"])
+    edits = data.draw(st.lists(st.tuples(st.integers(0, 1 << 16), st.integers(0, 3), INSERTS), max_size=6))
+    mutated = _mutate(raw, edits)
+    outcomes = []
+    for ns in (CY, PY):
+        stream = ns.ResponsesStream() if api == "responses" else ns.MessagesStream()
+        stream.write(mutated)
+        stream.close()
+        outcomes.append((stream.result(), stream.aggregator.deltas))
+    assert outcomes[0] == outcomes[1]
