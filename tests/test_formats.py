@@ -382,3 +382,34 @@ def test_any_chunking_same_fold(backend: SimpleNamespace, data: st.DataObject) -
     result = stream.result()
     result.pop("verdict")
     assert result == vector["result"]
+
+
+@pytest.mark.parametrize(
+    ("api", "name", "kinds"),
+    [
+        # thinking "Let me ", "check." (reasoning); a signature and an empty input piece (no
+        # token); two input pieces (content).
+        ("messages", "thinking_then_tool_use", [2, 2, 1, 1]),
+        # two summary deltas (reasoning), two refusal deltas (content).
+        ("responses", "reasoning_summary_and_refusal", [2, 2, 1, 1]),
+    ],
+)
+@pytest.mark.parametrize("with_on_chunk", [False, True])
+def test_timing_arrays(
+    backend: SimpleNamespace, api: str, name: str, kinds: list[int], with_on_chunk: bool
+) -> None:
+    vector = next(v for a, v in VECTORS if a == api and v["name"] == name)
+    events = [frame([e], named=True) for e in vector["events"]]
+    _, stream_cls = classes(backend, api)
+    stream = stream_cls((lambda event: None) if with_on_chunk else None, timing=True)
+    for data in events:  # one read per event
+        stream.write(data)
+    stream.close()
+    reads, token_reads, tokens, token_kinds, anchor = stream._timing_arrays()
+    assert len(reads) == len(events) and reads == sorted(reads)
+    assert token_kinds == kinds
+    assert tokens == [1] * len(kinds)
+    token_events = [i for i, e in enumerate(vector["events"]) if api_format(api).token_kind(e)]
+    assert token_reads == token_events
+    assert len(anchor) == 2
+    assert stream_cls()._timing_arrays() is None

@@ -205,10 +205,11 @@ def test_recorded_corpus_takes_the_reader() -> None:
     for path in sorted(corpus.glob("*/*.sse")):
         cls = CY.ResponsesStream if path.parent.name == "responses" else CY.MessagesStream
         data = path.read_bytes()
-        fast, slow = cls(), cls(lambda event: None)  # an on_chunk needs every event as a dict
+        fast, slow = cls(timing=True), cls(lambda event: None, timing=True)  # on_chunk: every event a dict
         fast.write(data)
         slow.write(data)
         assert fast.result() == slow.result(), path.name
+        assert fast._timing_arrays()[1:4] == slow._timing_arrays()[1:4], path.name  # the same tokens
         taken += fast.aggregator._fast_folds
         deltas += fast.aggregator.deltas
     assert taken > 0.9 * deltas

@@ -12,14 +12,13 @@ from typing import Any
 import orjson
 
 from . import _backend
+from ._fold import CONTENT, REASONING
+from ._messages import token_kind as _messages_kind
+from ._responses import token_kind as _responses_kind
+
+__all__ = ["API_FORMATS", "CONTENT", "REASONING", "ApiFormat", "api_format"]
 
 ANTHROPIC_VERSION = "2023-06-01"
-
-
-# Token kinds, as the timing record counts them: 1 content (text, refusal, tool input), 2 reasoning,
-# 3 both, 0 none (lifecycle, bookkeeping, usage-only, empty deltas).
-CONTENT = 1
-REASONING = 2
 
 
 def _chat_kind(event: Mapping[str, Any]) -> int:
@@ -33,38 +32,6 @@ def _chat_kind(event: Mapping[str, Any]) -> int:
         if delta.get("reasoning_content") or delta.get("reasoning"):
             kind |= REASONING
     return kind
-
-
-_RESPONSES_KINDS = {
-    "response.output_text.delta": CONTENT,
-    "response.refusal.delta": CONTENT,
-    "response.function_call_arguments.delta": CONTENT,
-    "response.mcp_call_arguments.delta": CONTENT,
-    "response.custom_tool_call_input.delta": CONTENT,
-    "response.reasoning_text.delta": REASONING,
-    "response.reasoning_summary_text.delta": REASONING,
-}
-_MESSAGES_KINDS = {
-    "text_delta": ("text", CONTENT),
-    "input_json_delta": ("partial_json", CONTENT),
-    "thinking_delta": ("thinking", REASONING),
-}
-
-
-def _responses_kind(event: Mapping[str, Any]) -> int:
-    kind = _RESPONSES_KINDS.get(event.get("type"), 0)  # type: ignore[arg-type]
-    return kind if kind and isinstance(event.get("delta"), str) and event["delta"] else 0
-
-
-def _messages_kind(event: Mapping[str, Any]) -> int:
-    if event.get("type") != "content_block_delta":
-        return 0
-    delta = event.get("delta")
-    if not isinstance(delta, dict):
-        return 0
-    field, kind = _MESSAGES_KINDS.get(delta.get("type"), ("", 0))  # type: ignore[arg-type]
-    value = delta.get(field)
-    return kind if isinstance(value, str) and value else 0
 
 
 @dataclass(frozen=True, slots=True)

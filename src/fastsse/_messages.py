@@ -8,7 +8,7 @@ from typing import Any, Final
 
 import orjson
 
-from ._fold import FormatVerdict, joined, why_not
+from ._fold import CONTENT, REASONING, FormatVerdict, joined, why_not
 
 # The block type a delta implies when its block was never started.
 BLOCK_OF_DELTA: Final = {
@@ -127,3 +127,23 @@ def make_verdict(
         ignored=ignored,
         malformed=malformed,
     )
+
+
+_KINDS: Final = {
+    "text_delta": ("text", CONTENT),
+    "input_json_delta": ("partial_json", CONTENT),
+    "thinking_delta": ("thinking", REASONING),
+}
+
+
+def token_kind(event: Any) -> int:
+    """What a parsed Messages event carries for the timing record: CONTENT, REASONING or 0
+    (signatures, citations and bookkeeping are not tokens)."""
+    if event.get("type") != "content_block_delta":
+        return 0
+    delta = event.get("delta")
+    if not isinstance(delta, dict):
+        return 0
+    field, kind = _KINDS.get(str(delta.get("type")), ("", 0))
+    value = delta.get(field)
+    return kind if isinstance(value, str) and value else 0

@@ -12,6 +12,7 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes
 from cpython.dict cimport PyDict_GetItemWithError, PyDict_SetItem, PyDict_Size
 from cpython.list cimport PyList_Append
 from cpython.long cimport PyLong_AsLongLongAndOverflow
+from cpython.unicode cimport PyUnicode_GET_LENGTH
 from cpython.object cimport PyObject
 from libc.string cimport memcmp
 
@@ -19,13 +20,18 @@ from ._decoder_c cimport Decoder
 from ._reader_c cimport Span, after_value, decode, read_key, read_plain, read_string, read_uint, skip_ws, span_is
 
 import orjson
+from time import monotonic_ns as _monotonic_ns
 
 from ._errors import too_large
+from ._fold import CONTENT, REASONING, anchor_pair
 from ._fold import MAX_DEPARTURES, MAX_INDEX, format_verdict_dict, is_done, joined, loads as _loads_slow
 from ._messages import BLOCK_OF_DELTA, build_message, event_error, tool_input
 from ._messages import make_verdict as _make_verdict
+from ._messages import token_kind as _token_kind
 
 cdef long long _MAX_INDEX = MAX_INDEX
+cdef int CONTENT_C = CONTENT
+cdef int REASONING_C = REASONING
 cdef object _loads = orjson.loads
 cdef object _JSONDecodeError = orjson.JSONDecodeError
 
@@ -273,6 +279,7 @@ Folds the events of an Anthropic Messages stream into the message the API return
         cdef PyObject* found
         cdef _Block b
         cdef object piece
+        cdef int taken
         if tn and not (tn == 19 and memcmp(etype, b"content_block_delta", 19) == 0):
             return 0
         text.p = text_key.p = dkind.p = NULL
@@ -347,19 +354,21 @@ Folds the events of an Anthropic Messages stream into the message the API return
         b = <_Block>found
         self._deltas += 1
         self._fast_count += 1
+        # 1 + the token kind (what the timing record counts): none for an empty fragment.
+        taken = 1 if PyUnicode_GET_LENGTH(piece) == 0 else 1 + (REASONING_C if text_key.n == 8 else CONTENT_C)
         if text_key.n == 12:
             if b.json is None:
                 b.json = [piece]
             else:
                 PyList_Append(b.json, piece)
-            return 1
+            return taken
         name = "text" if text_key.n == 4 else "thinking"
         found = PyDict_GetItemWithError(b.texts, name)
         if found is NULL:
             PyDict_SetItem(b.texts, name, [piece])
         else:
             PyList_Append(<list>found, piece)
-        return 1
+        return taken
 
     cdef int _take(self, dict ev, object name) except -1:
         cdef object kind = _get(ev, "type")
@@ -576,9 +585,23 @@ Scans, parses and folds an Anthropic Messages stream in one pass, for pycurl's
     cdef bint _closed
     cdef bint _eof_truncated
     cdef bint _writing
+    cdef bint _timed
+    cdef list _anchor
+    cdef list _reads
+    cdef list _token_reads
+    cdef list _tokens
+    cdef list _token_kinds
 
-    def __init__(self, on_chunk: OnEvent | None = None, *, max_event_bytes: int | None = None) -> None:
+    def __init__(
+        self, on_chunk: OnEvent | None = None, *, max_event_bytes: int | None = None, timing: bool = False
+    ) -> None:
         Decoder.__init__(self, max_event_bytes=max_event_bytes)
+        self._timed = bool(timing)
+        self._anchor = anchor_pair() if timing else [0, 0]
+        self._reads = []
+        self._token_reads = []
+        self._tokens = []
+        self._token_kinds = []
         self._agg = MessagesAggregator()
         self._on_chunk = on_chunk
 
@@ -589,6 +612,8 @@ Scans, parses and folds an Anthropic Messages stream in one pass, for pycurl's
             return 0
         if self._writing:
             raise RuntimeError("MessagesStream.write() called again from inside on_chunk")
+        if self._timed:
+            PyList_Append(self._reads, _monotonic_ns())  # as the bytes arrive, before any is parsed
         self._writing = True
         self._overflowed = False
         try:
@@ -625,6 +650,19 @@ Scans, parses and folds an Anthropic Messages stream in one pass, for pycurl's
         """How complete the stream is so far (``complete``, ``terminal``, ``why``, ...)."""
         return self._agg._verdict(self._aborted, self._too_large, self._eof_truncated)
 
+    def _timing_arrays(self):
+        # With timing=True: (reads, token_reads, tokens, token_kinds, anchor), copies, in the shape
+        # of the chat stream's timing record (one token per text or reasoning delta event).
+        if not self._timed:
+            return None
+        return (list(self._reads), list(self._token_reads), list(self._tokens), list(self._token_kinds), list(self._anchor))
+
+    cdef int _token(self, int kind) except -1:
+        PyList_Append(self._token_reads, len(self._reads) - 1)
+        PyList_Append(self._tokens, 1)
+        PyList_Append(self._token_kinds, kind)
+        return 0
+
     @property
     def aggregator(self) -> MessagesAggregator:
         """The ``MessagesAggregator`` this stream folds into."""
@@ -633,6 +671,7 @@ Scans, parses and folds an Anthropic Messages stream in one pass, for pycurl's
     cdef int _on_event(self, const char* data, Py_ssize_t n, const char* etype, Py_ssize_t tn) except -1:
         cdef MessagesAggregator agg = self._agg
         cdef object event
+        cdef int taken
         cdef bint stop
         if self._overflowed:
             return 1
@@ -641,11 +680,19 @@ Scans, parses and folds an Anthropic Messages stream in one pass, for pycurl's
             return 0
         if _payload_is_done(data, n):
             return 0
-        if self._on_chunk is None and agg._fast(data, n, etype, tn):
-            return 0
+        if self._on_chunk is None:
+            taken = agg._fast(data, n, etype, tn)
+            if taken:
+                if self._timed and taken > 1:
+                    self._token(taken - 1)
+                return 0
         event = agg._parse_take(PyBytes_FromStringAndSize(data, n), _event_name(etype, tn))
         if event is None:
             return 0
+        if self._timed:
+            kind = _token_kind(event)
+            if kind:
+                self._token(kind)
         stop = agg._error is not None
         on_chunk = self._on_chunk
         if on_chunk is not None:

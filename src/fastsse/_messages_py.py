@@ -12,6 +12,7 @@ import orjson
 from ._fold import MAX_DEPARTURES, FormatVerdict, is_done, is_index, joined, loads
 from ._messages import BLOCK_OF_DELTA, build_message, event_error, tool_input
 from ._messages import make_verdict as _make_verdict
+from ._messages import token_kind as _token_kind
 from ._responses_py import FoldStream, OnEvent, _check_payload
 
 
@@ -342,7 +343,9 @@ class MessagesAggregator:
 class MessagesStream(FoldStream):
     """Scans, parses and folds an Anthropic Messages stream in one pass, for pycurl's
     ``WRITEFUNCTION`` (or any push source): ``MessagesStream(on_chunk=None, *,
-    max_event_bytes=None)``; one per stream, not safe to share between threads.
+    max_event_bytes=None, timing=False)``; one per stream, not safe to share between threads.
+    With ``timing=True`` each ``write`` is stamped as it arrives and each text or reasoning delta
+    event recorded with its read, in the arrays of the chat stream's timing record.
 
     The protocol of ``ResponsesStream``, except that an ``error`` event stops the stream (after
     ``on_chunk`` saw it), as the Messages API ends a stream with it. ``result()`` is
@@ -350,9 +353,12 @@ class MessagesStream(FoldStream):
     """
 
     _stops_on_error = True
+    _kind = staticmethod(_token_kind)
 
-    def __init__(self, on_chunk: OnEvent | None = None, *, max_event_bytes: int | None = None) -> None:
-        super().__init__(on_chunk, max_event_bytes=max_event_bytes)
+    def __init__(
+        self, on_chunk: OnEvent | None = None, *, max_event_bytes: int | None = None, timing: bool = False
+    ) -> None:
+        super().__init__(on_chunk, max_event_bytes=max_event_bytes, timing=timing)
         self._agg = MessagesAggregator()
 
     @property

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from ._fold import FormatVerdict, joined, why_not
+from ._fold import CONTENT, REASONING, FormatVerdict, joined, why_not
 
 # The lifecycle events whose ``response`` object is merged into the result.
 LIFECYCLE: Final = ("response.created", "response.in_progress", "response.queued")
@@ -162,3 +162,21 @@ def make_verdict(
         ignored=ignored,
         malformed=malformed,
     )
+
+
+_KINDS: Final = {
+    "response.output_text.delta": CONTENT,
+    "response.refusal.delta": CONTENT,
+    "response.function_call_arguments.delta": CONTENT,
+    "response.mcp_call_arguments.delta": CONTENT,
+    "response.custom_tool_call_input.delta": CONTENT,
+    "response.reasoning_text.delta": REASONING,
+    "response.reasoning_summary_text.delta": REASONING,
+}
+
+
+def token_kind(event: Any) -> int:
+    """What a parsed Responses event carries for the timing record: CONTENT, REASONING or 0."""
+    kind = _KINDS.get(event.get("type"), 0)
+    delta = event.get("delta")
+    return kind if isinstance(delta, str) and delta else 0

@@ -12,6 +12,7 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes
 from cpython.dict cimport PyDict_GetItemWithError, PyDict_SetItem
 from cpython.list cimport PyList_Append
 from cpython.long cimport PyLong_AsLongLongAndOverflow
+from cpython.unicode cimport PyUnicode_GET_LENGTH
 from cpython.object cimport PyObject
 from libc.string cimport memcmp
 
@@ -19,13 +20,18 @@ from ._decoder_c cimport Decoder
 from ._reader_c cimport Span, after_value, decode, read_empty_array, read_key, read_plain, read_string, read_uint, skip_ws, span_is
 
 import orjson
+from time import monotonic_ns as _monotonic_ns
 
 from ._errors import too_large
+from ._fold import CONTENT, REASONING, anchor_pair
 from ._fold import MAX_DEPARTURES, MAX_INDEX, format_verdict_dict, is_done, joined, loads as _loads_slow
 from ._responses import ITEM_OF_PART, ITEM_TEXT, PART_TEXT, build_response, event_error
 from ._responses import make_verdict as _make_verdict
+from ._responses import token_kind as _token_kind
 
 cdef long long _MAX_INDEX = MAX_INDEX
+cdef int CONTENT_C = CONTENT
+cdef int REASONING_C = REASONING
 cdef object _loads = orjson.loads
 cdef object _JSONDecodeError = orjson.JSONDecodeError
 
@@ -333,6 +339,7 @@ Folds the events of an OpenAI Responses stream into the object the API returns w
         cdef _Item it
         cdef _Part part
         cdef object piece
+        cdef int taken
         kind.p = text.p = NULL
         kind.n = text.n = 0
         p = skip_ws(p, end)
@@ -416,19 +423,21 @@ Folds the events of an OpenAI Responses stream into the object the API returns w
             return 0
         self._deltas += 1
         self._fast_count += 1
+        # 1 + the token kind (what the timing record counts): none for an empty fragment.
+        taken = 1 if PyUnicode_GET_LENGTH(piece) == 0 else 1 + (REASONING_C if which == 3 or which == 4 else CONTENT_C)
         if which == 5:
             it.args_key = "arguments"
             if it.args is None:
                 it.args = [piece]
             else:
                 PyList_Append(it.args, piece)
-            return 1
+            return taken
         part = <_Part>found
         if part.text is None:
             part.text = [piece]
         else:
             PyList_Append(part.text, piece)
-        return 1
+        return taken
 
     cdef int _take(self, dict ev, object name) except -1:
         cdef object kind = _get(ev, "type")
@@ -696,9 +705,23 @@ Scans, parses and folds an OpenAI Responses stream in one pass, for pycurl's
     cdef bint _closed
     cdef bint _eof_truncated
     cdef bint _writing
+    cdef bint _timed
+    cdef list _anchor
+    cdef list _reads
+    cdef list _token_reads
+    cdef list _tokens
+    cdef list _token_kinds
 
-    def __init__(self, on_chunk: OnEvent | None = None, *, max_event_bytes: int | None = None) -> None:
+    def __init__(
+        self, on_chunk: OnEvent | None = None, *, max_event_bytes: int | None = None, timing: bool = False
+    ) -> None:
         Decoder.__init__(self, max_event_bytes=max_event_bytes)
+        self._timed = bool(timing)
+        self._anchor = anchor_pair() if timing else [0, 0]
+        self._reads = []
+        self._token_reads = []
+        self._tokens = []
+        self._token_kinds = []
         self._agg = ResponsesAggregator()
         self._on_chunk = on_chunk
 
@@ -709,6 +732,8 @@ Scans, parses and folds an OpenAI Responses stream in one pass, for pycurl's
             return 0
         if self._writing:
             raise RuntimeError("ResponsesStream.write() called again from inside on_chunk")
+        if self._timed:
+            PyList_Append(self._reads, _monotonic_ns())  # as the bytes arrive, before any is parsed
         self._writing = True
         self._overflowed = False
         try:
@@ -745,6 +770,19 @@ Scans, parses and folds an OpenAI Responses stream in one pass, for pycurl's
         """How complete the stream is so far (``complete``, ``terminal``, ``why``, ...)."""
         return self._agg._verdict(self._aborted, self._too_large, self._eof_truncated)
 
+    def _timing_arrays(self):
+        # With timing=True: (reads, token_reads, tokens, token_kinds, anchor), copies, in the shape
+        # of the chat stream's timing record (one token per text or reasoning delta event).
+        if not self._timed:
+            return None
+        return (list(self._reads), list(self._token_reads), list(self._tokens), list(self._token_kinds), list(self._anchor))
+
+    cdef int _token(self, int kind) except -1:
+        PyList_Append(self._token_reads, len(self._reads) - 1)
+        PyList_Append(self._tokens, 1)
+        PyList_Append(self._token_kinds, kind)
+        return 0
+
     @property
     def aggregator(self) -> ResponsesAggregator:
         """The ``ResponsesAggregator`` this stream folds into."""
@@ -754,6 +792,7 @@ Scans, parses and folds an OpenAI Responses stream in one pass, for pycurl's
         cdef ResponsesAggregator agg = self._agg
         cdef object event
         cdef bint stop = False
+        cdef int taken
         if self._overflowed:
             return 1
         if _payload_is_done(data, n):
@@ -761,11 +800,19 @@ Scans, parses and folds an OpenAI Responses stream in one pass, for pycurl's
         if agg._terminal is not None:
             agg._ignored += 1
             return 0
-        if self._on_chunk is None and agg._fast(data, n, etype, tn if _event_name_given(etype, tn) else 0):
-            return 0
+        if self._on_chunk is None:
+            taken = agg._fast(data, n, etype, tn if _event_name_given(etype, tn) else 0)
+            if taken:
+                if self._timed and taken > 1:
+                    self._token(taken - 1)
+                return 0
         event = agg._parse_take(PyBytes_FromStringAndSize(data, n), _event_name(etype, tn))
         if event is None:
             return 0
+        if self._timed:
+            kind = _token_kind(event)
+            if kind:
+                self._token(kind)
         on_chunk = self._on_chunk
         if on_chunk is not None:
             try:

@@ -6,15 +6,26 @@ shared in ``_responses.py``; the fused stream's plumbing is shared with the Mess
 from __future__ import annotations
 
 from collections.abc import Callable
+from time import monotonic_ns as _monotonic_ns
 from typing import Any
 
 import orjson
 
 from ._decoder_py import Decoder, Event, as_bytes
 from ._errors import too_large
-from ._fold import MAX_DEPARTURES, FormatVerdict, format_verdict_dict, is_done, is_index, joined, loads
+from ._fold import (
+    MAX_DEPARTURES,
+    FormatVerdict,
+    anchor_pair,
+    format_verdict_dict,
+    is_done,
+    is_index,
+    joined,
+    loads,
+)
 from ._responses import ITEM_OF_PART, ITEM_TEXT, LIFECYCLE, PART_TEXT, TERMINAL, build_response, event_error
 from ._responses import make_verdict as _make_verdict
+from ._responses import token_kind as _token_kind
 
 OnEvent = Callable[[dict[str, Any]], object]
 
@@ -443,10 +454,19 @@ class FoldStream(Decoder):
 
     _agg: Any
     _stops_on_error = False
+    _kind: Callable[[dict[str, Any]], int]
 
-    def __init__(self, on_chunk: OnEvent | None = None, *, max_event_bytes: int | None = None) -> None:
+    def __init__(
+        self, on_chunk: OnEvent | None = None, *, max_event_bytes: int | None = None, timing: bool = False
+    ) -> None:
         super().__init__(max_event_bytes=max_event_bytes)
         self._on_chunk = on_chunk
+        self._timed = bool(timing)
+        self._anchor = anchor_pair() if timing else [0, 0]
+        self._reads: list[int] = []
+        self._token_reads: list[int] = []
+        self._tokens: list[int] = []
+        self._token_kinds: list[int] = []
         self._finished = False
         self._aborted = False
         self._too_large = False
@@ -464,6 +484,8 @@ class FoldStream(Decoder):
             return 0
         if self._writing:
             raise RuntimeError(f"{type(self).__name__}.write() called again from inside on_chunk")
+        if self._timed:
+            self._reads.append(_monotonic_ns())  # as the bytes arrive, before any is parsed
         chunk = as_bytes(data)
         self._writing = True
         self._overflowed = False
@@ -497,6 +519,19 @@ class FoldStream(Decoder):
         out["verdict"] = format_verdict_dict(self.verdict)
         return out
 
+    def _timing_arrays(self) -> tuple[list[int], list[int], list[int], list[int], list[int]] | None:
+        # With timing=True: (reads, token_reads, tokens, token_kinds, anchor), copies, in the shape
+        # of the chat stream's timing record (one token per text or reasoning delta event).
+        if not self._timed:
+            return None
+        return (
+            list(self._reads),
+            list(self._token_reads),
+            list(self._tokens),
+            list(self._token_kinds),
+            list(self._anchor),
+        )
+
     @property
     def verdict(self) -> FormatVerdict:
         """How complete the stream is so far (``complete``, ``terminal``, ``why``, ...)."""
@@ -511,6 +546,12 @@ class FoldStream(Decoder):
         event = agg._fold(data, name)
         if event is None:
             return False
+        if self._timed:
+            kind = self._kind(event)
+            if kind:
+                self._token_reads.append(len(self._reads) - 1)
+                self._tokens.append(1)
+                self._token_kinds.append(kind)
         stop = self._stops_on_error and agg._error is not None
         on_chunk = self._on_chunk
         if on_chunk is not None:
@@ -531,7 +572,9 @@ class FoldStream(Decoder):
 class ResponsesStream(FoldStream):
     """Scans, parses and folds an OpenAI Responses stream in one pass, for pycurl's
     ``WRITEFUNCTION`` (or any push source): ``ResponsesStream(on_chunk=None, *,
-    max_event_bytes=None)``; one per stream, not safe to share between threads.
+    max_event_bytes=None, timing=False)``; one per stream, not safe to share between threads.
+    With ``timing=True`` each ``write`` is stamped as it arrives and each text or reasoning delta
+    event recorded with its read, in the arrays of the chat stream's timing record.
 
     The same protocol as ``ChatStream``: ``write(data)`` returns None to go on and 0 once the
     stream stopped; ``on_chunk(event)`` sees every folded event dict (never ``[DONE]``, a skipped
@@ -544,8 +587,12 @@ class ResponsesStream(FoldStream):
     ``write`` on its own stream.
     """
 
-    def __init__(self, on_chunk: OnEvent | None = None, *, max_event_bytes: int | None = None) -> None:
-        super().__init__(on_chunk, max_event_bytes=max_event_bytes)
+    _kind = staticmethod(_token_kind)
+
+    def __init__(
+        self, on_chunk: OnEvent | None = None, *, max_event_bytes: int | None = None, timing: bool = False
+    ) -> None:
+        super().__init__(on_chunk, max_event_bytes=max_event_bytes, timing=timing)
         self._agg = ResponsesAggregator()
 
     @property
