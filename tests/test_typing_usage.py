@@ -121,3 +121,32 @@ def test_server_side_round_trip() -> None:
     assert folded.result()["choices"][0]["message"]["content"] == "Hi"
     single: bytes = fastsse.encode_event("x", event="note", id="1")
     assert fastsse.Decoder().feed(single) == [fastsse.Event(data="x", event="note", id="1")]
+
+
+MESSAGES = (
+    b'event: message_start\ndata: {"type":"message_start","message":{"id":"m","usage":{"input_tokens":1}}}\n\n'
+    b'data: {"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}\n\n'
+    b'data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hi"}}\n\n'
+    b'data: {"type":"content_block_stop","index":0}\n\n'
+    b'data: {"type":"message_stop"}\n\n'
+)
+
+
+def test_format_fold_types() -> None:
+    stream = fastsse.MessagesStream(None, max_event_bytes=1 << 16)
+    going: int | None = stream.write(MESSAGES)
+    assert going is None
+    stream.close()
+    result: dict[str, Any] = stream.result()
+    verdict: fastsse.FormatVerdict = stream.verdict
+    complete: bool = verdict.complete
+    why: str | None = verdict.why
+    departures: tuple[str, ...] = verdict.departures
+    assert complete and why is None and departures == ()
+    assert result["content"] == [{"type": "text", "text": "Hi"}]
+    agg: fastsse.ResponsesAggregator = fastsse.ResponsesAggregator()
+    folded: bool = agg.feed_data(b'{"type":"response.completed","response":{"status":"completed"}}')
+    terminal: str | None = agg.terminal
+    assert folded and terminal == "response.completed"
+    responses: fastsse.ResponsesStream = fastsse.ResponsesStream(lambda event: None)
+    assert responses.write(b"") is None

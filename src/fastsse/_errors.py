@@ -47,9 +47,9 @@ def too_large(limit: int, events: list[Any]) -> EventTooLarge:
 
 def bad_input_type(data: object, owner: object) -> TypeError:
     """The TypeError for a non-buffer given to ``owner.feed`` (a Decoder) or ``owner.write`` (a ChatStream),
-    naming the call the user made, the same on both backends."""
+    naming the call the user made, the same on both backends (the fused streams are written to)."""
     cls = type(owner).__name__
-    call = f"{cls}.write()" if cls == "ChatStream" else f"{cls}.feed()"
+    call = f"{cls}.write()" if cls.endswith("Stream") else f"{cls}.feed()"
     hint = " (encode text first: text.encode())" if isinstance(data, str) else ""
     return TypeError(f"{call} takes bytes, bytearray or memoryview, not {type(data).__name__}{hint}")
 

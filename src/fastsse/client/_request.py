@@ -33,6 +33,7 @@ from urllib.parse import urlsplit, urlunsplit
 import orjson
 
 from .._errors import TransportError, too_large
+from .._formats import api_format
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 ERROR_BODY_LIMIT = 1 << 20  # bytes of an error body (or foreign body) kept for the result
@@ -82,6 +83,7 @@ class RequestSpec:
     client_cert: str | None = None
     client_key: str | None = None
     max_event_bytes: int | None = None
+    api: str = "chat"  # which fused stream reads the answer (fastsse._formats)
 
     def __repr__(self) -> str:  # the headers hold the key: never print them
         return f"RequestSpec(url={self.display_url!r}, {len(self.body)} body bytes)"
@@ -169,9 +171,10 @@ def prepare(
     input: Mapping[str, Any],
     /,
     *,
+    api: str = "chat",
     base_url: str | None = None,
     api_key: str | None = None,
-    path: str = "/chat/completions",
+    path: str | None = None,
     headers: Mapping[str, str] | Sequence[str] | None = None,
     timeout: float | None = None,
     connect_timeout: float | None = None,
@@ -181,12 +184,15 @@ def prepare(
     client_cert: str | tuple[str, str] | None = None,
     max_event_bytes: int | None = None,
 ) -> RequestSpec:
-    """Validate a chat-stream request and build its ``RequestSpec``; nothing is sent.
+    """Validate a streaming request and build its ``RequestSpec``; nothing is sent.
 
-    ``base_url`` and ``api_key`` default to ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY``, then the OpenAI
-    endpoint. The body is ``input`` with ``"stream": true`` forced. Auth rule: ``api_key`` becomes
-    ``Authorization: Bearer <key>``; an ``Authorization`` in ``headers`` replaces the key taken from
-    the environment, and passing both it and ``api_key=`` is an error (two credentials, one header).
+    ``api`` (``"chat"``, ``"responses"``, ``"messages"``) picks the default ``path`` and the way the
+    key is sent (``fastsse._formats``). ``base_url`` and ``api_key`` default to ``OPENAI_BASE_URL`` /
+    ``OPENAI_API_KEY``, then the OpenAI endpoint (for Messages: ``ANTHROPIC_API_KEY`` and the
+    Anthropic endpoint). The body is ``input`` with ``"stream": true`` forced. Auth rule: ``api_key``
+    becomes ``Authorization: Bearer <key>`` (Messages: ``x-api-key: <key>`` beside
+    ``anthropic-version``); that header in ``headers`` replaces the key taken from the environment,
+    and passing both it and ``api_key=`` is an error (two credentials, one header).
 
     It raises ValueError if the URL is not http(s) or holds a control character, a header name is
     not a token or a value holds CR, LF or NUL (or is empty or not ASCII), a header is one fastsse
@@ -196,22 +202,26 @@ def prepare(
     """
     if not isinstance(input, Mapping):
         raise TypeError(f"input must be a mapping (the request body), not {type(input).__name__}")
+    fmt = api_format(api)
+    env_base = os.environ.get(fmt.base_url_env) if fmt.base_url_env else None
     if base_url is not None:
         base = _check_url(base_url, "base_url")
-    elif os.environ.get("OPENAI_BASE_URL"):
-        base = _check_url(os.environ["OPENAI_BASE_URL"], "base_url (from OPENAI_BASE_URL)")
+    elif env_base:
+        base = _check_url(env_base, f"base_url (from {fmt.base_url_env})")
     else:
-        base = DEFAULT_BASE_URL
+        base = fmt.base_url
+    if path is None:
+        path = fmt.path
     if not isinstance(path, str) or _CONTROL.search(path):
         raise ValueError(f"path must be a str without spaces or control characters, not {path!r}")
     url = _check_url(base.rstrip("/") + "/" + path.lstrip("/"), "base_url + path")
 
-    lines = ["Content-Type: application/json", "Accept: text/event-stream", "Expect:"]
     given = [_check_header(name, value) for name, value in _header_pairs(headers)]
-    has_auth = any(line[:14].lower() == "authorization:" for line in given)
+    auth = "x-api-key" if fmt.name == "messages" else "Authorization"
+    has_auth = any(line[: len(auth) + 1].lower() == auth.lower() + ":" for line in given)
     if api_key and has_auth:
-        raise ValueError("pass either api_key or an Authorization header, not both")
-    key = api_key if api_key is not None else (None if has_auth else os.environ.get("OPENAI_API_KEY"))
+        raise ValueError(f"pass either api_key or an {auth} header, not both")
+    key = api_key if api_key is not None else (None if has_auth else os.environ.get(fmt.api_key_env))
     if key:
         if not isinstance(key, str):
             raise TypeError(f"api_key must be a str, not {type(key).__name__}")
@@ -219,7 +229,11 @@ def prepare(
             raise ValueError("api_key holds CR, LF or NUL (header injection)")
         if not key.isascii() or not key.strip():
             raise ValueError("api_key must be ASCII text and not only blanks")
-        lines.append(_check_header("Authorization", f"Bearer {key}"))
+    else:
+        key = None
+    lines = fmt.headers(key)  # the key is checked above, before it reaches a header line
+    if fmt.name == "messages" and any(line[:18].lower() == "anthropic-version:" for line in given):
+        lines = [line for line in lines if not line.lower().startswith("anthropic-version:")]
     lines += given
 
     if proxy is not None:
@@ -235,7 +249,8 @@ def prepare(
     return RequestSpec(
         url=url,
         display_url=redact(url),
-        body=orjson.dumps({**input, "stream": True}),
+        body=fmt.body(input),
+        api=fmt.name,
         headers=tuple(lines),
         timeout_ms=_milliseconds(timeout, "timeout"),
         connect_timeout_ms=_milliseconds(connect_timeout, "connect_timeout"),

@@ -12,6 +12,7 @@ from typing import Any
 
 from .._backend import ChatStream, Decoder, Event
 from .._errors import EventTooLarge, event_limit
+from .._formats import api_format
 from . import _wait
 from ._request import Response, apply, import_pycurl, prepare, reset
 
@@ -24,7 +25,8 @@ def create_stream(
     *,
     base_url: str | None = None,
     api_key: str | None = None,
-    path: str = "/chat/completions",
+    api: str = "chat",
+    path: str | None = None,
     headers: Mapping[str, str] | Sequence[str] | None = None,
     timeout: float | None = None,
     connect_timeout: float | None = None,
@@ -36,6 +38,13 @@ def create_stream(
     max_event_bytes: int | None = None,
 ) -> dict[str, Any]:
     """POST a chat request with ``"stream": true`` and return the folded ``chat.completion``.
+
+    ``api="responses"`` or ``api="messages"`` speaks the OpenAI Responses or the Anthropic Messages
+    API instead: the default ``path`` becomes ``/responses`` or ``/messages``, Messages sends the key
+    as ``x-api-key`` with ``anthropic-version`` (``api_key`` defaulting to ``ANTHROPIC_API_KEY``,
+    ``base_url`` to ``https://api.anthropic.com/v1``), ``on_chunk`` receives each parsed event, and
+    the result is the folded response or message (``ResponsesStream`` / ``MessagesStream``) with its
+    ``FormatVerdict`` as ``"verdict"``. It raises ValueError for another ``api``.
 
     ``on_chunk(chunk)`` is called on this thread for every parsed chunk as it arrives (never for
     ``[DONE]``); returning ``False`` cancels the transfer and the partial result is returned without
@@ -82,6 +91,7 @@ def create_stream(
     event_limit(max_event_bytes, "create_stream")
     spec = prepare(
         input,
+        api=api,
         base_url=base_url,
         api_key=api_key,
         path=path,
@@ -97,7 +107,11 @@ def create_stream(
     if curl is not None and client_cert is not None:
         raise ValueError("client_cert cannot be used with curl=: set SSLCERT / SSLKEY on your own handle")
     pycurl = import_pycurl()
-    response = Response(spec, ChatStream(on_chunk, max_event_bytes=max_event_bytes))
+    # ChatStream is looked up here (not through the table) so tests can swap the backend's class
+    stream = ChatStream(on_chunk, max_event_bytes=max_event_bytes) if api == "chat" else None
+    if stream is None:
+        stream = api_format(api).stream(on_chunk, max_event_bytes=max_event_bytes)
+    response = Response(spec, stream)
     handle = curl if curl is not None else pycurl.Curl()
     try:
         apply(handle, spec, response)

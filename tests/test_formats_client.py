@@ -1,0 +1,129 @@
+"""``create_stream(..., api="responses" | "messages")`` over real pycurl against a tiny loopback
+server of this module's own that records each request and replays a hand-written vector."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import SimpleNamespace
+from typing import Any
+
+import orjson
+import pytest
+
+import fastsse
+import fastsse._backend
+from _formats_helpers import frame, load_vectors
+
+pytest.importorskip("pycurl")
+
+VECTORS = {api: {v["name"]: v for v in load_vectors(api)} for api in ("responses", "messages")}
+
+
+class Replay(ThreadingHTTPServer):
+    daemon_threads = True
+    body = b""
+    requests: list[dict[str, Any]]
+
+
+class Handler(BaseHTTPRequestHandler):
+    server: Replay
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("Content-Length", "0"))
+        self.server.requests.append(
+            {
+                "path": self.path,
+                "headers": dict(self.headers.items()),
+                "body": orjson.loads(self.rfile.read(length)),
+            }
+        )
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Content-Length", str(len(self.server.body)))
+        self.end_headers()
+        self.wfile.write(self.server.body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def replay() -> Iterator[Replay]:
+    server = Replay(("127.0.0.1", 0), Handler)
+    server.requests = []
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+
+
+@pytest.fixture
+def formats_backend(backend: SimpleNamespace, monkeypatch: pytest.MonkeyPatch) -> SimpleNamespace:
+    for name in ("ResponsesStream", "MessagesStream"):
+        monkeypatch.setattr(fastsse._backend, name, getattr(backend, name))
+    return backend
+
+
+def base(server: Replay) -> str:
+    return f"http://127.0.0.1:{server.server_address[1]}/v1"
+
+
+def test_messages_request_and_fold(
+    formats_backend: SimpleNamespace, replay: Replay, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-openai")
+    vector = VECTORS["messages"]["thinking_then_tool_use"]
+    replay.body = frame(vector["events"], named=True)
+    seen: list[str] = []
+    result = fastsse.create_stream(
+        {"model": "claude-x", "max_tokens": 64, "messages": []},
+        lambda event: seen.append(event["type"]),
+        api="messages",
+        base_url=base(replay),
+        timeout=10,
+    )
+    verdict = result.pop("verdict")
+    assert result == vector["result"]
+    assert verdict["complete"] is True and verdict["terminal"] == "message_stop"
+    assert seen == [e["type"] for e in vector["events"]]
+    (request,) = replay.requests
+    assert request["path"] == "/v1/messages"
+    headers = {k.lower(): v for k, v in request["headers"].items()}
+    assert headers["x-api-key"] == "sk-ant"
+    assert headers["anthropic-version"] == "2023-06-01"
+    assert "authorization" not in headers
+    assert request["body"] == {"model": "claude-x", "max_tokens": 64, "messages": [], "stream": True}
+
+
+def test_responses_request_and_fold(formats_backend: SimpleNamespace, replay: Replay) -> None:
+    vector = VECTORS["responses"]["reasoning_summary_and_refusal"]
+    replay.body = frame(vector["events"], named=False)
+    result = fastsse.create_stream(
+        {"model": "gpt-x", "input": "hi"}, api="responses", base_url=base(replay), api_key="k"
+    )
+    verdict = result.pop("verdict")
+    assert result == vector["result"]
+    assert verdict["complete"] is True
+    (request,) = replay.requests
+    assert request["path"] == "/v1/responses"
+    assert {k.lower(): v for k, v in request["headers"].items()}["authorization"] == "Bearer k"
+    assert request["body"]["stream"] is True
+
+
+def test_abort_and_unknown_api(formats_backend: SimpleNamespace, replay: Replay) -> None:
+    vector = VECTORS["responses"]["text_basic"]
+    replay.body = frame(vector["events"], named=True)
+    result = fastsse.create_stream(
+        {}, lambda event: False, api="responses", base_url=base(replay), api_key="k"
+    )
+    assert result["verdict"]["aborted"] is True
+    assert result["verdict"]["why"] == "aborted by the caller"
+    with pytest.raises(ValueError):
+        fastsse.create_stream({}, api="completions", base_url=base(replay))
