@@ -695,10 +695,7 @@ class ChatStream(Decoder):
         if usage >= 0:
             self._usage_tokens = usage
         if kind:
-            if usage > before >= 0:
-                count = usage - before
-            else:
-                count = entries if entries > 0 else 1
+            count = usage - before if usage > before >= 0 else entries if entries > 0 else 1
             self._token_reads.append(len(self._reads) - 1)
             self._tokens.append(count)
             self._token_kinds.append(kind)

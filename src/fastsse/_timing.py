@@ -79,7 +79,7 @@ def build_timing(
 ) -> Timing:
     """The record of a stream's own arrays; the client fills in the request's stamps."""
     first_content = first_reasoning = last_token = None
-    for at, kind in zip(token_reads, token_kinds):
+    for at, kind in zip(token_reads, token_kinds, strict=True):
         if kind & CONTENT and first_content is None:
             first_content = reads[at]
         if kind & REASONING and first_reasoning is None:
