@@ -2057,6 +2057,11 @@ Scans, parses and folds a chat stream in one pass, for pycurl's ``WRITEFUNCTION`
 
     ``write`` raises TypeError for other input types (the stream stays usable) and RuntimeError
     if ``on_chunk`` calls ``write`` on its own stream.
+
+    ``exception`` is the exception that stopped the stream (what ``on_chunk`` raised, or the
+    EventTooLarge), None otherwise. With ``curl.setopt(WRITEFUNCTION, stream.write)`` pycurl only
+    prints it and ``perform()`` raises ``pycurl.error`` 23 (a write callback that aborts): after
+    such an error, ``if stream.exception is not None: raise stream.exception`` gets the original.
     """
 
     cdef ChatAggregator _agg
@@ -2077,6 +2082,7 @@ Scans, parses and folds a chat stream in one pass, for pycurl's ``WRITEFUNCTION`
     cdef Py_ssize_t _ntoks
     cdef Py_ssize_t _toks_cap
     cdef long long _usage_tokens  # the last usage.completion_tokens seen, -1 before any
+    cdef object _exception
 
     def __init__(
         self, on_chunk: OnChunk | None = None, *, max_event_bytes: int | None = None, timing: bool = False
@@ -2163,12 +2169,17 @@ Scans, parses and folds a chat stream in one pass, for pycurl's ``WRITEFUNCTION`
         self._overflowed = False
         try:
             self._feed_object(data)
+        except BaseException as exc:
+            if self._finished:  # on_chunk raised: the stream stopped on it
+                self._exception = exc
+            raise
         finally:
             self._writing = False
         if self._overflowed:
             self._too_large = True
             self._finished = True
-            raise too_large(self._limit, [])
+            self._exception = too_large(self._limit, [])
+            raise self._exception
         return 0 if self._finished else None
 
     def feed(self, data: bytes | bytearray | memoryview, /) -> list[Event]:
@@ -2200,6 +2211,11 @@ Scans, parses and folds a chat stream in one pass, for pycurl's ``WRITEFUNCTION`
     def aggregator(self) -> ChatAggregator:
         """The ``ChatAggregator`` this stream folds into."""
         return self._agg
+
+    @property
+    def exception(self) -> BaseException | None:
+        """The exception that stopped the stream (``on_chunk``'s, or EventTooLarge), else None."""
+        return self._exception
 
     cdef int _on_event(self, const char* data, Py_ssize_t n, const char* etype, Py_ssize_t tn) except -1:
         cdef ChatAggregator agg = self._agg

@@ -596,6 +596,11 @@ class ChatStream(Decoder):
 
     ``write`` raises TypeError for other input types (the stream stays usable) and RuntimeError
     if ``on_chunk`` calls ``write`` on its own stream.
+
+    ``exception`` is the exception that stopped the stream (what ``on_chunk`` raised, or the
+    EventTooLarge), None otherwise. With ``curl.setopt(WRITEFUNCTION, stream.write)`` pycurl only
+    prints it and ``perform()`` raises ``pycurl.error`` 23 (a write callback that aborts): after
+    such an error, ``if stream.exception is not None: raise stream.exception`` gets the original.
     """
 
     def __init__(
@@ -617,6 +622,7 @@ class ChatStream(Decoder):
         self._closed = False
         self._eof_truncated = False
         self._writing = False
+        self._exception: BaseException | None = None
 
     def write(self, data: bytes | bytearray | memoryview, /) -> int | None:
         """Scan, parse and fold the next bytes: None to go on, 0 once the stream has stopped.
@@ -635,13 +641,18 @@ class ChatStream(Decoder):
         self._overflowed = False
         try:
             self._scan(chunk)
+        except BaseException as exc:
+            if self._finished:  # on_chunk raised: the stream stopped on it
+                self._exception = exc
+            raise
         finally:
             self._writing = False
         if self._overflowed:
             self._too_large = True
             self._finished = True
             assert self._limit is not None
-            raise too_large(self._limit, [])
+            self._exception = too_large(self._limit, [])
+            raise self._exception
         return 0 if self._finished else None
 
     def feed(self, data: bytes | bytearray | memoryview, /) -> list[Event]:
@@ -699,6 +710,11 @@ class ChatStream(Decoder):
             self._token_reads.append(len(self._reads) - 1)
             self._tokens.append(count)
             self._token_kinds.append(kind)
+
+    @property
+    def exception(self) -> BaseException | None:
+        """The exception that stopped the stream (``on_chunk``'s, or EventTooLarge), else None."""
+        return self._exception
 
     def _on_event(self, data: bytes, event_type: bytes | None) -> bool:
         if self._overflowed:  # stop at the oversized event: write raises EventTooLarge

@@ -22,10 +22,16 @@ from typing import Any
 from .._errors import TransportError
 from .._timing import anchor_pair
 from . import stream as _stream_mod
+from ._request import RequestSpec, Response, apply, import_pycurl, prepare, reset
 
 OnChunk = Callable[[dict[str, Any]], "bool | None"]
 
 DEFAULT_MAX_CONNECTIONS = 100
+
+# How long one wait may block: Ctrl-C is acted on when the wait returns (at once where signals
+# interrupt the wait, as on POSIX; within this bound where they do not), and how late an
+# idle_timeout may be noticed.
+_WAIT_SLICE = 0.05
 
 
 def _chat_stream() -> Any:
@@ -48,21 +54,21 @@ class _Job:
         "error",
         "handle",
         "index",
+        "on_chunk",
         "options",
         "own_handle",
         "queued",
-        "request",
+        "response",
         "result",
+        "spec",
         "started",
         "stream",
-        "transfer",
-        "url",
         "waiter",
     )
 
-    def __init__(self, request: Mapping[str, Any], options: dict[str, Any], index: int = 0) -> None:
-        self.request = request
-        self.options = options
+    def __init__(self, spec: RequestSpec, options: dict[str, Any], index: int = 0) -> None:
+        self.spec = spec
+        self.options = options  # curl, format, on_chunk
         self.index = index
         self.anchor = anchor_pair()
         self.queued = self.anchor[0]
@@ -71,8 +77,7 @@ class _Job:
         self.handle: Any = None
         self.own_handle = False  # the caller's curl= handle: never pooled or closed
         self.stream: Any = None
-        self.transfer: Any = None
-        self.url = ""
+        self.response: Response | None = None
         self.done = False
         self.result: Any = None  # the result dict, or the exception to raise
         self.error = False
@@ -93,6 +98,9 @@ class _Engine:
         timeout: float | None,
         connect_timeout: float | None,
         idle_timeout: float | None,
+        proxy: str | None,
+        ca_bundle: str | None,
+        client_cert: str | tuple[str, str] | None,
         max_event_bytes: int | None,
         timing: bool,
     ) -> None:
@@ -100,7 +108,7 @@ class _Engine:
             raise TypeError(f"max_connections must be an int, not {type(max_connections).__name__}")
         if max_connections < 1:
             raise ValueError(f"max_connections must be at least 1, not {max_connections}")
-        self.pycurl = pycurl = _stream_mod._import_pycurl()
+        self.pycurl = pycurl = import_pycurl()
         self.defaults: dict[str, Any] = {
             "base_url": base_url,
             "api_key": api_key,
@@ -109,8 +117,13 @@ class _Engine:
             "timeout": timeout,
             "connect_timeout": connect_timeout,
             "idle_timeout": idle_timeout,
+            "proxy": proxy,
+            "ca_bundle": ca_bundle,
+            "client_cert": client_cert,
             "max_event_bytes": max_event_bytes,
         }
+        # Validated now, so a bad client option fails at construction rather than per request.
+        prepare({}, **self.defaults)
         self.timing = bool(timing)
         self.max_connections = max_connections
         self.multi = pycurl.CurlMulti()
@@ -122,6 +135,7 @@ class _Engine:
         self.waiting: collections.deque[_Job] = collections.deque()
         self.active: dict[int, _Job] = {}  # id(handle) -> job
         self.running = 0
+        self.idle_jobs: set[_Job] = set()  # active jobs with an idle_timeout, checked by the driver
         self.closed = False
 
     # the driver's two duties, set by AsyncClient / Client
@@ -138,14 +152,19 @@ class _Engine:
     # requests
 
     def make_job(self, request: Mapping[str, Any], options: Mapping[str, Any], index: int = 0) -> _Job:
-        if not isinstance(request, Mapping):
-            raise TypeError(f"a request must be a mapping (the JSON body), not {type(request).__name__}")
+        """Validate one request (ValueError / TypeError now, before anything is queued)."""
         merged = dict(self.defaults)
+        own: dict[str, Any] = {}
         for key, value in options.items():
-            if key not in merged and key not in ("curl", "format", "on_chunk"):
+            if key in ("curl", "format", "on_chunk"):
+                own[key] = value
+            elif key in merged:
+                merged[key] = value
+            else:
                 raise TypeError(f"unknown request option {key!r}")
-            merged[key] = value
-        return _Job(request, merged, index)
+        if own.get("format", "chat") not in _FORMATS:
+            raise ValueError(f"unknown format {own['format']!r}; known: {sorted(_FORMATS)}")
+        return _Job(prepare(request, **merged), own, index)
 
     def submit(self, job: _Job) -> None:
         if self.closed:
@@ -161,41 +180,36 @@ class _Engine:
         curl = options.get("curl")
         if curl is not None:
             handle, job.own_handle = curl, True
+            _keep_connections(self.pycurl, handle)
         else:
             handle = self.pool.pop() if self.pool else pycurl.Curl()
         factory = _FORMATS[options.get("format") or "chat"]
+        spec = job.spec
+        job.handle = handle
         try:
             stream = factory()(
-                options.get("on_chunk"), max_event_bytes=options["max_event_bytes"], timing=self.timing
+                options.get("on_chunk"), max_event_bytes=spec.max_event_bytes, timing=self.timing
             )
-            transfer, url = _stream_mod._setup(
-                handle,
-                job.request,
-                stream,
-                base_url=options["base_url"],
-                api_key=options["api_key"],
-                path=options["path"],
-                headers=options["headers"],
-                timeout=options["timeout"],
-                connect_timeout=options["connect_timeout"],
-                idle_timeout=options["idle_timeout"],
-                max_event_bytes=options["max_event_bytes"],
-            )
+            response = Response(spec, stream)
+            apply(handle, spec, response)
         except BaseException:
             self._recycle(job, handle)
             raise
-        job.handle, job.stream, job.transfer, job.url = handle, stream, transfer, url
+        job.stream, job.response = stream, response
         job.started = time.monotonic_ns()
         self.active[id(handle)] = job
+        if spec.idle_timeout is not None:
+            self.idle_jobs.add(job)
         self.multi.add_handle(handle)
 
     def _recycle(self, job: _Job, handle: Any) -> None:
+        self.idle_jobs.discard(job)
+        reset(handle, job.spec)  # the key, the body and the callbacks never outlive the request
         if job.own_handle:
-            _stream_mod._unset(handle)
-        elif self.closed or len(self.pool) >= self.max_connections:
+            return
+        if self.closed or len(self.pool) >= self.max_connections:
             handle.close()
         else:
-            handle.reset()  # every option back to its default: no key, header or callback survives
             self.pool.append(handle)
 
     def _admit(self) -> None:
@@ -234,14 +248,29 @@ class _Engine:
             return
         self.multi.remove_handle(handle)
         outcome: Any
+        assert job.response is not None
         try:
-            outcome = _stream_mod._outcome(
-                handle, job.stream, job.transfer, job.url, code, message, self.pycurl
-            )
+            outcome = job.response.finish(code, message)
         except BaseException as exc:
             outcome = exc
         self._settle(job, outcome)
         self._recycle(job, handle)
+        if isinstance(outcome, BaseException) and not isinstance(outcome, Exception):
+            raise outcome  # Ctrl-C caught inside a callback stops the driver, not one request
+
+    def check_idle(self) -> None:
+        """End the transfers that have been silent for their ``idle_timeout``."""
+        if not self.idle_jobs:
+            return
+        now = time.monotonic()
+        for job in list(self.idle_jobs):
+            response = job.response
+            idle = job.spec.idle_timeout
+            if response is not None and idle is not None and now - response.last_activity >= idle:
+                self._complete(
+                    job.handle, self.pycurl.E_OPERATION_TIMEDOUT, f"no data for {idle:g} s (idle_timeout)"
+                )
+        self._admit()
 
     def _collect(self) -> None:
         """Settle every transfer curl reports finished, then admit waiting requests."""
@@ -293,19 +322,33 @@ _CLIENT_DOC = """
     Options (keyword-only; each is also accepted per request): ``base_url`` and ``api_key``
     (default ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY``, then the OpenAI endpoint), ``headers``
     (a mapping or ``"Name: value"`` lines, sent with every request), ``path``
-    (``"/chat/completions"``), ``timeout`` / ``connect_timeout`` / ``idle_timeout`` (seconds, as in
-    ``create_stream``), ``max_event_bytes``. Client-only: ``max_connections`` (transfers at once;
+    (``"/chat/completions"``), ``timeout`` / ``connect_timeout`` / ``idle_timeout`` (seconds),
+    ``proxy``, ``ca_bundle``, ``client_cert`` and ``max_event_bytes``, all as in ``create_stream``
+    and checked by the same rules (ValueError / TypeError at construction, or when a request with
+    its own options is made). Per request only: ``curl`` (a ``pycurl.Curl`` of your own, used for
+    that transfer and left open, its connection kept). Client-only: ``max_connections`` (transfers at once;
     more requests wait in a queue, and ``timing["started"] - timing["queued"]`` is that wait;
     default 100) and ``timing`` (default True: every result carries ``result["timing"]``, a
     ``fastsse.Timing``; False drops the record and its cost).
 """
 
 
+def _keep_connections(pycurl: Any, handle: Any) -> None:
+    # A transfer on a multi handle leaves its connection in the multi's cache, which dies with the
+    # client (create_stream's lives for one call). A share holding the connection cache, kept on the
+    # caller's handle, keeps the connection for the handle's next request, as perform() did.
+    if getattr(handle, "_fastsse_share", None) is None:
+        share = pycurl.CurlShare()
+        share.setopt(pycurl.SH_SHARE, pycurl.LOCK_DATA_CONNECT)
+        handle.setopt(pycurl.SHARE, share)
+        handle._fastsse_share = share
+
+
 class AsyncClient:
     (
         """``AsyncClient(*, base_url=None, api_key=None, headers=None, path="/chat/completions",
-    max_connections=100, timeout=None, connect_timeout=None, idle_timeout=None,
-    max_event_bytes=None, timing=True)``
+    max_connections=100, timeout=None, connect_timeout=None, idle_timeout=None, proxy=None,
+    ca_bundle=None, client_cert=None, max_event_bytes=None, timing=True)``
 
     Many chat streams at once on the running event loop (asyncio's default loop or uvloop): one
     libcurl multi handle whose sockets and timer the loop watches, no thread per stream.
@@ -330,6 +373,9 @@ class AsyncClient:
         timeout: float | None = None,
         connect_timeout: float | None = None,
         idle_timeout: float | None = None,
+        proxy: str | None = None,
+        ca_bundle: str | None = None,
+        client_cert: str | tuple[str, str] | None = None,
         max_event_bytes: int | None = None,
         timing: bool = True,
     ) -> None:
@@ -342,6 +388,9 @@ class AsyncClient:
             timeout=timeout,
             connect_timeout=connect_timeout,
             idle_timeout=idle_timeout,
+            proxy=proxy,
+            ca_bundle=ca_bundle,
+            client_cert=client_cert,
             max_event_bytes=max_event_bytes,
             timing=timing,
         )
@@ -457,6 +506,7 @@ class _AsyncEngine(_Engine):
         self.loop: asyncio.AbstractEventLoop | None = None
         self.watched: dict[int, int] = {}  # fd -> POLL_* mask being watched
         self.timer: asyncio.TimerHandle | asyncio.Handle | None = None
+        self.idle_timer: asyncio.TimerHandle | None = None
 
     def bind(self) -> asyncio.AbstractEventLoop:
         loop = asyncio.get_running_loop()
@@ -507,6 +557,19 @@ class _AsyncEngine(_Engine):
         if not self.closed:
             self.action(self.pycurl.SOCKET_TIMEOUT, 0)
 
+    def _start(self, job: _Job) -> None:
+        super()._start(job)
+        if self.idle_jobs and self.idle_timer is None and self.loop is not None:
+            self.idle_timer = self.loop.call_later(_WAIT_SLICE, self._idle_tick)
+
+    def _idle_tick(self) -> None:
+        self.idle_timer = None
+        if self.closed:
+            return
+        self.check_idle()
+        if self.idle_jobs and self.loop is not None:
+            self.idle_timer = self.loop.call_later(_WAIT_SLICE, self._idle_tick)
+
     def _finished(self, job: _Job) -> None:
         waiter = job.waiter
         if waiter is not None and not waiter.done():
@@ -519,9 +582,10 @@ class _AsyncEngine(_Engine):
             if job.waiter is not None and not job.waiter.done():
                 job.waiter.cancel()
         super().close()
-        if self.timer is not None:
-            self.timer.cancel()
-            self.timer = None
+        for timer in (self.timer, self.idle_timer):
+            if timer is not None:
+                timer.cancel()
+        self.timer = self.idle_timer = None
         if self.loop is not None and not self.loop.is_closed():
             for fd, mask in self.watched.items():
                 if mask & self.pycurl.POLL_IN:
@@ -538,8 +602,8 @@ class _AsyncEngine(_Engine):
 class Client:
     (
         """``Client(*, base_url=None, api_key=None, headers=None, path="/chat/completions",
-    max_connections=100, timeout=None, connect_timeout=None, idle_timeout=None,
-    max_event_bytes=None, timing=True)``
+    max_connections=100, timeout=None, connect_timeout=None, idle_timeout=None, proxy=None,
+    ca_bundle=None, client_cert=None, max_event_bytes=None, timing=True)``
 
     The same engine, driven on the calling thread by its own ``selectors`` loop (epoll, kqueue or
     select): ``create_stream`` for one request, ``run`` for many at once, ``as_completed`` to take
@@ -564,6 +628,9 @@ class Client:
         timeout: float | None = None,
         connect_timeout: float | None = None,
         idle_timeout: float | None = None,
+        proxy: str | None = None,
+        ca_bundle: str | None = None,
+        client_cert: str | tuple[str, str] | None = None,
         max_event_bytes: int | None = None,
         timing: bool = True,
     ) -> None:
@@ -576,6 +643,9 @@ class Client:
             timeout=timeout,
             connect_timeout=connect_timeout,
             idle_timeout=idle_timeout,
+            proxy=proxy,
+            ca_bundle=ca_bundle,
+            client_cert=client_cert,
             max_event_bytes=max_event_bytes,
             timing=timing,
         )
@@ -668,11 +738,6 @@ def _indexed(on_chunk: Callable[[int, dict[str, Any]], Any], index: int) -> OnCh
     return call
 
 
-# How long one wait may block: Ctrl-C is acted on when the wait returns (at once where signals
-# interrupt the wait, as on POSIX; within this bound where they do not).
-_WAIT_SLICE = 0.05
-
-
 class _SyncEngine(_Engine):
     """The engine on its own selector loop, run by the calling thread."""
 
@@ -749,6 +814,7 @@ class _SyncEngine(_Engine):
                 if self.deadline is not None and time.monotonic() >= self.deadline:
                     self.deadline = None
                     self.action(pycurl.SOCKET_TIMEOUT, 0)
+                self.check_idle()
         finally:
             if mine:  # Ctrl-C, an exception, or the caller closed the generator: stop the rest
                 for job in jobs:
