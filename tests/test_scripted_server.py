@@ -160,6 +160,7 @@ def test_multi_token_chunks_with_max_tokens_and_continuous_usage(scripted: Any) 
         " w9",
     ]
     assert [c["usage"]["completion_tokens"] for c in tokens] == [3, 6, 9, 10]
+    assert chunks[0]["usage"]["completion_tokens"] == 0  # the role chunk: counting starts at 0
     assert all(c["usage"]["prompt_tokens"] == 3 for c in tokens)
     finish, usage, done = chunks[-3:]
     assert finish["choices"][0]["finish_reason"] == "length"

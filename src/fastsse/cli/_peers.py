@@ -18,7 +18,9 @@ usage-only chunks are recorded with 0 tokens.
 
 ``run_peer(name, base_url, bodies, *, concurrency, headers=None, use_uvloop=False) -> list[PeerRecord]``
 runs them (results in the order of ``bodies``); it raises ``Unavailable`` when the peer's package
-is missing and ValueError for an unknown name. Written for fastsse; none of it is taken from those
+is missing and ValueError for an unknown name. ``open_peer(name, base_url, ...)`` gives the peer
+itself, an async context manager whose ``await peer.one(body)`` streams one request, for a caller
+with its own schedule (``python -m fastsse load --client``). Written for fastsse; none of it is taken from those
 projects.
 """
 
@@ -30,7 +32,6 @@ import importlib
 import json
 import threading
 import time
-from collections.abc import Awaitable, Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Final
 
@@ -101,81 +102,100 @@ def _body(body: dict[str, Any]) -> dict[str, Any]:
     return {**body, "stream": True}
 
 
-# aiohttp + vLLM bench-serve framing
+class Peer:
+    """A comparison client: ``async with peer: await peer.one(body) -> PeerRecord``."""
+
+    def __init__(self, base_url: str, headers: dict[str, str], concurrency: int, timeout: float) -> None:
+        self.base_url = base_url
+        self.url = _url(base_url)
+        self.headers = headers
+        self.concurrency = concurrency
+        self.timeout = timeout
+
+    async def __aenter__(self) -> Peer:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        return None
+
+    async def one(self, body: dict[str, Any]) -> PeerRecord:
+        raise NotImplementedError
 
 
-async def _aiohttp_vllm(
-    base_url: str, bodies: list[dict[str, Any]], concurrency: int, headers: dict[str, str]
-) -> list[PeerRecord]:
-    aiohttp = _need("aiohttp", "aiohttp")
-    url = _url(base_url)
-    timeout = aiohttp.ClientTimeout(total=6 * 3600)
-    connector = aiohttp.TCPConnector(limit=0)
+class _AiohttpVllm(Peer):
+    """aiohttp, read line by line, ``data: `` removed, ``json.loads``, stamped after parsing (vLLM's framing)."""
 
-    async with aiohttp.ClientSession(timeout=timeout, connector=connector) as session:
+    async def __aenter__(self) -> Peer:
+        aiohttp = _need("aiohttp", "aiohttp")
+        self.session = aiohttp.ClientSession(
+            timeout=aiohttp.ClientTimeout(total=self.timeout), connector=aiohttp.TCPConnector(limit=0)
+        )
+        return self
 
-        async def one(body: dict[str, Any]) -> PeerRecord:
-            rec = PeerRecord(start_ns=time.monotonic_ns())
-            try:
-                async with session.post(url, json=_body(body), headers=headers) as response:
-                    rec.status = response.status
-                    if response.status != 200:
-                        rec.error = f"http {response.status}"
-                        await response.read()
-                        return rec
-                    async for line in response.content:
-                        line = line.strip()
-                        if not line:
-                            continue
-                        text = line.decode("utf-8").removeprefix("data: ")
-                        if text == "[DONE]":
-                            rec.done = True
-                            continue
-                        if text.startswith(":"):
-                            continue
-                        data = json.loads(text)
-                        rec.add(data, time.monotonic_ns())  # after parsing, as vLLM stamps
-                        if isinstance(data, dict) and "error" in data:
-                            rec.error = "stream error"
-            except Exception as exc:
-                rec.error = f"{type(exc).__name__}: {exc}"
-            finally:
-                rec.end_ns = time.monotonic_ns()
-            return rec
+    async def __aexit__(self, *exc: object) -> None:
+        await self.session.close()
 
-        return await _gather(one, bodies, concurrency)
-
-
-# the openai SDK
+    async def one(self, body: dict[str, Any]) -> PeerRecord:
+        rec = PeerRecord(start_ns=time.monotonic_ns())
+        try:
+            async with self.session.post(self.url, json=_body(body), headers=self.headers) as response:
+                rec.status = response.status
+                if response.status != 200:
+                    rec.error = f"http {response.status}"
+                    await response.read()
+                    return rec
+                async for line in response.content:
+                    line = line.strip()
+                    if not line or line.startswith(b":"):
+                        continue
+                    text = line.decode("utf-8").removeprefix("data: ")
+                    if text == "[DONE]":
+                        rec.done = True
+                        continue
+                    data = json.loads(text)
+                    rec.add(data, time.monotonic_ns())  # after parsing, as vLLM stamps
+                    if isinstance(data, dict) and "error" in data:
+                        rec.error = "stream error"
+        except Exception as exc:
+            rec.error = f"{type(exc).__name__}: {exc}"
+        finally:
+            rec.end_ns = time.monotonic_ns()
+        return rec
 
 
-async def _openai(
-    base_url: str, bodies: list[dict[str, Any]], concurrency: int, headers: dict[str, str]
-) -> list[PeerRecord]:
-    openai = _need("openai", "openai")
-    httpx = _need("httpx", "httpx")
-    limits = httpx.Limits(max_connections=concurrency + 8, max_keepalive_connections=concurrency + 8)
-    client = openai.AsyncOpenAI(
-        base_url=base_url,
-        api_key="x",
-        max_retries=0,
-        default_headers=headers or None,
-        http_client=openai.DefaultAsyncHttpxClient(limits=limits, timeout=6 * 3600),
-    )
+class _OpenAI(Peer):
+    """The openai SDK's ``AsyncOpenAI``, ``async for chunk in stream``."""
 
-    async def one(body: dict[str, Any]) -> PeerRecord:
+    async def __aenter__(self) -> Peer:
+        self.openai = _need("openai", "openai")
+        httpx = _need("httpx", "httpx")
+        room = self.concurrency + 8
+        limits = httpx.Limits(max_connections=room, max_keepalive_connections=room)
+        self.client = self.openai.AsyncOpenAI(
+            base_url=self.base_url,
+            api_key="x",
+            max_retries=0,
+            default_headers=self.headers or None,
+            http_client=self.openai.DefaultAsyncHttpxClient(limits=limits, timeout=self.timeout),
+        )
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.client.close()
+
+    async def one(self, body: dict[str, Any]) -> PeerRecord:
         rec = PeerRecord(start_ns=time.monotonic_ns())
         rest = {k: v for k, v in body.items() if k not in ("model", "messages", "stream")}
         try:
-            stream = await client.chat.completions.create(
+            stream = await self.client.chat.completions.create(
                 model=body["model"], messages=body.get("messages", []), stream=True, extra_body=rest
             )
             rec.status = 200
             async for chunk in stream:
                 now = time.monotonic_ns()
                 rec.add(_openai_dict(chunk), now)
-            rec.done = True  # the SDK ends its iterator at [DONE] or at the end of the body alike
-        except openai.APIStatusError as exc:
+            rec.done = True  # the SDK ends its iterator at [DONE] and at the end of the body alike
+        except self.openai.APIStatusError as exc:
             rec.status = exc.status_code
             rec.error = f"http {exc.status_code}"
         except Exception as exc:
@@ -183,11 +203,6 @@ async def _openai(
         finally:
             rec.end_ns = time.monotonic_ns()
         return rec
-
-    try:
-        return await _gather(one, bodies, concurrency)
-    finally:
-        await client.close()
 
 
 def _openai_dict(chunk: Any) -> dict[str, Any]:
@@ -208,114 +223,107 @@ def _openai_dict(chunk: Any) -> dict[str, Any]:
     return out
 
 
-# httpx + httpx-sse
+class _HttpxSse(Peer):
+    """``httpx.AsyncClient`` with ``httpx_sse.aconnect_sse``, ``orjson.loads`` per event."""
+
+    async def __aenter__(self) -> Peer:
+        httpx = _need("httpx", "httpx")
+        self.httpx_sse = _need("httpx_sse", "httpx-sse")
+        room = self.concurrency + 8
+        limits = httpx.Limits(max_connections=room, max_keepalive_connections=room)
+        self.client = httpx.AsyncClient(limits=limits, timeout=self.timeout, headers=self.headers)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.client.aclose()
+
+    async def one(self, body: dict[str, Any]) -> PeerRecord:
+        rec = PeerRecord(start_ns=time.monotonic_ns())
+        try:
+            async with self.httpx_sse.aconnect_sse(self.client, "POST", self.url, json=_body(body)) as source:
+                rec.status = source.response.status_code
+                if rec.status != 200:
+                    rec.error = f"http {rec.status}"
+                    return rec
+                async for event in source.aiter_sse():
+                    if event.data == "[DONE]":
+                        rec.done = True
+                        continue
+                    rec.add(orjson.loads(event.data), time.monotonic_ns())
+        except Exception as exc:
+            rec.error = f"{type(exc).__name__}: {exc}"
+        finally:
+            rec.end_ns = time.monotonic_ns()
+        return rec
 
 
-async def _httpx_sse(
-    base_url: str, bodies: list[dict[str, Any]], concurrency: int, headers: dict[str, str]
-) -> list[PeerRecord]:
-    httpx = _need("httpx", "httpx")
-    httpx_sse = _need("httpx_sse", "httpx-sse")
-    url = _url(base_url)
-    limits = httpx.Limits(max_connections=concurrency + 8, max_keepalive_connections=concurrency + 8)
-    async with httpx.AsyncClient(limits=limits, timeout=6 * 3600, headers=headers) as client:
+class _FastsseAiohttp(_AiohttpVllm):
+    """aiohttp's byte stream through ``fastsse.aiter_chunks``."""
 
-        async def one(body: dict[str, Any]) -> PeerRecord:
-            rec = PeerRecord(start_ns=time.monotonic_ns())
-            try:
-                async with httpx_sse.aconnect_sse(client, "POST", url, json=_body(body)) as source:
-                    rec.status = source.response.status_code
-                    if rec.status != 200:
-                        rec.error = f"http {rec.status}"
-                        return rec
-                    async for event in source.aiter_sse():
-                        if event.data == "[DONE]":
-                            rec.done = True
-                            continue
-                        data = orjson.loads(event.data)
-                        rec.add(data, time.monotonic_ns())
-            except Exception as exc:
-                rec.error = f"{type(exc).__name__}: {exc}"
-            finally:
-                rec.end_ns = time.monotonic_ns()
-            return rec
+    async def one(self, body: dict[str, Any]) -> PeerRecord:
+        from .. import aiter_chunks
 
-        return await _gather(one, bodies, concurrency)
+        rec = PeerRecord(start_ns=time.monotonic_ns())
+        try:
+            async with self.session.post(self.url, json=_body(body), headers=self.headers) as response:
+                rec.status = response.status
+                if response.status != 200:
+                    rec.error = f"http {response.status}"
+                    await response.read()
+                    return rec
+                chunks = aiter_chunks(response.content.iter_any())
+                async for chunk in chunks:
+                    rec.add(chunk, time.monotonic_ns())
+                verdict = chunks.result().get("verdict") or {}
+                rec.done = bool(verdict.get("complete"))
+                if verdict.get("error"):
+                    rec.error = "stream error"
+        except Exception as exc:
+            rec.error = f"{type(exc).__name__}: {exc}"
+        finally:
+            rec.end_ns = time.monotonic_ns()
+        return rec
 
 
-# fastsse's iterator over aiohttp's bytes
+class _FastsseThreads(Peer):
+    """``fastsse.create_stream`` with an ``on_chunk``, one thread per stream in flight."""
 
+    async def __aenter__(self) -> Peer:
+        _need("pycurl", "pycurl")
+        threading.stack_size(256 * 1024)  # a thousand threads, little stack each
+        try:
+            self.pool = ThreadPoolExecutor(max_workers=self.concurrency)
+        finally:
+            threading.stack_size(0)
+        return self
 
-async def _fastsse_aiohttp(
-    base_url: str, bodies: list[dict[str, Any]], concurrency: int, headers: dict[str, str]
-) -> list[PeerRecord]:
-    aiohttp = _need("aiohttp", "aiohttp")
-    from .. import SSEError, aiter_chunks
+    async def __aexit__(self, *exc: object) -> None:
+        self.pool.shutdown(wait=True)
 
-    url = _url(base_url)
-    connector = aiohttp.TCPConnector(limit=0)
-    async with aiohttp.ClientSession(
-        timeout=aiohttp.ClientTimeout(total=6 * 3600), connector=connector
-    ) as session:
+    async def one(self, body: dict[str, Any]) -> PeerRecord:
+        return await asyncio.get_running_loop().run_in_executor(self.pool, self.blocking, body)
 
-        async def one(body: dict[str, Any]) -> PeerRecord:
-            rec = PeerRecord(start_ns=time.monotonic_ns())
-            try:
-                async with session.post(url, json=_body(body), headers=headers) as response:
-                    rec.status = response.status
-                    if response.status != 200:
-                        rec.error = f"http {response.status}"
-                        await response.read()
-                        return rec
-                    chunks = aiter_chunks(response.content.iter_any())
-                    async for chunk in chunks:
-                        rec.add(chunk, time.monotonic_ns())
-                    verdict = chunks.result().get("verdict") or {}
-                    rec.done = bool(verdict.get("complete"))
-                    if verdict.get("error"):
-                        rec.error = "stream error"
-            except (Exception, SSEError) as exc:
-                rec.error = f"{type(exc).__name__}: {exc}"
-            finally:
-                rec.end_ns = time.monotonic_ns()
-            return rec
+    def blocking(self, body: dict[str, Any]) -> PeerRecord:
+        from .. import create_stream
 
-        return await _gather(one, bodies, concurrency)
-
-
-async def _gather(
-    one: Callable[[dict[str, Any]], Awaitable[PeerRecord]], bodies: list[dict[str, Any]], concurrency: int
-) -> list[PeerRecord]:
-    slots = asyncio.Semaphore(concurrency)
-
-    async def limited(body: dict[str, Any]) -> PeerRecord:
-        async with slots:
-            return await one(body)
-
-    return list(await asyncio.gather(*(limited(b) for b in bodies)))
-
-
-# fastsse.create_stream, one thread per stream
-
-
-def _fastsse_threads(
-    base_url: str, bodies: list[dict[str, Any]], concurrency: int, headers: dict[str, str]
-) -> list[PeerRecord]:
-    _need("pycurl", "pycurl")
-    from .. import create_stream
-
-    def one(body: dict[str, Any]) -> PeerRecord:
         rec = PeerRecord(start_ns=time.monotonic_ns())
 
         def on_chunk(chunk: dict[str, Any]) -> None:
             rec.add(chunk, time.monotonic_ns())
 
         try:
-            result = create_stream(body, on_chunk, base_url=base_url, api_key="x", headers=headers or None)
+            result = create_stream(
+                body,
+                on_chunk,
+                base_url=self.base_url,
+                api_key="x",
+                headers=self.headers or None,
+                timeout=self.timeout,
+            )
             rec.status = int(result.get("status") or 200)
             verdict = result.get("verdict") or {}
             rec.done = bool(verdict.get("complete"))
-            if "error" in result and result["error"] is not None:
+            if result.get("error") is not None:
                 rec.error = f"http {rec.status}" if rec.status >= 400 else "stream error"
         except Exception as exc:
             rec.error = f"{type(exc).__name__}: {exc}"
@@ -323,22 +331,47 @@ def _fastsse_threads(
             rec.end_ns = time.monotonic_ns()
         return rec
 
-    threading.stack_size(256 * 1024)  # a thousand threads, little stack each
-    try:
-        with ThreadPoolExecutor(max_workers=concurrency) as pool:
-            return list(pool.map(one, bodies))
-    finally:
-        threading.stack_size(0)
 
-
-AsyncPeer = Callable[[str, list[dict[str, Any]], int, dict[str, str]], Coroutine[Any, Any, list[PeerRecord]]]
-PEERS: Final[dict[str, tuple[str, AsyncPeer | None]]] = {
-    "aiohttp-vllm": ("aiohttp + vLLM bench-serve framing", _aiohttp_vllm),
-    "openai": ("openai SDK AsyncOpenAI", _openai),
-    "httpx-sse": ("httpx + httpx-sse", _httpx_sse),
-    "fastsse-aiohttp": ("fastsse.aiter_chunks over aiohttp", _fastsse_aiohttp),
-    "fastsse-threads": ("fastsse.create_stream, one thread per stream", None),
+PEERS: Final[dict[str, tuple[str, type[Peer]]]] = {
+    "aiohttp-vllm": ("aiohttp + vLLM bench-serve framing", _AiohttpVllm),
+    "openai": ("openai SDK AsyncOpenAI", _OpenAI),
+    "httpx-sse": ("httpx + httpx-sse", _HttpxSse),
+    "fastsse-aiohttp": ("fastsse.aiter_chunks over aiohttp", _FastsseAiohttp),
+    "fastsse-threads": ("fastsse.create_stream, one thread per stream", _FastsseThreads),
 }
+
+
+def open_peer(
+    name: str,
+    base_url: str,
+    /,
+    *,
+    concurrency: int,
+    headers: dict[str, str] | None = None,
+    timeout: float = 6 * 3600,
+) -> Peer:
+    """``open_peer(name, base_url, /, *, concurrency, headers=None, timeout=21600) -> Peer``
+
+    The peer client ``name``, to be entered (``async with``) on the loop that will use it; sized for
+    ``concurrency`` streams at once. It raises ValueError for an unknown name or a concurrency
+    below 1; entering it raises ``Unavailable`` when the peer's package is missing.
+    """
+    if name not in PEERS:
+        raise ValueError(f"unknown peer {name!r}; known: {', '.join(PEERS)}")
+    if concurrency < 1:
+        raise ValueError(f"concurrency must be >= 1, not {concurrency}")
+    return PEERS[name][1](base_url, dict(headers or {}), concurrency, timeout)
+
+
+async def _run_all(peer: Peer, bodies: list[dict[str, Any]], concurrency: int) -> list[PeerRecord]:
+    slots = asyncio.Semaphore(concurrency)
+
+    async def limited(body: dict[str, Any]) -> PeerRecord:
+        async with slots:
+            return await peer.one(body)
+
+    async with peer:
+        return list(await asyncio.gather(*(limited(b) for b in bodies)))
 
 
 def run_peer(
@@ -357,16 +390,8 @@ def run_peer(
     back in the order of ``bodies``. It raises ValueError for an unknown peer and ``Unavailable``
     when its package is missing.
     """
-    if name not in PEERS:
-        raise ValueError(f"unknown peer {name!r}; known: {', '.join(PEERS)}")
-    if concurrency < 1:
-        raise ValueError(f"concurrency must be >= 1, not {concurrency}")
-    hdrs = dict(headers or {})
-    if name == "fastsse-threads":
-        return _fastsse_threads(base_url, bodies, concurrency, hdrs)
-    runner = PEERS[name][1]
-    assert runner is not None
-    coroutine = runner(base_url, bodies, concurrency, hdrs)
+    peer = open_peer(name, base_url, concurrency=concurrency, headers=headers)
+    coroutine = _run_all(peer, bodies, concurrency)
     if use_uvloop:
         uvloop = _need("uvloop", "uvloop")
         loop = uvloop.new_event_loop()

@@ -26,7 +26,7 @@ command line), ``key=value`` pairs in the ``model`` name separated by ``,`` (e.g
   tokens_per_chunk   tokens in each chunk (the last one may carry fewer to honour max_tokens)
   reasoning_chunks   the first N token-bearing chunks are ``reasoning_content`` deltas
   usage              "none", "final" (a usage chunk before [DONE]) or "continuous" (usage on every
-                     chunk too); unset: "continuous" if ``stream_options.continuous_usage_stats``,
+                     chunk too, the role chunk's with completion_tokens 0, as vLLM sends it); unset: "continuous" if ``stream_options.continuous_usage_stats``,
                      "final" if ``stream_options.include_usage``, else "none"
   logprobs           one ``logprobs.content`` entry per token; unset: the request's ``logprobs``
   events_per_write   events per HTTP chunk (default 1: one event per chunk, as LLM servers flush);
@@ -255,7 +255,10 @@ def _plan(request: dict[str, Any], script: Script) -> _Plan:
     encoder = ChatChunkEncoder(id="chatcmpl-scripted", model=model, created=CREATED)
     ttft, itl = int(script.ttft_ms * 1e6), int(script.itl_ms * 1e6)
 
-    events: list[tuple[int, bytes]] = [(0, encoder.role())]  # (due, event)
+    role = encoder.role()
+    if usage_mode == "continuous":  # as vLLM does: usage from the first chunk on, so growth is countable
+        role = _with_usage(role, {"prompt_tokens": prompt, "completion_tokens": 0, "total_tokens": prompt})
+    events: list[tuple[int, bytes]] = [(0, role)]  # (due, event)
     done_tokens = 0
     reasoning: list[str] = []
     content: list[str] = []
