@@ -16,7 +16,7 @@ import collections
 import contextlib
 import selectors
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from .._errors import TransportError
@@ -426,11 +426,13 @@ class AsyncClient:
         return outcome
 
     def stream(self, request: Mapping[str, Any], /, **options: Any) -> AsyncChunkStream:
-        """``client.stream(request, **options) -> AsyncChunkStream``: ``async for chunk in ...``
-        yields each chunk as it arrives; ``.result()`` is the folded answer (with ``"timing"``)
-        once iteration ended. Leaving the loop early cancels the transfer.
+        """``client.stream(request, **options) -> AsyncChunkStream``: ``async with
+        client.stream(request) as stream: async for chunk in stream: ...`` yields each chunk as it
+        arrives; ``stream.result()`` is the folded answer (with ``"timing"``) once the iteration
+        ended. Leaving the ``async with`` block early cancels the transfer.
 
-        Iterating raises what ``create_stream`` raises.
+        It raises TypeError or ValueError for bad options when iteration starts; iterating raises
+        what ``create_stream`` raises.
         """
         return AsyncChunkStream(self, request, options)
 
@@ -446,56 +448,78 @@ class AsyncClient:
 
 
 class AsyncChunkStream:
-    """The chunks of one request as an async iterator; ``result()`` once it has ended."""
+    """The chunks of one request as an async iterator (made by ``AsyncClient.stream``).
+
+    ``async for chunk in stream`` starts the request and yields each chunk as it arrives; it
+    raises at the end what ``create_stream`` would have raised. ``result()`` is the folded answer
+    once the iteration ended. ``aclose()`` (or leaving ``async with stream:``) cancels the transfer
+    at once; a loop left with ``break`` outside ``async with`` keeps its transfer running until
+    the stream is closed or the client is.
+    """
 
     def __init__(self, client: AsyncClient, request: Mapping[str, Any], options: dict[str, Any]) -> None:
         self._client = client
         self._request = request
         self._options = options
         self._result: dict[str, Any] | None = None
+        self._pending: collections.deque[dict[str, Any]] = collections.deque()
+        self._task: asyncio.Task[dict[str, Any]] | None = None
+        self._waiter: asyncio.Future[None] | None = None
 
-    async def __aiter__(self) -> AsyncIterator[dict[str, Any]]:
-        pending: collections.deque[dict[str, Any]] = collections.deque()
+    def _on_chunk(self, chunk: dict[str, Any]) -> None:
+        self._pending.append(chunk)
+        self._wake()
+
+    def _wake(self, _: object = None) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def __aiter__(self) -> AsyncChunkStream:
+        return self
+
+    async def __anext__(self) -> dict[str, Any]:
         loop = asyncio.get_running_loop()
-        wake: list[asyncio.Future[None] | None] = [None]
-
-        def on_chunk(chunk: dict[str, Any]) -> None:
-            pending.append(chunk)
-            waiter = wake[0]
-            if waiter is not None and not waiter.done():
-                waiter.set_result(None)
-
-        task = loop.create_task(self._client.create_stream(self._request, on_chunk, **self._options))
-        task.add_done_callback(lambda _: _wake(wake))
-        try:
-            while True:
-                while pending:
-                    yield pending.popleft()
-                if task.done():
-                    break
-                waiter = wake[0] = loop.create_future()
+        if self._task is None:
+            self._task = loop.create_task(
+                self._client.create_stream(self._request, self._on_chunk, **self._options)
+            )
+            self._task.add_done_callback(self._wake)
+        while True:
+            if self._pending:
+                return self._pending.popleft()
+            if self._task.done():
+                if self._result is None:
+                    self._result = self._task.result()
+                raise StopAsyncIteration
+            waiter = self._waiter = loop.create_future()
+            try:
                 await waiter
-                wake[0] = None
-            while pending:
-                yield pending.popleft()
-            self._result = task.result()
-        finally:
-            if not task.done():
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+            except asyncio.CancelledError:
+                self._task.cancel()
+                raise
+            finally:
+                self._waiter = None
+
+    async def aclose(self) -> None:
+        """Cancel the transfer if it is still running."""
+        task = self._task
+        if task is not None and not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def __aenter__(self) -> AsyncChunkStream:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
 
     def result(self) -> dict[str, Any]:
         """The folded answer with its verdict and timing. It raises RuntimeError before the end."""
         if self._result is None:
             raise RuntimeError("the stream has not ended yet: iterate it to the end first")
         return self._result
-
-
-def _wake(wake: list[Any]) -> None:
-    waiter = wake[0]
-    if waiter is not None and not waiter.done():
-        waiter.set_result(None)
 
 
 class _AsyncEngine(_Engine):
