@@ -299,6 +299,8 @@ class _Engine:
         self._admit()
 
     def action(self, fd: int, mask: int) -> None:
+        if self.closed:  # a readiness callback queued in the same loop turn as close()
+            return
         _, running = self.multi.socket_action(fd, mask)
         if running < self.running or self.waiting or running == 0:
             self.running = running
@@ -529,7 +531,9 @@ class _AsyncEngine(_Engine):
         super().__init__(**kwargs)
         self.loop: asyncio.AbstractEventLoop | None = None
         self.watched: dict[int, int] = {}  # fd -> POLL_* mask being watched
-        self.timer: asyncio.TimerHandle | asyncio.Handle | None = None
+        self.timer: asyncio.TimerHandle | None = None
+        self.timer_due = 0.0  # loop time the timer fires at
+        self.wanted: float | None = None  # loop time curl last asked to be woken at
         self.idle_timer: asyncio.TimerHandle | None = None
 
     def bind(self) -> asyncio.AbstractEventLoop:
@@ -566,20 +570,31 @@ class _AsyncEngine(_Engine):
             self.watched.pop(fd, None)
 
     def _on_timer(self, timeout_ms: int) -> None:
-        if self.timer is not None:
-            self.timer.cancel()
-            self.timer = None
-        if timeout_ms < 0 or self.loop is None:
+        # curl moves its timer on nearly every read; a loop timer is only replaced when curl wants
+        # to be woken earlier than it fires. One that fires early checks ``wanted`` and waits on.
+        loop = self.loop
+        if timeout_ms < 0 or loop is None:
+            self.wanted = None
             return
-        if timeout_ms == 0:
-            self.timer = self.loop.call_soon(self._timeout)
-        else:
-            self.timer = self.loop.call_later(timeout_ms / 1000, self._timeout)
+        due = self.wanted = loop.time() + timeout_ms / 1000
+        if self.timer is not None:
+            if self.timer_due <= due:
+                return
+            self.timer.cancel()
+        self.timer_due = due
+        self.timer = loop.call_at(due, self._timeout)
 
     def _timeout(self) -> None:
         self.timer = None
-        if not self.closed:
-            self.action(self.pycurl.SOCKET_TIMEOUT, 0)
+        wanted = self.wanted
+        if self.closed or wanted is None or self.loop is None:
+            return
+        if wanted > self.loop.time() + 0.0005:
+            self.timer_due = wanted
+            self.timer = self.loop.call_at(wanted, self._timeout)
+            return
+        self.wanted = None
+        self.action(self.pycurl.SOCKET_TIMEOUT, 0)
 
     def _start(self, job: _Job) -> None:
         super()._start(job)
@@ -617,10 +632,6 @@ class _AsyncEngine(_Engine):
                 if mask & self.pycurl.POLL_OUT:
                     self.loop.remove_writer(fd)
         self.watched.clear()
-
-    def action(self, fd: int, mask: int) -> None:
-        if not self.closed:
-            super().action(fd, mask)
 
 
 class Client:
