@@ -123,6 +123,23 @@ def test_the_threaded_loopback_server_takes_a_burst(stream_backend: Any) -> None
         assert result["verdict"]["complete"] is True
 
 
+def test_the_selectors_loop_where_there_is_no_epoll(scripted: Any, stream_backend: Any) -> None:
+    # macOS and Windows drive the sync client through selectors: hold that path here too.
+    import selectors
+
+    with fastsse.Client(base_url=scripted.base_url, api_key="x", max_connections=8, timeout=1) as client:
+        engine = client._engine
+        if engine.epoll is not None:
+            engine.epoll.close()
+        engine.epoll, engine.selector = None, selectors.DefaultSelector()
+        results = client.run([request(script(chunks=k + 1)) for k in range(20)])
+        timed_out = client.run([request(script(ttft_ms=20000))], concurrency=1)
+    assert [content(r) for r in results] == [scripted_text(0, k + 1) for k in range(20)]  # type: ignore[arg-type]
+    assert (
+        isinstance(timed_out[0], fastsse.TransportError) and timed_out[0].code == pycurl.E_OPERATION_TIMEDOUT
+    )
+
+
 def test_max_connections_bounds_the_transfers_in_flight(scripted: Any, stream_backend: Any) -> None:
     with fastsse.Client(base_url=scripted.base_url, api_key="x", max_connections=3, timeout=30) as client:
         results = client.run([request(script(ttft_ms=60, chunks=2)) for _ in range(9)])
@@ -233,6 +250,22 @@ def test_leaving_a_stream_iterator_early_cancels_its_transfer(
     assert "".join(texts) == scripted_text(0, 4) == content(result)
     assert result["timing"]["tokens"] == [1, 1, 1, 1]
     assert active == 0
+
+
+def test_a_loop_that_cannot_watch_sockets_is_refused_clearly(scripted: Any) -> None:
+    # What Windows' proactor loop does: add_reader exists and raises NotImplementedError.
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+
+        def refuse(*args: Any) -> None:
+            raise NotImplementedError
+
+        loop.add_reader = refuse  # type: ignore[method-assign]
+        async with fastsse.AsyncClient(base_url=scripted.base_url, api_key="x") as client:
+            with pytest.raises(RuntimeError, match="WindowsSelectorEventLoopPolicy"):
+                await client.create_stream(request(script(chunks=1)))
+
+    asyncio.run(main())
 
 
 # isolation

@@ -14,7 +14,9 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import select
 import selectors
+import socket
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
@@ -524,6 +526,27 @@ class AsyncChunkStream:
         return self._result
 
 
+def _check_loop(loop: asyncio.AbstractEventLoop) -> None:
+    # Windows' proactor loop has add_reader but raises NotImplementedError from it; find out here,
+    # where the error can reach the caller, rather than inside curl's socket callback.
+    a, b = socket.socketpair()
+    try:
+        loop.add_reader(a.fileno(), _nothing)
+        loop.remove_reader(a.fileno())
+    except NotImplementedError:
+        raise RuntimeError(
+            "this event loop cannot watch sockets (Windows' proactor loop has no add_reader): run "
+            "AsyncClient under asyncio.WindowsSelectorEventLoopPolicy(), or use fastsse.Client"
+        ) from None
+    finally:
+        a.close()
+        b.close()
+
+
+def _nothing() -> None:
+    return None
+
+
 class _AsyncEngine(_Engine):
     """The engine on an asyncio event loop: curl's sockets become add_reader / add_writer."""
 
@@ -539,6 +562,7 @@ class _AsyncEngine(_Engine):
     def bind(self) -> asyncio.AbstractEventLoop:
         loop = asyncio.get_running_loop()
         if self.loop is None:
+            _check_loop(loop)
             self.loop = loop
         elif self.loop is not loop:
             raise RuntimeError("an AsyncClient is bound to the event loop that first used it")
@@ -774,39 +798,78 @@ def _indexed(on_chunk: Callable[[int, dict[str, Any]], Any], index: int) -> OnCh
 
 
 class _SyncEngine(_Engine):
-    """The engine on its own selector loop, run by the calling thread."""
+    """The engine on its own poll loop, run by the calling thread: epoll where there is one (its
+    ``poll`` hands back bare ``(fd, events)`` pairs), the platform's ``selectors`` elsewhere."""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.selector = selectors.DefaultSelector()
+        self.epoll = select.epoll() if hasattr(select, "epoll") else None
+        self.selector = None if self.epoll is not None else selectors.DefaultSelector()
+        self.registered: dict[int, int] = {}  # fd -> the events it is registered for
         self.deadline: float | None = None  # when curl wants its timeout action (monotonic s)
-        self.ready: list[_Job] = []
+        self.ready: collections.deque[_Job] = collections.deque()
 
     def _on_socket(self, what: int, fd: int, multi: Any, data: Any) -> None:
         pycurl = self.pycurl
         events = 0
         if what != pycurl.POLL_REMOVE:
             if what & pycurl.POLL_IN:
-                events |= selectors.EVENT_READ
+                events |= _READ
             if what & pycurl.POLL_OUT:
-                events |= selectors.EVENT_WRITE
-        try:
-            key = self.selector.get_key(fd)
-        except KeyError:
-            key = None
-        if not events:
-            if key is not None:
-                self.selector.unregister(fd)
-        elif key is None:
-            self.selector.register(fd, events)
-        elif key.events != events:
-            self.selector.modify(fd, events)
+                events |= _WRITE
+        old = self.registered.get(fd)
+        if old == events:
+            return
+        epoll = self.epoll
+        if epoll is not None:
+            flags = (_EPOLL_IN if events & _READ else 0) | (select.EPOLLOUT if events & _WRITE else 0)
+            if not events:
+                with contextlib.suppress(OSError):  # curl may have closed it already
+                    epoll.unregister(fd)
+            elif old is None:
+                try:
+                    epoll.register(fd, flags)
+                except FileExistsError:  # a new socket under a number we never heard removed
+                    epoll.modify(fd, flags)
+            else:
+                try:
+                    epoll.modify(fd, flags)
+                except FileNotFoundError:  # the old socket closed; this is a new one
+                    epoll.register(fd, flags)
+        else:
+            assert self.selector is not None
+            if old is not None:
+                with contextlib.suppress(KeyError, ValueError, OSError):
+                    self.selector.unregister(fd)
+            if events:
+                self.selector.register(fd, events)
+        if events:
+            self.registered[fd] = events
+        else:
+            self.registered.pop(fd, None)
 
     def _on_timer(self, timeout_ms: int) -> None:
         self.deadline = None if timeout_ms < 0 else time.monotonic() + timeout_ms / 1000
 
     def _finished(self, job: _Job) -> None:
         self.ready.append(job)
+
+    def _wait(self, timeout: float) -> None:
+        """Wait up to ``timeout`` seconds for socket events and hand them to curl."""
+        action = self.action
+        cselect_in, cselect_out = self.pycurl.CSELECT_IN, self.pycurl.CSELECT_OUT
+        if self.epoll is not None:
+            for fd, ev in self.epoll.poll(timeout):
+                action(
+                    fd, (cselect_in if ev & _EPOLL_IN else 0) | (cselect_out if ev & select.EPOLLOUT else 0)
+                )
+            return
+        assert self.selector is not None
+        if not self.registered:  # select() on nothing fails on Windows
+            time.sleep(timeout)
+            return
+        for key, mask in self.selector.select(timeout):
+            action(key.fd, (cselect_in if mask & _READ else 0) | (cselect_out if mask & _WRITE else 0))
 
     def drive(self, jobs: list[_Job], concurrency: int) -> Iterator[_Job]:
         """Run ``jobs`` with at most ``concurrency`` in flight; yield each as it settles."""
@@ -827,43 +890,44 @@ class _SyncEngine(_Engine):
                     except BaseException as exc:
                         self._settle(job, exc)
                 while self.ready:
-                    job = self.ready.pop(0)
+                    job = self.ready.popleft()
                     if id(job) in mine:
                         mine.discard(id(job))
                         in_flight -= 1
                         yield job
                 if not in_flight:
                     continue
-                now = time.monotonic()
                 wait = _WAIT_SLICE
                 if self.deadline is not None:
-                    wait = min(wait, max(0.0, self.deadline - now))
-                events = self.selector.select(wait) if self.selector.get_map() else _sleep(wait)
-                for key, mask in events:
-                    flags = 0
-                    if mask & selectors.EVENT_READ:
-                        flags |= pycurl.CSELECT_IN
-                    if mask & selectors.EVENT_WRITE:
-                        flags |= pycurl.CSELECT_OUT
-                    self.action(key.fd, flags)
+                    wait = min(wait, max(0.0, self.deadline - time.monotonic()))
+                self._wait(wait)
                 if self.deadline is not None and time.monotonic() >= self.deadline:
                     self.deadline = None
                     self.action(pycurl.SOCKET_TIMEOUT, 0)
-                self.check_idle()
+                if self.idle_jobs:
+                    self.check_idle()
         finally:
             if mine:  # Ctrl-C, an exception, or the caller closed the generator: stop the rest
                 for job in jobs:
                     if id(job) in mine and not job.done:
                         self.cancel(job)
-                self.ready = [job for job in self.ready if id(job) not in mine]
+                self.ready = collections.deque(job for job in self.ready if id(job) not in mine)
 
     def close(self) -> None:
         if self.closed:
             return
         super().close()
-        self.selector.close()
+        if self.epoll is not None:
+            self.epoll.close()
+        if self.selector is not None:
+            self.selector.close()
+        self.registered.clear()
 
 
-def _sleep(seconds: float) -> list[Any]:
-    time.sleep(seconds)
-    return []
+_READ, _WRITE = selectors.EVENT_READ, selectors.EVENT_WRITE
+# Error and hang-up wake curl as a read would: it reads, and learns what happened.
+_EPOLL_IN = (
+    (select.EPOLLIN | select.EPOLLERR | select.EPOLLHUP | select.EPOLLRDHUP)
+    if hasattr(select, "epoll")
+    else 0
+)
