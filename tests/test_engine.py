@@ -448,12 +448,12 @@ def test_timing_matches_the_script(scripted: Any, stream_backend: Any, driver: s
     assert t["first_content"] == t["reads"][t["token_reads"][2]]
     # the server's schedule starts when it has read the request: the first token is due ttft later
     ttft = (t["first_reasoning"] - t["sent"]) / 1e6
-    assert ttft_ms - 1 <= ttft <= ttft_ms + 60
+    assert ttft_ms - 5 <= ttft <= ttft_ms + 150  # the server may write a due chunk a little early
     gaps = [
         (t["reads"][b] - t["reads"][a]) / 1e6
         for a, b in zip(t["token_reads"], t["token_reads"][1:], strict=False)
     ]
-    assert sorted(gaps)[len(gaps) // 2] == pytest.approx(itl_ms, abs=8)
+    assert sorted(gaps)[len(gaps) // 2] == pytest.approx(itl_ms, abs=15)
     mono, epoch = t["anchor"]
     assert abs(epoch + (t["end"] - mono) - time.time_ns()) < 5 * 10**9
     message = result["choices"][0]["message"]

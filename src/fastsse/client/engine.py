@@ -2,7 +2,8 @@
 
 libcurl tells us which sockets to watch (``M_SOCKETFUNCTION``) and when to wake it
 (``M_TIMERFUNCTION``); ``AsyncClient`` hands both to the running event loop (``add_reader`` /
-``add_writer`` / ``call_later``), ``Client`` to its own ``selectors`` loop. Either way a read costs
+``add_writer`` / ``call_later``), ``Client`` to its own poll loop (epoll, else ``selectors``).
+Either way a read costs
 one Python callback (curl's write callback, which passes the bytes straight to the compiled
 stream) and no thread, task or object per chunk. Each request gets its stream through one
 factory (``_FORMATS``), its options through one request setup, and its result through the same
@@ -664,8 +665,8 @@ class Client:
     max_connections=100, timeout=None, connect_timeout=None, idle_timeout=None, proxy=None,
     ca_bundle=None, client_cert=None, max_event_bytes=None, timing=True)``
 
-    The same engine, driven on the calling thread by its own ``selectors`` loop (epoll, kqueue or
-    select): ``create_stream`` for one request, ``run`` for many at once, ``as_completed`` to take
+    The same engine, driven on the calling thread by its own poll loop (epoll where there is
+    one, else the platform's ``selectors``: kqueue, select): ``create_stream`` for one request, ``run`` for many at once, ``as_completed`` to take
     them as they end. Ctrl-C (KeyboardInterrupt) stops a call within about 0.1 s, cancelling
     every transfer it had started. ``with Client(...) as client:`` closes the connections at the
     end; so does ``close()``.
