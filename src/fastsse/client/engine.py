@@ -138,6 +138,7 @@ class _Engine:
         self.waiting: collections.deque[_Job] = collections.deque()
         self.active: dict[int, _Job] = {}  # id(handle) -> job
         self.running = 0
+        self.callback_exc: BaseException | None = None  # raised in a socket/timer callback
         self.idle_jobs: set[_Job] = set()  # active jobs with an idle_timeout, checked by the driver
         self.closed = False
 
@@ -167,7 +168,11 @@ class _Engine:
                 raise TypeError(f"unknown request option {key!r}")
         if own.get("format", "chat") not in _FORMATS:
             raise ValueError(f"unknown format {own['format']!r}; known: {sorted(_FORMATS)}")
-        return _Job(prepare(request, **merged), own, index)
+        spec = prepare(request, **merged)
+        if own.get("curl") is not None and merged["client_cert"] is not None:
+            # pycurl cannot unset a certificate, so it would outlive the request on the caller's handle
+            raise ValueError("client_cert cannot be used with curl=: set SSLCERT / SSLKEY on your own handle")
+        return _Job(spec, own, index)
 
     def submit(self, job: _Job) -> None:
         if self.closed:
@@ -305,10 +310,19 @@ class _Engine:
         if self.closed:  # a readiness callback queued in the same loop turn as close()
             return
         _, running = self.multi.socket_action(fd, mask)
+        if self.callback_exc is not None:
+            self._raise_callback_exc()
         if running < self.running or self.waiting or running == 0:
             self.running = running
             self._collect()
         self.running = running
+
+    def _raise_callback_exc(self) -> None:
+        # pycurl only prints what a socket or timer callback raises: the callbacks keep it (a
+        # Ctrl-C landing in one) and it is raised here, once curl has returned.
+        exc, self.callback_exc = self.callback_exc, None
+        if exc is not None:
+            raise exc
 
     def close(self) -> None:
         if self.closed:
@@ -570,6 +584,12 @@ class _AsyncEngine(_Engine):
         return loop
 
     def _on_socket(self, what: int, fd: int, multi: Any, data: Any) -> None:
+        try:
+            self._watch(what, fd)
+        except BaseException as exc:
+            self.callback_exc = exc
+
+    def _watch(self, what: int, fd: int) -> None:
         loop = self.loop
         assert loop is not None
         pycurl = self.pycurl
@@ -597,6 +617,12 @@ class _AsyncEngine(_Engine):
     def _on_timer(self, timeout_ms: int) -> None:
         # curl moves its timer on nearly every read; a loop timer is only replaced when curl wants
         # to be woken earlier than it fires. One that fires early checks ``wanted`` and waits on.
+        try:
+            self._arm(timeout_ms)
+        except BaseException as exc:
+            self.callback_exc = exc
+
+    def _arm(self, timeout_ms: int) -> None:
         loop = self.loop
         if timeout_ms < 0 or loop is None:
             self.wanted = None
@@ -811,6 +837,12 @@ class _SyncEngine(_Engine):
         self.ready: collections.deque[_Job] = collections.deque()
 
     def _on_socket(self, what: int, fd: int, multi: Any, data: Any) -> None:
+        try:
+            self._watch(what, fd)
+        except BaseException as exc:
+            self.callback_exc = exc
+
+    def _watch(self, what: int, fd: int) -> None:
         pycurl = self.pycurl
         events = 0
         if what != pycurl.POLL_REMOVE:
@@ -850,7 +882,10 @@ class _SyncEngine(_Engine):
             self.registered.pop(fd, None)
 
     def _on_timer(self, timeout_ms: int) -> None:
-        self.deadline = None if timeout_ms < 0 else time.monotonic() + timeout_ms / 1000
+        try:
+            self.deadline = None if timeout_ms < 0 else time.monotonic() + timeout_ms / 1000
+        except BaseException as exc:
+            self.callback_exc = exc
 
     def _finished(self, job: _Job) -> None:
         self.ready.append(job)
@@ -907,6 +942,8 @@ class _SyncEngine(_Engine):
                     self.action(pycurl.SOCKET_TIMEOUT, 0)
                 if self.idle_jobs:
                     self.check_idle()
+                if self.callback_exc is not None:
+                    self._raise_callback_exc()
         finally:
             if mine:  # Ctrl-C, an exception, or the caller closed the generator: stop the rest
                 for job in jobs:
