@@ -106,6 +106,7 @@ class _Engine:
         client_cert: str | tuple[str, str] | None,
         max_event_bytes: int | None,
         timing: bool,
+        http2: bool = False,
     ) -> None:
         if isinstance(max_connections, bool) or not isinstance(max_connections, int):
             raise TypeError(f"max_connections must be an int, not {type(max_connections).__name__}")
@@ -128,12 +129,14 @@ class _Engine:
         # Validated now, so a bad client option fails at construction rather than per request.
         prepare({}, **self.defaults)
         self.timing = bool(timing)
+        self.http2 = bool(http2)
         self.max_connections = max_connections
         self.multi = pycurl.CurlMulti()
         self.multi.setopt(pycurl.M_SOCKETFUNCTION, self._on_socket)
         self.multi.setopt(pycurl.M_TIMERFUNCTION, self._on_timer)
         self.multi.setopt(pycurl.M_MAX_TOTAL_CONNECTIONS, max_connections)
         self.multi.setopt(pycurl.M_MAXCONNECTS, max_connections)
+        self.multi.setopt(pycurl.M_PIPELINING, pycurl.PIPE_MULTIPLEX)
         self.pool: list[Any] = []
         self.waiting: collections.deque[_Job] = collections.deque()
         self.active: dict[int, _Job] = {}  # id(handle) -> job
@@ -200,6 +203,16 @@ class _Engine:
             )
             response = Response(spec, stream)
             apply(handle, spec, response)
+            if self.http2 and not job.own_handle:
+                # h2c by prior knowledge on http:// (no upgrade round trip), ALPN on https://;
+                # PIPEWAIT: a request waits for a connection being opened to multiplex on it
+                # rather than opening its own.
+                plain = spec.url[:5].lower() == "http:"
+                version = (
+                    pycurl.CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE if plain else pycurl.CURL_HTTP_VERSION_2TLS
+                )
+                handle.setopt(pycurl.HTTP_VERSION, version)
+                handle.setopt(pycurl.PIPEWAIT, 1)
         except BaseException:
             self._recycle(job, handle)
             raise
@@ -348,7 +361,12 @@ _CLIENT_DOC = """
     that transfer and left open, its connection kept). Client-only: ``max_connections`` (transfers at once;
     more requests wait in a queue, and ``timing["started"] - timing["queued"]`` is that wait;
     default 100) and ``timing`` (default True: every result carries ``result["timing"]``, a
-    ``fastsse.Timing``; False drops the record and its cost).
+    ``fastsse.Timing``; False drops the record and its cost), ``http2`` (default False: HTTP/2
+    for every request of the client, by prior knowledge on ``http://`` and ALPN on ``https://``,
+    requests multiplexed on shared connections, waiting for one being opened rather than opening
+    their own; ``max_connections`` still bounds the transfers in flight; a ``curl=`` handle keeps
+    its own settings. Without it curl's defaults hold: HTTP/1.1 on ``http://``, HTTP/2 when the
+    server offers it on ``https://``).
 """
 
 
@@ -367,7 +385,7 @@ class AsyncClient:
     (
         """``AsyncClient(*, base_url=None, api_key=None, headers=None, path="/chat/completions",
     max_connections=100, timeout=None, connect_timeout=None, idle_timeout=None, proxy=None,
-    ca_bundle=None, client_cert=None, max_event_bytes=None, timing=True)``
+    ca_bundle=None, client_cert=None, max_event_bytes=None, timing=True, http2=False)``
 
     Many chat streams at once on the running event loop (asyncio's default loop or uvloop): one
     libcurl multi handle whose sockets and timer the loop watches, no thread per stream.
@@ -397,6 +415,7 @@ class AsyncClient:
         client_cert: str | tuple[str, str] | None = None,
         max_event_bytes: int | None = None,
         timing: bool = True,
+        http2: bool = False,
     ) -> None:
         self._engine = _AsyncEngine(
             base_url=base_url,
@@ -412,6 +431,7 @@ class AsyncClient:
             client_cert=client_cert,
             max_event_bytes=max_event_bytes,
             timing=timing,
+            http2=http2,
         )
 
     async def create_stream(
@@ -689,7 +709,7 @@ class Client:
     (
         """``Client(*, base_url=None, api_key=None, headers=None, path="/chat/completions",
     max_connections=100, timeout=None, connect_timeout=None, idle_timeout=None, proxy=None,
-    ca_bundle=None, client_cert=None, max_event_bytes=None, timing=True)``
+    ca_bundle=None, client_cert=None, max_event_bytes=None, timing=True, http2=False)``
 
     The same engine, driven on the calling thread by its own poll loop (epoll where there is
     one, else the platform's ``selectors``: kqueue, select): ``create_stream`` for one request, ``run`` for many at once, ``as_completed`` to take
@@ -719,6 +739,7 @@ class Client:
         client_cert: str | tuple[str, str] | None = None,
         max_event_bytes: int | None = None,
         timing: bool = True,
+        http2: bool = False,
     ) -> None:
         self._engine = _SyncEngine(
             base_url=base_url,
@@ -734,6 +755,7 @@ class Client:
             client_cert=client_cert,
             max_event_bytes=max_event_bytes,
             timing=timing,
+            http2=http2,
         )
 
     def create_stream(
