@@ -168,7 +168,6 @@ def test_cancelling_two_hundred_streams_mid_stream_leaks_nothing(
     scripted: Any, stream_backend: Any, run: Callable[[Any], Any]
 ) -> None:
     n = 200
-    fds_before = open_fds()
 
     async def main() -> tuple[int | None, int | None, dict[str, Any]]:
         seen = [0] * n
@@ -182,6 +181,7 @@ def test_cancelling_two_hundred_streams_mid_stream_leaks_nothing(
 
             return on_chunk
 
+        fds_in_loop = open_fds()  # the loop's own descriptors (uvloop keeps some for the process)
         client = fastsse.AsyncClient(base_url=scripted.base_url, api_key="x", max_connections=n, timeout=60)
         async with client:
             fds_with_client = open_fds()
@@ -211,20 +211,19 @@ def test_cancelling_two_hundred_streams_mid_stream_leaks_nothing(
                 await asyncio.sleep(0.02)
                 fds_after_cancel = open_fds()
         assert fds_with_client is None or fds_after_cancel is None or fds_after_cancel <= fds_with_client
+        fds_closed = open_fds()  # the client closed: its multi handle and pooled handles are gone
+        deadline = time.monotonic() + 5
+        while fds_in_loop is not None and fds_closed is not None and fds_closed > fds_in_loop:
+            if time.monotonic() > deadline:
+                break
+            await asyncio.sleep(0.02)
+            fds_closed = open_fds()
+        assert fds_in_loop is None or fds_closed is None or fds_closed <= fds_in_loop
         return fds_with_client, fds_after_cancel, state
 
     _, _, state = run(main())
     assert state["active"] == 0 and state["waiting"] == 0 and state["watched"] == 0 and state["idle"] == 0
     assert state["pool"] <= n
-    fds_after = open_fds()
-    deadline = time.monotonic() + 5
-    while fds_before is not None and fds_after is not None and fds_after > fds_before:
-        if time.monotonic() > deadline:
-            break
-        time.sleep(0.02)
-        fds_after = open_fds()
-    if fds_before is not None and fds_after is not None:
-        assert fds_after <= fds_before
     deadline = time.monotonic() + 5
     while scripted.stats()["streams_active"] and time.monotonic() < deadline:
         time.sleep(0.02)
@@ -521,6 +520,12 @@ def test_timing_matches_the_script(scripted: Any, stream_backend: Any, driver: s
 
         result = asyncio.run(main())
     t = result["timing"]
+    shown = {k: v - t["queued"] for k, v in t.items() if isinstance(v, int)}
+    shown["gaps_ms"] = [
+        round((t["reads"][b] - t["reads"][a]) / 1e6, 2)
+        for a, b in zip(t["token_reads"], t["token_reads"][1:], strict=False)
+    ]
+    print("timing (ns after queued):", shown)  # shown by pytest when an assertion below fails
     # the role chunk, the finish (sent with the last token) and the usage chunk are not token chunks
     assert t["tokens"] == [3] * chunks
     assert t["token_kinds"] == [2, 2, 1, 1, 1, 1]
@@ -529,9 +534,11 @@ def test_timing_matches_the_script(scripted: Any, stream_backend: Any, driver: s
     assert t["first_byte"] == t["reads"][0]
     assert t["first_reasoning"] == t["reads"][t["token_reads"][0]]
     assert t["first_content"] == t["reads"][t["token_reads"][2]]
-    # the server's schedule starts when it has read the request: the first token is due ttft later
+    # The server's schedule starts when it has read the request: the first token is due ttft
+    # later. curl stamps ``sent`` after its write returns, so a client preempted in between (a
+    # loaded CI box) stamps it late; the upper bound leaves a loaded machine room too.
     ttft = (t["first_reasoning"] - t["sent"]) / 1e6
-    assert ttft_ms - 5 <= ttft <= ttft_ms + 150  # the server may write a due chunk a little early
+    assert ttft_ms - 15 <= ttft <= ttft_ms + 250
     gaps = [
         (t["reads"][b] - t["reads"][a]) / 1e6
         for a, b in zip(t["token_reads"], t["token_reads"][1:], strict=False)

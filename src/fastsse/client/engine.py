@@ -234,7 +234,7 @@ class _Engine:
             self.pool.append(handle)
 
     def _admit(self) -> None:
-        while self.waiting and len(self.active) < self.max_connections:
+        while self.waiting and len(self.active) < self.max_connections and not self.closed:
             job = self.waiting.popleft()
             try:
                 self._start(job)
@@ -295,14 +295,19 @@ class _Engine:
 
     def _collect(self) -> None:
         """Settle every transfer curl reports finished, then admit waiting requests."""
+        stop: BaseException | None = None  # a Ctrl-C met on the way: raised once all are settled
         while True:
             queued, ok, failed = self.multi.info_read()
-            for handle in ok:
-                self._complete(handle, 0, "")
-            for handle, code, message in failed:
-                self._complete(handle, code, message)
+            done = [(handle, 0, "") for handle in ok] + list(failed)
+            for handle, code, message in done:
+                try:
+                    self._complete(handle, code, message)
+                except BaseException as exc:
+                    stop = exc
             if not queued:
                 break
+        if stop is not None:
+            raise stop
         self._admit()
 
     def cancel(self, job: _Job) -> None:
