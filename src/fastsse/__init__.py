@@ -6,6 +6,8 @@ both backends behave identically.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from ._backend import (
     BACKEND,
     ChatAggregator,
@@ -21,17 +23,23 @@ from ._backend import (
 from ._chat import Verdict
 from ._errors import EventTooLarge, SSEError, TransportError
 from ._fold import FormatVerdict
+from ._timing import Timing
 from ._version import __version__
 from .check import Finding, StreamChecker, check_stream
-from .client import aiter_chunks, aiter_events, create_stream, iter_chunks, iter_events
+from .client import Client, aiter_chunks, aiter_events, create_stream, iter_chunks, iter_events
 from .encode import ChatChunkEncoder, encode_event
 from .normalize import Normalizer
 
+if TYPE_CHECKING:
+    from .client.aio import AsyncClient as AsyncClient
+
 __all__ = [
     "BACKEND",
+    "AsyncClient",
     "ChatAggregator",
     "ChatChunkEncoder",
     "ChatStream",
+    "Client",
     "Decoder",
     "Event",
     "EventTooLarge",
@@ -44,6 +52,7 @@ __all__ = [
     "ResponsesStream",
     "SSEError",
     "StreamChecker",
+    "Timing",
     "TransportError",
     "Verdict",
     "__version__",
@@ -56,3 +65,12 @@ __all__ = [
     "iter_chunks",
     "iter_events",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # AsyncClient brings asyncio with it: loaded on first use, not by ``import fastsse``.
+    if name == "AsyncClient":
+        from .client.aio import AsyncClient
+
+        return AsyncClient
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -28,6 +28,7 @@ from ._fold import MAX_DEPARTURES, MAX_INDEX, format_verdict_dict, is_done, join
 from ._responses import ITEM_OF_PART, ITEM_TEXT, PART_TEXT, build_response, event_error
 from ._responses import make_verdict as _make_verdict
 from ._responses import token_kind as _token_kind
+from ._timing import build_timing
 
 cdef long long _MAX_INDEX = MAX_INDEX
 cdef int CONTENT_C = CONTENT
@@ -771,6 +772,12 @@ Scans, parses and folds an OpenAI Responses stream in one pass, for pycurl's
     def verdict(self) -> FormatVerdict:
         """How complete the stream is so far (``complete``, ``terminal``, ``why``, ...)."""
         return self._agg._verdict(self._aborted, self._too_large, self._eof_truncated)
+
+    def timing(self):
+        """The timing record so far (a new ``fastsse.Timing`` dict on every call), or None when
+        the stream was made without ``timing=True``; the request stamps are left to a client."""
+        arrays = self._timing_arrays()
+        return None if arrays is None else build_timing(*arrays)
 
     def _timing_arrays(self):
         # With timing=True: (reads, token_reads, tokens, token_kinds, anchor), copies, in the shape

@@ -26,6 +26,7 @@ from ._fold import (
 from ._responses import ITEM_OF_PART, ITEM_TEXT, LIFECYCLE, PART_TEXT, TERMINAL, build_response, event_error
 from ._responses import make_verdict as _make_verdict
 from ._responses import token_kind as _token_kind
+from ._timing import Timing, build_timing
 
 OnEvent = Callable[[dict[str, Any]], object]
 
@@ -520,6 +521,12 @@ class FoldStream(Decoder):
         out: dict[str, Any] = self._agg.result()
         out["verdict"] = format_verdict_dict(self.verdict)
         return out
+
+    def timing(self) -> Timing | None:
+        """The timing record so far (a new ``fastsse.Timing`` dict on every call), or None when
+        the stream was made without ``timing=True``; the request stamps are left to a client."""
+        arrays = self._timing_arrays()
+        return None if arrays is None else build_timing(*arrays)
 
     def _timing_arrays(self) -> tuple[list[int], list[int], list[int], list[int], list[int]] | None:
         # With timing=True: (reads, token_reads, tokens, token_kinds, anchor), copies, in the shape

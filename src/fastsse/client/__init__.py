@@ -1,10 +1,37 @@
-"""The HTTP side: request setup, ``create_stream`` over pycurl, and the byte-iterator adapters.
+"""The HTTP side: request setup, the many-streams engine (``Client``, ``AsyncClient``),
+``create_stream`` over pycurl, and the byte-iterator adapters.
 
-Everything here is importable from ``fastsse`` itself; pycurl is imported only when a transfer runs.
+Everything here is importable from ``fastsse`` itself; pycurl is imported only when a transfer runs,
+and asyncio only when ``AsyncClient`` is first looked up.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
+from .engine import Client
 from .stream import ChunkIterator, aiter_chunks, aiter_events, create_stream, iter_chunks, iter_events
 
-__all__ = ["ChunkIterator", "aiter_chunks", "aiter_events", "create_stream", "iter_chunks", "iter_events"]
+if TYPE_CHECKING:
+    from .aio import AsyncChunkStream as AsyncChunkStream
+    from .aio import AsyncClient as AsyncClient
+
+__all__ = [
+    "AsyncChunkStream",
+    "AsyncClient",
+    "ChunkIterator",
+    "Client",
+    "aiter_chunks",
+    "aiter_events",
+    "create_stream",
+    "iter_chunks",
+    "iter_events",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("AsyncClient", "AsyncChunkStream"):
+        from . import aio
+
+        return getattr(aio, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -12,9 +12,6 @@ from typing import Any
 
 from .._backend import ChatStream, Decoder, Event
 from .._errors import EventTooLarge, event_limit
-from .._formats import api_format
-from . import _wait
-from ._request import Response, apply, import_pycurl, prepare, reset
 
 OnChunk = Callable[[dict[str, Any]], "bool | None"]
 
@@ -71,6 +68,9 @@ def create_stream(
     and headers this call set), and the options it does not set are kept (``client_cert`` is
     refused with it: pycurl cannot unset a certificate, so set your own on your handle).
 
+    The call is one request on a ``fastsse.Client`` of its own, made and closed by it (without the
+    timing record): use a ``Client`` or ``AsyncClient`` to run many at once or keep connections open.
+
     The result carries ``"verdict"`` (whether ``[DONE]``, a finish reason and usage arrived). Answers
     that are no stream come back as ``{"error": ..., "status": code}``: an HTTP status >= 400 (the
     server's error object or body), a 3xx (with ``"location"``: redirects are not followed, so a
@@ -88,40 +88,28 @@ def create_stream(
     curl cannot decode (code 61); whatever ``on_chunk`` raises, unchanged, after the transfer is
     stopped; EventTooLarge if an event passes ``max_event_bytes``; ImportError without pycurl.
     """
+    from .engine import Client
+
     event_limit(max_event_bytes, "create_stream")
-    spec = prepare(
-        input,
-        api=api,
-        base_url=base_url,
-        api_key=api_key,
-        path=path,
-        headers=headers,
-        timeout=timeout,
-        connect_timeout=connect_timeout,
-        idle_timeout=idle_timeout,
-        proxy=proxy,
-        ca_bundle=ca_bundle,
-        client_cert=client_cert,
-        max_event_bytes=max_event_bytes,
-    )
-    if curl is not None and client_cert is not None:
-        raise ValueError("client_cert cannot be used with curl=: set SSLCERT / SSLKEY on your own handle")
-    pycurl = import_pycurl()
-    # ChatStream is looked up here (not through the table) so tests can swap the backend's class
-    stream = ChatStream(on_chunk, max_event_bytes=max_event_bytes) if api == "chat" else None
-    if stream is None:
-        stream = api_format(api).stream(on_chunk, max_event_bytes=max_event_bytes)
-    response = Response(spec, stream)
-    handle = curl if curl is not None else pycurl.Curl()
-    try:
-        apply(handle, spec, response)
-        code, message = _wait.run(pycurl, handle, response, owned=curl is None)
-    finally:
-        if curl is None:
-            handle.close()
-        else:
-            reset(handle, spec)
-    return response.finish(code, message)
+
+    with Client(max_connections=1, timing=False) as client:
+        return client.create_stream(
+            input,
+            on_chunk,
+            api=api,
+            base_url=base_url,
+            api_key=api_key,
+            path=path,
+            headers=headers,
+            timeout=timeout,
+            connect_timeout=connect_timeout,
+            idle_timeout=idle_timeout,
+            proxy=proxy,
+            ca_bundle=ca_bundle,
+            client_cert=client_cert,
+            max_event_bytes=max_event_bytes,
+            curl=curl,
+        )
 
 
 def curl_failure(url: str, err: BaseException) -> tuple[str, int | None]:

@@ -363,6 +363,9 @@ def _error_body(status: int, message: str, type_: str, code: str | None) -> byte
 
 class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
+    # A many-streams client opens hundreds of connections at once; the default backlog (5) drops
+    # the rest of the burst's SYNs and each retry costs the client a second.
+    request_queue_size = 1024
     block_on_close = False
     app: LoopbackServer
 
@@ -653,7 +656,13 @@ def serve_in_thread(
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m fastsse serve``: run the loopback server until Ctrl-C."""
+    """``python -m fastsse serve``: run the loopback server until Ctrl-C (``--scripted``: the load-test server)."""
+    if argv is None:
+        argv = sys.argv[1:]
+    if "--scripted" in argv:
+        from .scripted import main as scripted_main
+
+        return scripted_main([arg for arg in argv if arg != "--scripted"])
     doc = __doc__ or ""
     scenarios = doc[doc.index("The request's") : doc.index("Every compliant")]
     from ..cli._common import Parser, fail
@@ -663,7 +672,8 @@ def main(argv: list[str] | None = None) -> int:
         "Run the OpenAI-compatible loopback streaming server on 127.0.0.1.",
         epilog=scenarios.replace("``", "").rstrip()
         + "\n\nWRITE: small (uneven 1-11 byte pieces), event (one event per write), "
-        "bulk (64 KiB writes).",
+        "bulk (64 KiB writes).\n\n--scripted runs the scripted load-test server instead: known TTFT, "
+        "ITL, tokens per chunk, send stamps, thousands of streams (python -m fastsse serve --scripted --help).",
     )
     parser.add_argument(
         "--port", type=int, default=8000, help="TCP port on 127.0.0.1; 0 picks a free one (default 8000)"

@@ -1,0 +1,343 @@
+"""``AsyncClient``: the many-streams engine (``engine.py``) driven by the running event loop.
+
+curl's sockets become ``loop.add_reader`` / ``add_writer`` registrations and its timer a
+``call_at``; each readiness calls ``curl_multi_socket_action`` for that socket. Kept apart from
+``engine.py`` so that ``import fastsse`` and the blocking ``Client`` never import asyncio.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import socket
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .engine import _CLIENT_DOC, _WAIT_SLICE, DEFAULT_MAX_CONNECTIONS, OnChunk, _Engine, _Job
+
+
+class AsyncClient:
+    (
+        """``AsyncClient(*, base_url=None, api_key=None, headers=None, path="/chat/completions",
+    max_connections=100, timeout=None, connect_timeout=None, idle_timeout=None, proxy=None,
+    ca_bundle=None, client_cert=None, max_event_bytes=None, timing=True, http2=False)``
+
+    Many chat streams at once on the running event loop (asyncio's default loop or uvloop): one
+    libcurl multi handle whose sockets and timer the loop watches, no thread per stream.
+    ``async with AsyncClient(...) as client:`` closes every transfer and connection at the end;
+    so does ``await client.aclose()``. Use a client from the loop that first used it.
+
+    Windows' default proactor loop cannot watch sockets (no ``add_reader``): run the client under
+    ``asyncio.WindowsSelectorEventLoopPolicy()`` (or uvloop elsewhere); on a proactor loop the
+    first request raises RuntimeError saying so. ``Client`` works everywhere.
+    """
+        + _CLIENT_DOC
+    )
+
+    def __init__(
+        self,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        headers: Mapping[str, str] | Sequence[str] | None = None,
+        path: str | None = None,
+        api: str = "chat",
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        timeout: float | None = None,
+        connect_timeout: float | None = None,
+        idle_timeout: float | None = None,
+        proxy: str | None = None,
+        ca_bundle: str | None = None,
+        client_cert: str | tuple[str, str] | None = None,
+        max_event_bytes: int | None = None,
+        timing: bool = True,
+        http2: bool = False,
+    ) -> None:
+        self._engine = _AsyncEngine(
+            base_url=base_url,
+            api_key=api_key,
+            headers=headers,
+            path=path,
+            api=api,
+            max_connections=max_connections,
+            timeout=timeout,
+            connect_timeout=connect_timeout,
+            idle_timeout=idle_timeout,
+            proxy=proxy,
+            ca_bundle=ca_bundle,
+            client_cert=client_cert,
+            max_event_bytes=max_event_bytes,
+            timing=timing,
+            http2=http2,
+        )
+
+    async def create_stream(
+        self, request: Mapping[str, Any], /, on_chunk: OnChunk | None = None, **options: Any
+    ) -> dict[str, Any]:
+        """``await client.create_stream(request, on_chunk=None, **options) -> dict``
+
+        POST one chat request with ``"stream": true`` and return what ``fastsse.create_stream``
+        returns, plus ``"timing"``. ``on_chunk(chunk)`` runs on the loop's thread for every chunk,
+        as with ``create_stream``; returning False stops this stream. Cancelling the awaiting task
+        removes the transfer at once (its connection is closed, its handle recycled).
+
+        It raises what ``create_stream`` raises (TransportError with ``.result``, EventTooLarge,
+        whatever ``on_chunk`` raised), TypeError for an unknown option, RuntimeError on a closed
+        client or a loop that cannot watch sockets.
+        """
+        engine = self._engine
+        job = engine.make_job(request, {**options, "on_chunk": on_chunk})
+        loop = engine.bind()
+        job.waiter = loop.create_future()
+        engine.submit(job)
+        try:
+            await job.waiter
+        except asyncio.CancelledError:
+            engine.cancel(job)
+            raise
+        outcome = job.result
+        if isinstance(outcome, BaseException):
+            raise outcome
+        assert isinstance(outcome, dict)
+        return outcome
+
+    def stream(self, request: Mapping[str, Any], /, **options: Any) -> AsyncChunkStream:
+        """``client.stream(request, **options) -> AsyncChunkStream``: ``async with
+        client.stream(request) as stream: async for chunk in stream: ...`` yields each chunk as it
+        arrives; ``stream.result()`` is the folded answer (with ``"timing"``) once the iteration
+        ended. Leaving the ``async with`` block early cancels the transfer.
+
+        It raises TypeError or ValueError for bad options when iteration starts; iterating raises
+        what ``create_stream`` raises.
+        """
+        return AsyncChunkStream(self, request, options)
+
+    async def aclose(self) -> None:
+        """Cancel every transfer, close every connection and the multi handle."""
+        self._engine.close()
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+class AsyncChunkStream:
+    """The chunks of one request as an async iterator (made by ``AsyncClient.stream``).
+
+    ``async for chunk in stream`` starts the request and yields each chunk as it arrives; it
+    raises at the end what ``create_stream`` would have raised. ``result()`` is the folded answer
+    once the iteration ended. ``aclose()`` (or leaving ``async with stream:``) cancels the transfer
+    at once; a loop left with ``break`` outside ``async with`` keeps its transfer running until
+    the stream is closed or the client is.
+    """
+
+    def __init__(self, client: AsyncClient, request: Mapping[str, Any], options: dict[str, Any]) -> None:
+        self._client = client
+        self._request = request
+        self._options = options
+        self._result: dict[str, Any] | None = None
+        self._pending: collections.deque[dict[str, Any]] = collections.deque()
+        self._task: asyncio.Task[dict[str, Any]] | None = None
+        self._waiter: asyncio.Future[None] | None = None
+
+    def _on_chunk(self, chunk: dict[str, Any]) -> None:
+        self._pending.append(chunk)
+        self._wake()
+
+    def _wake(self, _: object = None) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def __aiter__(self) -> AsyncChunkStream:
+        return self
+
+    async def __anext__(self) -> dict[str, Any]:
+        loop = asyncio.get_running_loop()
+        if self._task is None:
+            self._task = loop.create_task(
+                self._client.create_stream(self._request, self._on_chunk, **self._options)
+            )
+            self._task.add_done_callback(self._wake)
+        while True:
+            if self._pending:
+                return self._pending.popleft()
+            if self._task.done():
+                if self._result is None:
+                    self._result = self._task.result()
+                raise StopAsyncIteration
+            waiter = self._waiter = loop.create_future()
+            try:
+                await waiter
+            except asyncio.CancelledError:
+                self._task.cancel()
+                raise
+            finally:
+                self._waiter = None
+
+    async def aclose(self) -> None:
+        """Cancel the transfer if it is still running."""
+        task = self._task
+        if task is not None and not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def __aenter__(self) -> AsyncChunkStream:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    def result(self) -> dict[str, Any]:
+        """The folded answer with its verdict and timing. It raises RuntimeError before the end."""
+        if self._result is None:
+            raise RuntimeError("the stream has not ended yet: iterate it to the end first")
+        return self._result
+
+
+def _check_loop(loop: asyncio.AbstractEventLoop) -> None:
+    # Windows' proactor loop has add_reader but raises NotImplementedError from it; find out here,
+    # where the error can reach the caller, rather than inside curl's socket callback.
+    a, b = socket.socketpair()
+    try:
+        loop.add_reader(a.fileno(), _nothing)
+        loop.remove_reader(a.fileno())
+    except NotImplementedError:
+        raise RuntimeError(
+            "this event loop cannot watch sockets (Windows' proactor loop has no add_reader): run "
+            "AsyncClient under asyncio.WindowsSelectorEventLoopPolicy(), or use fastsse.Client"
+        ) from None
+    finally:
+        a.close()
+        b.close()
+
+
+def _nothing() -> None:
+    return None
+
+
+class _AsyncEngine(_Engine):
+    """The engine on an asyncio event loop: curl's sockets become add_reader / add_writer."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.watched: dict[int, int] = {}  # fd -> POLL_* mask being watched
+        self.timer: asyncio.TimerHandle | None = None
+        self.timer_due = 0.0  # loop time the timer fires at
+        self.wanted: float | None = None  # loop time curl last asked to be woken at
+        self.idle_timer: asyncio.TimerHandle | None = None
+
+    def bind(self) -> asyncio.AbstractEventLoop:
+        loop = asyncio.get_running_loop()
+        if self.loop is None:
+            _check_loop(loop)
+            self.loop = loop
+        elif self.loop is not loop:
+            raise RuntimeError("an AsyncClient is bound to the event loop that first used it")
+        return loop
+
+    def _on_socket(self, what: int, fd: int, multi: Any, data: Any) -> None:
+        try:
+            self._watch(what, fd)
+        except BaseException as exc:
+            self.callback_exc = exc
+
+    def _watch(self, what: int, fd: int) -> None:
+        loop = self.loop
+        assert loop is not None
+        pycurl = self.pycurl
+        old = self.watched.get(fd, 0)
+        new = 0 if what == pycurl.POLL_REMOVE else what
+        if old & pycurl.POLL_IN and not new & pycurl.POLL_IN:
+            loop.remove_reader(fd)
+        if old & pycurl.POLL_OUT and not new & pycurl.POLL_OUT:
+            loop.remove_writer(fd)
+        try:
+            if new & pycurl.POLL_IN and not old & pycurl.POLL_IN:
+                loop.add_reader(fd, self.action, fd, pycurl.CSELECT_IN)
+            if new & pycurl.POLL_OUT and not old & pycurl.POLL_OUT:
+                loop.add_writer(fd, self.action, fd, pycurl.CSELECT_OUT)
+        except NotImplementedError:
+            raise RuntimeError(
+                "this event loop cannot watch sockets (Windows' proactor loop): use "
+                "asyncio.WindowsSelectorEventLoopPolicy(), or fastsse.Client"
+            ) from None
+        if new:
+            self.watched[fd] = new
+        else:
+            self.watched.pop(fd, None)
+
+    def _on_timer(self, timeout_ms: int) -> None:
+        # curl moves its timer on nearly every read; a loop timer is only replaced when curl wants
+        # to be woken earlier than it fires. One that fires early checks ``wanted`` and waits on.
+        try:
+            self._arm(timeout_ms)
+        except BaseException as exc:
+            self.callback_exc = exc
+
+    def _arm(self, timeout_ms: int) -> None:
+        loop = self.loop
+        if timeout_ms < 0 or loop is None:
+            self.wanted = None
+            return
+        due = self.wanted = loop.time() + timeout_ms / 1000
+        if self.timer is not None:
+            if self.timer_due <= due:
+                return
+            self.timer.cancel()
+        self.timer_due = due
+        self.timer = loop.call_at(due, self._timeout)
+
+    def _timeout(self) -> None:
+        self.timer = None
+        wanted = self.wanted
+        if self.closed or wanted is None or self.loop is None:
+            return
+        if wanted > self.loop.time() + 0.0005:
+            self.timer_due = wanted
+            self.timer = self.loop.call_at(wanted, self._timeout)
+            return
+        self.wanted = None
+        self.action(self.pycurl.SOCKET_TIMEOUT, 0)
+
+    def _start(self, job: _Job) -> None:
+        super()._start(job)
+        if self.idle_jobs and self.idle_timer is None and self.loop is not None:
+            self.idle_timer = self.loop.call_later(_WAIT_SLICE, self._idle_tick)
+
+    def _idle_tick(self) -> None:
+        self.idle_timer = None
+        if self.closed:
+            return
+        self.check_idle()
+        if self.idle_jobs and self.loop is not None:
+            self.idle_timer = self.loop.call_later(_WAIT_SLICE, self._idle_tick)
+
+    def _finished(self, job: _Job) -> None:
+        waiter = job.waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        for job in list(self.active.values()) + list(self.waiting):
+            if job.waiter is not None and not job.waiter.done():
+                job.waiter.cancel()
+        super().close()
+        for timer in (self.timer, self.idle_timer):
+            if timer is not None:
+                timer.cancel()
+        self.timer = self.idle_timer = None
+        if self.loop is not None and not self.loop.is_closed():
+            for fd, mask in self.watched.items():
+                if mask & self.pycurl.POLL_IN:
+                    self.loop.remove_reader(fd)
+                if mask & self.pycurl.POLL_OUT:
+                    self.loop.remove_writer(fd)
+        self.watched.clear()
