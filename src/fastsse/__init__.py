@@ -6,7 +6,7 @@ both backends behave identically.
 
 from __future__ import annotations
 
-from ._backend import BACKEND, ChatAggregator, ChatStream, Decoder, Event, get_backend
+from ._backend import BACKEND, ChatAggregator, ChatStream, Decoder, Event, Relay, get_backend
 from ._chat import Verdict
 from ._errors import EventTooLarge, SSEError, TransportError
 from ._version import __version__
@@ -25,6 +25,7 @@ __all__ = [
     "EventTooLarge",
     "Finding",
     "Normalizer",
+    "Relay",
     "SSEError",
     "StreamChecker",
     "TransportError",

@@ -13,7 +13,10 @@ import sys
 from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
-_NAMES = {"cython": ("_decoder_c", "_aggregator_c"), "python": ("_decoder_py", "_aggregator_py")}
+_NAMES = {
+    "cython": ("_decoder_c", "_aggregator_c", "_relay_c"),
+    "python": ("_decoder_py", "_aggregator_py", "_relay_py"),
+}
 
 
 def _flag(name: str) -> bool:
@@ -24,23 +27,26 @@ NO_EXTENSIONS: bool = _flag("FASTSSE_NO_EXTENSIONS") or sys.implementation.name 
 
 
 def get_backend(name: str) -> SimpleNamespace:
-    """Return the namespace of one backend: ``name``, ``Decoder``, ``Event``, ``ChatAggregator``, ``ChatStream``.
+    """Return the namespace of one backend: ``name``, ``Decoder``, ``Event``, ``ChatAggregator``,
+    ``ChatStream``, ``Relay``.
 
     It raises ValueError for a name other than ``"cython"`` or ``"python"`` and ImportError if that
     backend cannot be loaded (e.g. the package was built without its extensions).
     """
     try:
-        decoder_mod, aggregator_mod = _NAMES[name]
+        decoder_mod, aggregator_mod, relay_mod = _NAMES[name]
     except KeyError:
         raise ValueError(f"unknown backend {name!r}; expected 'cython' or 'python'") from None
     decoder = importlib.import_module(f"fastsse.{decoder_mod}")
     aggregator = importlib.import_module(f"fastsse.{aggregator_mod}")
+    relay = importlib.import_module(f"fastsse.{relay_mod}")
     return SimpleNamespace(
         name=name,
         Decoder=decoder.Decoder,
         Event=decoder.Event,
         ChatAggregator=aggregator.ChatAggregator,
         ChatStream=aggregator.ChatStream,
+        Relay=relay.Relay,
     )
 
 
@@ -50,6 +56,7 @@ if TYPE_CHECKING:
     from ._aggregator_py import ChatStream as ChatStream
     from ._decoder_py import Decoder as Decoder
     from ._decoder_py import Event as Event
+    from ._relay_py import Relay as Relay
 
     BACKEND = "python"
 else:
@@ -66,4 +73,5 @@ else:
     Event = _selected.Event
     ChatAggregator = _selected.ChatAggregator
     ChatStream = _selected.ChatStream
+    Relay = _selected.Relay
     del _selected
