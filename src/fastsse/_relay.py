@@ -26,9 +26,33 @@ _BLANKS: Final = b" \t\r\n"
 # The field names the compiled reader reads itself (at the top, choice or delta level) rather
 # than handing them over as "other" values.
 READER_FIELDS: Final = frozenset(
-    "id object created model system_fingerprint service_tier usage choices error obfuscation index"
-    " delta message finish_reason logprobs text content role tool_calls reasoning_content reasoning"
-    " refusal annotations function_call audio".split()
+    [
+        "id",
+        "object",
+        "created",
+        "model",
+        "system_fingerprint",
+        "service_tier",
+        "usage",
+        "choices",
+        "error",
+        "obfuscation",
+        "index",
+        "delta",
+        "message",
+        "finish_reason",
+        "logprobs",
+        "text",
+        "content",
+        "role",
+        "tool_calls",
+        "reasoning_content",
+        "reasoning",
+        "refusal",
+        "annotations",
+        "function_call",
+        "audio",
+    ]
 )
 
 OnChunk = Callable[[dict[str, Any]], Any]
@@ -93,8 +117,8 @@ class RelayCore:
     """Per-stream repair state and the event handler every non-fast event goes through."""
 
     __slots__ = (
-        "agg",
         "aborted",
+        "agg",
         "choices",
         "drop_fields",
         "head",
@@ -313,7 +337,7 @@ class RelayCore:
         return out
 
     def _final(self, chunk: dict[str, Any], choice: dict[str, Any]) -> dict[str, Any]:
-        final = {k: chunk[k] for k in ("id", "object", "created", "model") if k in chunk}
+        final: dict[str, Any] = {k: chunk[k] for k in ("id", "object", "created", "model") if k in chunk}
         final["choices"] = [choice]
         return final
 
@@ -337,7 +361,10 @@ class RelayCore:
         role = delta.get("role")
         if first:
             if not role:
-                choice["delta"] = delta = {"role": "assistant", **{k: v for k, v in delta.items() if k != "role"}}
+                choice["delta"] = delta = {
+                    "role": "assistant",
+                    **{k: v for k, v in delta.items() if k != "role"},
+                }
                 role = "assistant"
                 changed = True
             state.role = role

@@ -79,18 +79,18 @@ class Relay(Decoder):
             raise too_large(self._limit, [out])
         return out
 
-    def close(self) -> bytes:
+    def close(self) -> bytes:  # type: ignore[override]  # the tail to send, not events
         """End the upstream; returns the tail: the held usage chunk and ``[DONE]`` when the answer
         is whole (every choice finished, no error, nothing cut), else nothing at all."""
         if self._closed:
             return b""
         self._closed = True
         core = self._core
-        if not core.stopped and not self._stopped:
-            if not self._line and not self._head and self._data_size >= 0 and not self._discarding:
-                # every line of the last event arrived, only its blank line is missing: keep it
-                self._overflowed = False
-                self._process(b"")
+        pending = not self._line and not self._head and self._data_size >= 0 and not self._discarding
+        if pending and not core.stopped and not self._stopped:
+            # every line of the last event arrived, only its blank line is missing: keep it
+            self._overflowed = False
+            self._process(b"")
         super().close()
         self._eof_truncated = self._truncated and not core.stopped and not self._too_large
         whole = not (self._eof_truncated or self._too_large) and self._answered()
