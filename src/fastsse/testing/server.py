@@ -654,7 +654,13 @@ def serve_in_thread(
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m fastsse serve``: run the loopback server until Ctrl-C."""
+    """``python -m fastsse serve``: run the loopback server until Ctrl-C (``--scripted``: the load-test server)."""
+    if argv is None:
+        argv = sys.argv[1:]
+    if "--scripted" in argv:
+        from .scripted import main as scripted_main
+
+        return scripted_main([arg for arg in argv if arg != "--scripted"])
     doc = __doc__ or ""
     scenarios = doc[doc.index("The request's") : doc.index("Every compliant")]
     parser = argparse.ArgumentParser(
@@ -662,7 +668,8 @@ def main(argv: list[str] | None = None) -> int:
         description="Run the OpenAI-compatible loopback streaming server on 127.0.0.1.",
         epilog=scenarios.replace("``", "").rstrip()
         + "\n\nWRITE: small (uneven 1-11 byte pieces), event (one event per write), "
-        "bulk (64 KiB writes).",
+        "bulk (64 KiB writes).\n\n--scripted runs the scripted load-test server instead: known TTFT, "
+        "ITL, tokens per chunk, send stamps, thousands of streams (python -m fastsse serve --scripted --help).",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
