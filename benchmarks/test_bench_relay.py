@@ -32,7 +32,10 @@ def _compliant(n: int) -> list[bytes]:
     enc = ChatChunkEncoder(id="chatcmpl-0b4e3b1e5c1c4b7a", model="gpt-4o-mini-2024-07-18", created=1762700000)
     events = [enc.role()]
     events += [enc.content(WORDS[i % len(WORDS)]) for i in range(n)]
-    events += [enc.finish("stop"), enc.usage({"prompt_tokens": 9, "completion_tokens": n, "total_tokens": 9 + n})]
+    events += [
+        enc.finish("stop"),
+        enc.usage({"prompt_tokens": 9, "completion_tokens": n, "total_tokens": 9 + n}),
+    ]
     events.append(enc.done())
     return events
 
@@ -44,7 +47,10 @@ def _localai(n: int) -> list[bytes]:
     )
     usage = ',"usage":{"prompt_tokens":0,"completion_tokens":0,"total_tokens":0}}'
     lines = [head + '"","delta":{"role":"assistant","content":""}}]' + usage]
-    lines += [head + '"","delta":{"content":' + orjson.dumps(WORDS[i % len(WORDS)]).decode() + "}}]" + usage for i in range(n)]
+    lines += [
+        head + '"","delta":{"content":' + orjson.dumps(WORDS[i % len(WORDS)]).decode() + "}}]" + usage
+        for i in range(n)
+    ]
     lines.append(head + '"stop","delta":{"content":""}}]' + usage)
     return [f"data: {line}\n\n".encode() for line in lines] + [b"data: [DONE]\n\n"]
 

@@ -39,9 +39,16 @@ def _chat_stream() -> Any:
     return _stream_mod.__dict__["ChatStream"]
 
 
+def _relay_stream() -> Any:
+    from ._relay_stream import RelayStream
+
+    return RelayStream
+
+
 # One entry per stream format: the stream class that scans, parses and folds it. Another format
-# (Responses, Messages) is one more entry here.
-_FORMATS: dict[str, Callable[[], Any]] = {"chat": _chat_stream}
+# (Responses, Messages) is one more entry here. "relay" hands on_chunk the compliant bytes to send
+# on (a gateway), see _relay_stream.
+_FORMATS: dict[str, Callable[[], Any]] = {"chat": _chat_stream, "relay": _relay_stream}
 
 
 class _Job:
