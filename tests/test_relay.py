@@ -608,3 +608,166 @@ def test_encoder_streams_pass_untouched(backend: SimpleNamespace) -> None:
         + enc.done()
     )
     assert relay(backend, upstream) == upstream
+
+
+# generated streams: the compiled fast path and splices against the pure-Python relay -------------
+
+_TEXT = st.sampled_from(["Hi", " there", "", "é", "\u003e", '"q"', "\\", "日本", "\U0001f600", "a\nb"])
+_REASON = st.sampled_from([None, "", "stop", "length", "tool_calls", "absent"])
+
+
+@st.composite
+def _upstream_chunk(draw: st.DrawFn) -> bytes:
+    kind = draw(st.sampled_from(["text", "text", "text", "role", "tool", "final", "empty", "usage", "junk"]))
+    index = draw(st.sampled_from([0, 0, 0, 1]))
+    choice: dict[str, Any] = {"index": index}
+    delta: dict[str, Any] = {}
+    if kind == "text":
+        delta[draw(st.sampled_from(["content", "content", "reasoning_content", "refusal"]))] = draw(_TEXT)
+    elif kind == "role":
+        delta["role"] = "assistant"
+        if draw(st.booleans()):
+            delta["content"] = draw(_TEXT)
+    elif kind == "tool":
+        call: dict[str, Any] = {"index": draw(st.sampled_from([0, 0, 1]))}
+        if draw(st.booleans()):
+            call["id"] = draw(st.sampled_from(["call_a", "call_b"]))
+        if draw(st.booleans()):
+            call["type"] = "function"
+        function: dict[str, Any] = {}
+        if draw(st.booleans()):
+            function["name"] = draw(st.sampled_from(["f", "g"]))
+        if draw(st.booleans()):
+            function["arguments"] = draw(st.sampled_from(['{"a":', "1}", ""]))
+        if function or draw(st.booleans()):
+            call["function"] = function
+        delta["tool_calls"] = [call] if draw(st.integers(0, 5)) else []
+    elif kind == "final" and draw(st.booleans()):
+        delta["content"] = draw(_TEXT)
+    elif kind == "junk":
+        return draw(st.sampled_from([b"data: keep-alive\n\n", b": ping\n\n", b"data: [1]\n\n", b"id: 3\n\n"]))
+    choice["delta"] = delta
+    reason = draw(_REASON) if kind != "final" else draw(st.sampled_from(["stop", "tool_calls", ""]))
+    if reason != "absent":
+        choice["finish_reason"] = reason
+    chunk: dict[str, Any] = {
+        "id": draw(st.sampled_from(["c", "c", "c", "d"])),
+        "object": draw(st.sampled_from(["chat.completion.chunk"] * 5 + ["chat.completion"])),
+        "created": 1,
+        "model": "m",
+        "choices": [] if kind == "usage" else [choice],
+    }
+    if kind == "usage" or draw(st.integers(0, 3)) == 0:
+        chunk["usage"] = {"prompt_tokens": 1, "completion_tokens": draw(st.integers(0, 9)), "total_tokens": 2}
+    if draw(st.integers(0, 4)) == 0:
+        chunk["x_provider"] = {"k": 1}
+    # orjson's compact bytes, or an upstream with its own formatting (spaces, ASCII escapes)
+    payload = orjson.dumps(chunk) if draw(st.booleans()) else json.dumps(chunk).encode()
+    if draw(st.integers(0, 9)) == 0:
+        return b"data: " + payload.replace(b",", b",\ndata: ", 1) + b"\n\n"  # multi-line data
+    return b"data: " + payload + b"\n\n"
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    pieces=st.lists(_upstream_chunk(), max_size=14),
+    end=st.sampled_from([b"data: [DONE]\n\n", b"", b'data: {"id":']),
+    cuts=st.lists(st.integers(0, 4000), max_size=8),
+    options=st.sampled_from(
+        [
+            {},
+            {"usage": "keep"},
+            {"usage": "drop"},
+            {"model": "gw", "id": "x"},
+            {"drop_fields": ["x_provider"]},
+        ]
+    ),
+)
+def test_backends_agree_on_generated_streams(
+    pieces: list[bytes], end: bytes, cuts: list[int], options: dict[str, Any]
+) -> None:
+    data = b"".join(pieces) + end
+    outputs = {}
+    for name in ("cython", "python"):
+        try:
+            backend = get_backend(name)
+        except ImportError:
+            continue
+        r = backend.Relay(**options)
+        out = r.write(data) + r.close()
+        pieces_out, last = [], 0
+        r2 = backend.Relay(**options)
+        for cut in sorted(c % (len(data) + 1) for c in cuts):
+            pieces_out.append(r2.write(data[last:cut]))
+            last = cut
+        pieces_out.append(r2.write(data[last:]) + r2.close())
+        assert b"".join(pieces_out) == out, name
+        result = r.result()
+        assert r2.result() == result
+        outputs[name] = (out, result)
+        del result["verdict"]
+        if r.verdict.complete:
+            sent = folded(backend, out)
+            if options.get("usage") == "drop":  # folded for billing, never sent
+                assert sent["usage"] is None
+                sent["usage"] = result["usage"]
+            assert result == sent, name  # the fold is the fold of what was sent
+        assert b"\r" not in out and all(e == "[DONE]" or isinstance(e, dict) for e in events(out))
+    if len(outputs) == 2:
+        assert events(outputs["cython"][0]) == events(outputs["python"][0])
+        assert outputs["cython"][1] == outputs["python"][1]
+
+
+_JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-5, 5)
+    | st.sampled_from(["", "x", "stop", "assistant", "call_a"]),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(
+            st.sampled_from(
+                [
+                    "index",
+                    "delta",
+                    "role",
+                    "content",
+                    "finish_reason",
+                    "tool_calls",
+                    "id",
+                    "type",
+                    "function",
+                    "name",
+                    "arguments",
+                    "usage",
+                    "choices",
+                    "error",
+                    "model",
+                    "object",
+                    "created",
+                    "message",
+                    "x",
+                ]
+            ),
+            inner,
+            max_size=4,
+        )
+    ),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(values=st.lists(_JSON, max_size=6))
+def test_garbage_never_raises(backend: SimpleNamespace, values: list[Any]) -> None:
+    """Whatever JSON an upstream sends where a chunk should be, the relay raises nothing and sends
+    only JSON objects or [DONE], each on one data: line."""
+    data = b"".join(
+        b"data: " + orjson.dumps({"choices": [v], "id": "c"} if i % 2 else v) + b"\n\n"
+        for i, v in enumerate(values)
+    )
+    r = backend.Relay()
+    out = r.write(data) + r.close()
+    assert all(e == "[DONE]" or isinstance(e, dict) for e in events(out))
+    assert all(line.startswith(b"data: ") for line in out.split(b"\n") if line)
+    r.result()

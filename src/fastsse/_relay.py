@@ -390,6 +390,8 @@ class RelayCore:
         if reason == "":
             choice["finish_reason"] = reason = None
             changed = True
+        elif not isinstance(reason, str):
+            reason = None  # null, or a value of the wrong type the fold drops: no finish either way
         has_payload = any(v is not None for v in delta.values())
         if reason is None or state.finished:
             if not first and not has_payload and _bare(choice):
@@ -420,20 +422,21 @@ def _tool_call(state: _Choice, call: Any) -> tuple[bool, bool]:
     changed = False
     held = state.calls.get(call["index"])
     function = call.get("function")
-    name = function.get("name") if isinstance(function, dict) else None
-    call_id = call.get("id")
+    # Only non-empty strings count: null means absent, "" adds nothing to what clients join, and
+    # a value of another type is the fold's to count as malformed, not the relay's to touch.
+    name = _text(function.get("name")) if isinstance(function, dict) else None
+    call_id = _text(call.get("id"))
     if held is not None and call_id and name and held.id is not None and call_id != held.id:
         held = None  # a new call at a used index (Gemini, Ollama): left as sent, tracked anew
     if held is None:
         held = state.calls[call["index"]] = _Call()
-    # Only non-empty strings count: null means absent, and "" adds nothing to what clients join.
     if call_id:
         if held.id is None:
             held.id = call_id
         else:
             del call["id"]
             changed = True
-    call_type = call.get("type")
+    call_type = _text(call.get("type"))
     if call_type:
         if held.type is None:
             held.type = call_type
@@ -453,6 +456,10 @@ def _tool_call(state: _Choice, call: Any) -> tuple[bool, bool]:
         isinstance(function, dict) and any(v is not None for v in function.values())
     )
     return keep, changed or not keep
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
 
 
 def _drop(chunk: dict[str, Any], names: frozenset[str]) -> bool:
