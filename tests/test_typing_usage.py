@@ -121,3 +121,13 @@ def test_server_side_round_trip() -> None:
     assert folded.result()["choices"][0]["message"]["content"] == "Hi"
     single: bytes = fastsse.encode_event("x", event="note", id="1")
     assert fastsse.Decoder().feed(single) == [fastsse.Event(data="x", event="note", id="1")]
+
+
+def test_relay_types() -> None:
+    relay = fastsse.Relay(max_event_bytes=1 << 16, usage="end", model="gw", drop_fields=("x_provider",))
+    sent: bytes = b"".join(relay.write(chunk) for chunk in CHAT) + relay.close()
+    verdict: fastsse.Verdict = relay.verdict
+    result: dict[str, Any] = relay.result()
+    text: str = relay.text(0)
+    assert verdict.complete and result["model"] == "gw" and text == "Hello"
+    assert sent.endswith(b"data: [DONE]\n\n") and fastsse.Normalizer is fastsse.Relay
