@@ -73,6 +73,7 @@ cdef enum:
     U_END = 0
     U_KEEP
     U_DROP
+    KEEP_CAPACITY = 1 << 20  # a larger output buffer is freed after the write (the Decoder's rule)
 
 
 cdef struct Edit:
@@ -274,6 +275,10 @@ Upstream bytes in, compliant bytes out, folded on the way: one per proxied strea
     cdef bytes _take(self):
         cdef bytes out = PyBytes_FromStringAndSize(self._buf, self._len)
         self._len = 0
+        if self._cap > KEEP_CAPACITY:
+            PyMem_Free(self._buf)
+            self._buf = NULL
+            self._cap = 0
         return out
 
     cdef int _reserve(self, Py_ssize_t extra) except -1:
@@ -448,7 +453,7 @@ Upstream bytes in, compliant bytes out, folded on the way: one per proxied strea
             core.last_usage = fold_usage(self._agg)
             if self._usage_mode == U_END:
                 core.usage_held = True
-        self._reserve(n + 8 + 64 * nedits + (
+        self._reserve(n + 8 + 2 * nedits + (
             (PyBytes_GET_SIZE(self._id_json) if id_edit else 0) + (PyBytes_GET_SIZE(self._model_json) if model_edit else 0)
         ))
         self._put(b"data: ", 6)
