@@ -771,3 +771,26 @@ def test_garbage_never_raises(backend: SimpleNamespace, values: list[Any]) -> No
     assert all(e == "[DONE]" or isinstance(e, dict) for e in events(out))
     assert all(line.startswith(b"data: ") for line in out.split(b"\n") if line)
     r.result()
+
+
+def test_engine_relay_format() -> None:
+    """``Client.create_stream(request, send, format="relay")``: send gets the compliant bytes, the
+    result is the relay's fold; a cut transfer raises and its bytes end without [DONE]."""
+    pytest.importorskip("pycurl")
+    from fastsse.testing.server import serve_in_thread
+
+    with serve_in_thread(pause=0) as server, fastsse.Client(base_url=server.base_url, timeout=20) as client:
+        sent: list[bytes] = []
+        result = client.create_stream({"model": "localai-tools", "stream": True}, sent.append, format="relay")
+        out = b"".join(sent)
+        assert [f.code for f in check_stream(out)] == ["tool-call-id-reused"]
+        assert result["verdict"]["complete"] and out.endswith(b"data: [DONE]\n\n")
+        assert [c["function"]["name"] for c in result["choices"][0]["message"]["tool_calls"]] == [
+            "get_weather",
+            "get_time",
+        ]
+        cut: list[bytes] = []
+        with pytest.raises(fastsse.TransportError) as info:
+            client.create_stream({"model": "disconnect", "stream": True}, cut.append, format="relay")
+        assert b"[DONE]" not in b"".join(cut) and cut
+        assert not info.value.result["verdict"]["complete"]
