@@ -256,6 +256,13 @@ def test_usage_keep_and_drop(backend: SimpleNamespace) -> None:
     assert r.result()["usage"]["total_tokens"] == 5  # still there for billing
 
 
+def test_usage_kept_on_a_chunk_with_nothing_else_to_deliver(backend: SimpleNamespace) -> None:
+    upstream = ROLE + chunk('{"index":0,"delta":{},"finish_reason":null}', "," + USAGE) + HI + STOP + DONE
+    r = backend.Relay(usage="keep")
+    assert r.write(upstream) + r.close() == ROLE + f"data: {HEAD}],{USAGE}}}\n\n".encode() + HI + STOP + DONE
+    assert r.result()["usage"]["total_tokens"] == 5
+
+
 def test_upstream_usage_chunk_is_forwarded_as_it_is(backend: SimpleNamespace) -> None:
     upstream = ROLE + HI + STOP + f"data: {HEAD}],{USAGE}}}\n\n".encode() + DONE
     assert relay(backend, upstream) == upstream

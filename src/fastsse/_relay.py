@@ -332,6 +332,9 @@ class RelayCore:
         if kept:
             chunk["choices"] = kept
             out.append(chunk)
+        elif chunk.get("usage") is not None:  # usage="keep": the usage stays, as a usage chunk
+            chunk["choices"] = []
+            out.append(chunk)
         for final in finals:
             out.append(self._final(chunk, final))
         return out
