@@ -2,7 +2,8 @@
 
 libcurl tells us which sockets to watch (``M_SOCKETFUNCTION``) and when to wake it
 (``M_TIMERFUNCTION``); ``AsyncClient`` hands both to the running event loop (``add_reader`` /
-``add_writer`` / ``call_later``), ``Client`` to its own ``selectors`` loop. Either way a read costs
+``add_writer`` / ``call_later``), ``Client`` to its own poll loop (epoll, else ``selectors``).
+Either way a read costs
 one Python callback (curl's write callback, which passes the bytes straight to the compiled
 stream) and no thread, task or object per chunk. Each request gets its stream through one
 factory (``_FORMATS``), its options through one request setup, and its result through the same
@@ -14,9 +15,11 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import select
 import selectors
+import socket
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from .._errors import TransportError
@@ -110,6 +113,7 @@ class _Engine:
         client_cert: str | tuple[str, str] | None,
         max_event_bytes: int | None,
         timing: bool,
+        http2: bool = False,
     ) -> None:
         if isinstance(max_connections, bool) or not isinstance(max_connections, int):
             raise TypeError(f"max_connections must be an int, not {type(max_connections).__name__}")
@@ -132,16 +136,19 @@ class _Engine:
         # Validated now, so a bad client option fails at construction rather than per request.
         prepare({}, **self.defaults)
         self.timing = bool(timing)
+        self.http2 = bool(http2)
         self.max_connections = max_connections
         self.multi = pycurl.CurlMulti()
         self.multi.setopt(pycurl.M_SOCKETFUNCTION, self._on_socket)
         self.multi.setopt(pycurl.M_TIMERFUNCTION, self._on_timer)
         self.multi.setopt(pycurl.M_MAX_TOTAL_CONNECTIONS, max_connections)
         self.multi.setopt(pycurl.M_MAXCONNECTS, max_connections)
+        self.multi.setopt(pycurl.M_PIPELINING, pycurl.PIPE_MULTIPLEX)
         self.pool: list[Any] = []
         self.waiting: collections.deque[_Job] = collections.deque()
         self.active: dict[int, _Job] = {}  # id(handle) -> job
         self.running = 0
+        self.callback_exc: BaseException | None = None  # raised in a socket/timer callback
         self.idle_jobs: set[_Job] = set()  # active jobs with an idle_timeout, checked by the driver
         self.closed = False
 
@@ -171,7 +178,11 @@ class _Engine:
                 raise TypeError(f"unknown request option {key!r}")
         if own.get("format", "chat") not in _FORMATS:
             raise ValueError(f"unknown format {own['format']!r}; known: {sorted(_FORMATS)}")
-        return _Job(prepare(request, **merged), own, index)
+        spec = prepare(request, **merged)
+        if own.get("curl") is not None and merged["client_cert"] is not None:
+            # pycurl cannot unset a certificate, so it would outlive the request on the caller's handle
+            raise ValueError("client_cert cannot be used with curl=: set SSLCERT / SSLKEY on your own handle")
+        return _Job(spec, own, index)
 
     def submit(self, job: _Job) -> None:
         if self.closed:
@@ -199,6 +210,16 @@ class _Engine:
             )
             response = Response(spec, stream)
             apply(handle, spec, response)
+            if self.http2 and not job.own_handle:
+                # h2c by prior knowledge on http:// (no upgrade round trip), ALPN on https://;
+                # PIPEWAIT: a request waits for a connection being opened to multiplex on it
+                # rather than opening its own.
+                plain = spec.url[:5].lower() == "http:"
+                version = (
+                    pycurl.CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE if plain else pycurl.CURL_HTTP_VERSION_2TLS
+                )
+                handle.setopt(pycurl.HTTP_VERSION, version)
+                handle.setopt(pycurl.PIPEWAIT, 1)
         except BaseException:
             self._recycle(job, handle)
             raise
@@ -306,11 +327,22 @@ class _Engine:
         self._admit()
 
     def action(self, fd: int, mask: int) -> None:
+        if self.closed:  # a readiness callback queued in the same loop turn as close()
+            return
         _, running = self.multi.socket_action(fd, mask)
+        if self.callback_exc is not None:
+            self._raise_callback_exc()
         if running < self.running or self.waiting or running == 0:
             self.running = running
             self._collect()
         self.running = running
+
+    def _raise_callback_exc(self) -> None:
+        # pycurl only prints what a socket or timer callback raises: the callbacks keep it (a
+        # Ctrl-C landing in one) and it is raised here, once curl has returned.
+        exc, self.callback_exc = self.callback_exc, None
+        if exc is not None:
+            raise exc
 
     def close(self) -> None:
         if self.closed:
@@ -336,7 +368,12 @@ _CLIENT_DOC = """
     that transfer and left open, its connection kept). Client-only: ``max_connections`` (transfers at once;
     more requests wait in a queue, and ``timing["started"] - timing["queued"]`` is that wait;
     default 100) and ``timing`` (default True: every result carries ``result["timing"]``, a
-    ``fastsse.Timing``; False drops the record and its cost).
+    ``fastsse.Timing``; False drops the record and its cost), ``http2`` (default False: HTTP/2
+    for every request of the client, by prior knowledge on ``http://`` and ALPN on ``https://``,
+    requests multiplexed on shared connections, waiting for one being opened rather than opening
+    their own; ``max_connections`` still bounds the transfers in flight; a ``curl=`` handle keeps
+    its own settings. Without it curl's defaults hold: HTTP/1.1 on ``http://``, HTTP/2 when the
+    server offers it on ``https://``).
 """
 
 
@@ -355,7 +392,7 @@ class AsyncClient:
     (
         """``AsyncClient(*, base_url=None, api_key=None, headers=None, path="/chat/completions",
     max_connections=100, timeout=None, connect_timeout=None, idle_timeout=None, proxy=None,
-    ca_bundle=None, client_cert=None, max_event_bytes=None, timing=True)``
+    ca_bundle=None, client_cert=None, max_event_bytes=None, timing=True, http2=False)``
 
     Many chat streams at once on the running event loop (asyncio's default loop or uvloop): one
     libcurl multi handle whose sockets and timer the loop watches, no thread per stream.
@@ -385,6 +422,7 @@ class AsyncClient:
         client_cert: str | tuple[str, str] | None = None,
         max_event_bytes: int | None = None,
         timing: bool = True,
+        http2: bool = False,
     ) -> None:
         self._engine = _AsyncEngine(
             base_url=base_url,
@@ -400,6 +438,7 @@ class AsyncClient:
             client_cert=client_cert,
             max_event_bytes=max_event_bytes,
             timing=timing,
+            http2=http2,
         )
 
     async def create_stream(
@@ -433,11 +472,13 @@ class AsyncClient:
         return outcome
 
     def stream(self, request: Mapping[str, Any], /, **options: Any) -> AsyncChunkStream:
-        """``client.stream(request, **options) -> AsyncChunkStream``: ``async for chunk in ...``
-        yields each chunk as it arrives; ``.result()`` is the folded answer (with ``"timing"``)
-        once iteration ended. Leaving the loop early cancels the transfer.
+        """``client.stream(request, **options) -> AsyncChunkStream``: ``async with
+        client.stream(request) as stream: async for chunk in stream: ...`` yields each chunk as it
+        arrives; ``stream.result()`` is the folded answer (with ``"timing"``) once the iteration
+        ended. Leaving the ``async with`` block early cancels the transfer.
 
-        Iterating raises what ``create_stream`` raises.
+        It raises TypeError or ValueError for bad options when iteration starts; iterating raises
+        what ``create_stream`` raises.
         """
         return AsyncChunkStream(self, request, options)
 
@@ -453,44 +494,72 @@ class AsyncClient:
 
 
 class AsyncChunkStream:
-    """The chunks of one request as an async iterator; ``result()`` once it has ended."""
+    """The chunks of one request as an async iterator (made by ``AsyncClient.stream``).
+
+    ``async for chunk in stream`` starts the request and yields each chunk as it arrives; it
+    raises at the end what ``create_stream`` would have raised. ``result()`` is the folded answer
+    once the iteration ended. ``aclose()`` (or leaving ``async with stream:``) cancels the transfer
+    at once; a loop left with ``break`` outside ``async with`` keeps its transfer running until
+    the stream is closed or the client is.
+    """
 
     def __init__(self, client: AsyncClient, request: Mapping[str, Any], options: dict[str, Any]) -> None:
         self._client = client
         self._request = request
         self._options = options
         self._result: dict[str, Any] | None = None
+        self._pending: collections.deque[dict[str, Any]] = collections.deque()
+        self._task: asyncio.Task[dict[str, Any]] | None = None
+        self._waiter: asyncio.Future[None] | None = None
 
-    async def __aiter__(self) -> AsyncIterator[dict[str, Any]]:
-        pending: collections.deque[dict[str, Any]] = collections.deque()
+    def _on_chunk(self, chunk: dict[str, Any]) -> None:
+        self._pending.append(chunk)
+        self._wake()
+
+    def _wake(self, _: object = None) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def __aiter__(self) -> AsyncChunkStream:
+        return self
+
+    async def __anext__(self) -> dict[str, Any]:
         loop = asyncio.get_running_loop()
-        wake: list[asyncio.Future[None] | None] = [None]
-
-        def on_chunk(chunk: dict[str, Any]) -> None:
-            pending.append(chunk)
-            waiter = wake[0]
-            if waiter is not None and not waiter.done():
-                waiter.set_result(None)
-
-        task = loop.create_task(self._client.create_stream(self._request, on_chunk, **self._options))
-        task.add_done_callback(lambda _: _wake(wake))
-        try:
-            while True:
-                while pending:
-                    yield pending.popleft()
-                if task.done():
-                    break
-                waiter = wake[0] = loop.create_future()
+        if self._task is None:
+            self._task = loop.create_task(
+                self._client.create_stream(self._request, self._on_chunk, **self._options)
+            )
+            self._task.add_done_callback(self._wake)
+        while True:
+            if self._pending:
+                return self._pending.popleft()
+            if self._task.done():
+                if self._result is None:
+                    self._result = self._task.result()
+                raise StopAsyncIteration
+            waiter = self._waiter = loop.create_future()
+            try:
                 await waiter
-                wake[0] = None
-            while pending:
-                yield pending.popleft()
-            self._result = task.result()
-        finally:
-            if not task.done():
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+            except asyncio.CancelledError:
+                self._task.cancel()
+                raise
+            finally:
+                self._waiter = None
+
+    async def aclose(self) -> None:
+        """Cancel the transfer if it is still running."""
+        task = self._task
+        if task is not None and not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def __aenter__(self) -> AsyncChunkStream:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
 
     def result(self) -> dict[str, Any]:
         """The folded answer with its verdict and timing. It raises RuntimeError before the end."""
@@ -499,10 +568,25 @@ class AsyncChunkStream:
         return self._result
 
 
-def _wake(wake: list[Any]) -> None:
-    waiter = wake[0]
-    if waiter is not None and not waiter.done():
-        waiter.set_result(None)
+def _check_loop(loop: asyncio.AbstractEventLoop) -> None:
+    # Windows' proactor loop has add_reader but raises NotImplementedError from it; find out here,
+    # where the error can reach the caller, rather than inside curl's socket callback.
+    a, b = socket.socketpair()
+    try:
+        loop.add_reader(a.fileno(), _nothing)
+        loop.remove_reader(a.fileno())
+    except NotImplementedError:
+        raise RuntimeError(
+            "this event loop cannot watch sockets (Windows' proactor loop has no add_reader): run "
+            "AsyncClient under asyncio.WindowsSelectorEventLoopPolicy(), or use fastsse.Client"
+        ) from None
+    finally:
+        a.close()
+        b.close()
+
+
+def _nothing() -> None:
+    return None
 
 
 class _AsyncEngine(_Engine):
@@ -512,18 +596,27 @@ class _AsyncEngine(_Engine):
         super().__init__(**kwargs)
         self.loop: asyncio.AbstractEventLoop | None = None
         self.watched: dict[int, int] = {}  # fd -> POLL_* mask being watched
-        self.timer: asyncio.TimerHandle | asyncio.Handle | None = None
+        self.timer: asyncio.TimerHandle | None = None
+        self.timer_due = 0.0  # loop time the timer fires at
+        self.wanted: float | None = None  # loop time curl last asked to be woken at
         self.idle_timer: asyncio.TimerHandle | None = None
 
     def bind(self) -> asyncio.AbstractEventLoop:
         loop = asyncio.get_running_loop()
         if self.loop is None:
+            _check_loop(loop)
             self.loop = loop
         elif self.loop is not loop:
             raise RuntimeError("an AsyncClient is bound to the event loop that first used it")
         return loop
 
     def _on_socket(self, what: int, fd: int, multi: Any, data: Any) -> None:
+        try:
+            self._watch(what, fd)
+        except BaseException as exc:
+            self.callback_exc = exc
+
+    def _watch(self, what: int, fd: int) -> None:
         loop = self.loop
         assert loop is not None
         pycurl = self.pycurl
@@ -549,20 +642,37 @@ class _AsyncEngine(_Engine):
             self.watched.pop(fd, None)
 
     def _on_timer(self, timeout_ms: int) -> None:
-        if self.timer is not None:
-            self.timer.cancel()
-            self.timer = None
-        if timeout_ms < 0 or self.loop is None:
+        # curl moves its timer on nearly every read; a loop timer is only replaced when curl wants
+        # to be woken earlier than it fires. One that fires early checks ``wanted`` and waits on.
+        try:
+            self._arm(timeout_ms)
+        except BaseException as exc:
+            self.callback_exc = exc
+
+    def _arm(self, timeout_ms: int) -> None:
+        loop = self.loop
+        if timeout_ms < 0 or loop is None:
+            self.wanted = None
             return
-        if timeout_ms == 0:
-            self.timer = self.loop.call_soon(self._timeout)
-        else:
-            self.timer = self.loop.call_later(timeout_ms / 1000, self._timeout)
+        due = self.wanted = loop.time() + timeout_ms / 1000
+        if self.timer is not None:
+            if self.timer_due <= due:
+                return
+            self.timer.cancel()
+        self.timer_due = due
+        self.timer = loop.call_at(due, self._timeout)
 
     def _timeout(self) -> None:
         self.timer = None
-        if not self.closed:
-            self.action(self.pycurl.SOCKET_TIMEOUT, 0)
+        wanted = self.wanted
+        if self.closed or wanted is None or self.loop is None:
+            return
+        if wanted > self.loop.time() + 0.0005:
+            self.timer_due = wanted
+            self.timer = self.loop.call_at(wanted, self._timeout)
+            return
+        self.wanted = None
+        self.action(self.pycurl.SOCKET_TIMEOUT, 0)
 
     def _start(self, job: _Job) -> None:
         super()._start(job)
@@ -601,19 +711,15 @@ class _AsyncEngine(_Engine):
                     self.loop.remove_writer(fd)
         self.watched.clear()
 
-    def action(self, fd: int, mask: int) -> None:
-        if not self.closed:
-            super().action(fd, mask)
-
 
 class Client:
     (
         """``Client(*, base_url=None, api_key=None, headers=None, path="/chat/completions",
     max_connections=100, timeout=None, connect_timeout=None, idle_timeout=None, proxy=None,
-    ca_bundle=None, client_cert=None, max_event_bytes=None, timing=True)``
+    ca_bundle=None, client_cert=None, max_event_bytes=None, timing=True, http2=False)``
 
-    The same engine, driven on the calling thread by its own ``selectors`` loop (epoll, kqueue or
-    select): ``create_stream`` for one request, ``run`` for many at once, ``as_completed`` to take
+    The same engine, driven on the calling thread by its own poll loop (epoll where there is
+    one, else the platform's ``selectors``: kqueue, select): ``create_stream`` for one request, ``run`` for many at once, ``as_completed`` to take
     them as they end. Ctrl-C (KeyboardInterrupt) stops a call within about 0.1 s, cancelling
     every transfer it had started. ``with Client(...) as client:`` closes the connections at the
     end; so does ``close()``.
@@ -640,6 +746,7 @@ class Client:
         client_cert: str | tuple[str, str] | None = None,
         max_event_bytes: int | None = None,
         timing: bool = True,
+        http2: bool = False,
     ) -> None:
         self._engine = _SyncEngine(
             base_url=base_url,
@@ -655,6 +762,7 @@ class Client:
             client_cert=client_cert,
             max_event_bytes=max_event_bytes,
             timing=timing,
+            http2=http2,
         )
 
     def create_stream(
@@ -746,39 +854,87 @@ def _indexed(on_chunk: Callable[[int, dict[str, Any]], Any], index: int) -> OnCh
 
 
 class _SyncEngine(_Engine):
-    """The engine on its own selector loop, run by the calling thread."""
+    """The engine on its own poll loop, run by the calling thread: epoll where there is one (its
+    ``poll`` hands back bare ``(fd, events)`` pairs), the platform's ``selectors`` elsewhere."""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.selector = selectors.DefaultSelector()
+        self.epoll = select.epoll() if hasattr(select, "epoll") else None
+        self.selector = None if self.epoll is not None else selectors.DefaultSelector()
+        self.registered: dict[int, int] = {}  # fd -> the events it is registered for
         self.deadline: float | None = None  # when curl wants its timeout action (monotonic s)
-        self.ready: list[_Job] = []
+        self.ready: collections.deque[_Job] = collections.deque()
 
     def _on_socket(self, what: int, fd: int, multi: Any, data: Any) -> None:
+        try:
+            self._watch(what, fd)
+        except BaseException as exc:
+            self.callback_exc = exc
+
+    def _watch(self, what: int, fd: int) -> None:
         pycurl = self.pycurl
         events = 0
         if what != pycurl.POLL_REMOVE:
             if what & pycurl.POLL_IN:
-                events |= selectors.EVENT_READ
+                events |= _READ
             if what & pycurl.POLL_OUT:
-                events |= selectors.EVENT_WRITE
-        try:
-            key = self.selector.get_key(fd)
-        except KeyError:
-            key = None
-        if not events:
-            if key is not None:
-                self.selector.unregister(fd)
-        elif key is None:
-            self.selector.register(fd, events)
-        elif key.events != events:
-            self.selector.modify(fd, events)
+                events |= _WRITE
+        old = self.registered.get(fd)
+        if old == events:
+            return
+        epoll = self.epoll
+        if epoll is not None:
+            flags = (_EPOLL_IN if events & _READ else 0) | (select.EPOLLOUT if events & _WRITE else 0)
+            if not events:
+                with contextlib.suppress(OSError):  # curl may have closed it already
+                    epoll.unregister(fd)
+            elif old is None:
+                try:
+                    epoll.register(fd, flags)
+                except FileExistsError:  # a new socket under a number we never heard removed
+                    epoll.modify(fd, flags)
+            else:
+                try:
+                    epoll.modify(fd, flags)
+                except FileNotFoundError:  # the old socket closed; this is a new one
+                    epoll.register(fd, flags)
+        else:
+            assert self.selector is not None
+            if old is not None:
+                with contextlib.suppress(KeyError, ValueError, OSError):
+                    self.selector.unregister(fd)
+            if events:
+                self.selector.register(fd, events)
+        if events:
+            self.registered[fd] = events
+        else:
+            self.registered.pop(fd, None)
 
     def _on_timer(self, timeout_ms: int) -> None:
-        self.deadline = None if timeout_ms < 0 else time.monotonic() + timeout_ms / 1000
+        try:
+            self.deadline = None if timeout_ms < 0 else time.monotonic() + timeout_ms / 1000
+        except BaseException as exc:
+            self.callback_exc = exc
 
     def _finished(self, job: _Job) -> None:
         self.ready.append(job)
+
+    def _wait(self, timeout: float) -> None:
+        """Wait up to ``timeout`` seconds for socket events and hand them to curl."""
+        action = self.action
+        cselect_in, cselect_out = self.pycurl.CSELECT_IN, self.pycurl.CSELECT_OUT
+        if self.epoll is not None:
+            for fd, ev in self.epoll.poll(timeout):
+                action(
+                    fd, (cselect_in if ev & _EPOLL_IN else 0) | (cselect_out if ev & select.EPOLLOUT else 0)
+                )
+            return
+        assert self.selector is not None
+        if not self.registered:  # select() on nothing fails on Windows
+            time.sleep(timeout)
+            return
+        for key, mask in self.selector.select(timeout):
+            action(key.fd, (cselect_in if mask & _READ else 0) | (cselect_out if mask & _WRITE else 0))
 
     def drive(self, jobs: list[_Job], concurrency: int) -> Iterator[_Job]:
         """Run ``jobs`` with at most ``concurrency`` in flight; yield each as it settles."""
@@ -799,43 +955,46 @@ class _SyncEngine(_Engine):
                     except BaseException as exc:
                         self._settle(job, exc)
                 while self.ready:
-                    job = self.ready.pop(0)
+                    job = self.ready.popleft()
                     if id(job) in mine:
                         mine.discard(id(job))
                         in_flight -= 1
                         yield job
                 if not in_flight:
                     continue
-                now = time.monotonic()
                 wait = _WAIT_SLICE
                 if self.deadline is not None:
-                    wait = min(wait, max(0.0, self.deadline - now))
-                events = self.selector.select(wait) if self.selector.get_map() else _sleep(wait)
-                for key, mask in events:
-                    flags = 0
-                    if mask & selectors.EVENT_READ:
-                        flags |= pycurl.CSELECT_IN
-                    if mask & selectors.EVENT_WRITE:
-                        flags |= pycurl.CSELECT_OUT
-                    self.action(key.fd, flags)
+                    wait = min(wait, max(0.0, self.deadline - time.monotonic()))
+                self._wait(wait)
                 if self.deadline is not None and time.monotonic() >= self.deadline:
                     self.deadline = None
                     self.action(pycurl.SOCKET_TIMEOUT, 0)
-                self.check_idle()
+                if self.idle_jobs:
+                    self.check_idle()
+                if self.callback_exc is not None:
+                    self._raise_callback_exc()
         finally:
             if mine:  # Ctrl-C, an exception, or the caller closed the generator: stop the rest
                 for job in jobs:
                     if id(job) in mine and not job.done:
                         self.cancel(job)
-                self.ready = [job for job in self.ready if id(job) not in mine]
+                self.ready = collections.deque(job for job in self.ready if id(job) not in mine)
 
     def close(self) -> None:
         if self.closed:
             return
         super().close()
-        self.selector.close()
+        if self.epoll is not None:
+            self.epoll.close()
+        if self.selector is not None:
+            self.selector.close()
+        self.registered.clear()
 
 
-def _sleep(seconds: float) -> list[Any]:
-    time.sleep(seconds)
-    return []
+_READ, _WRITE = selectors.EVENT_READ, selectors.EVENT_WRITE
+# Error and hang-up wake curl as a read would: it reads, and learns what happened.
+_EPOLL_IN = (
+    (select.EPOLLIN | select.EPOLLERR | select.EPOLLHUP | select.EPOLLRDHUP)
+    if hasattr(select, "epoll")
+    else 0
+)
