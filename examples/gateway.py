@@ -3,7 +3,7 @@ an upstream server and its event stream relayed to the caller, repaired on the w
 answer folded for the log (guardrails, billing) in the same pass.
 
     pip install "fastsse-cython[gateway]"
-    FASTSSE_UPSTREAM=http://127.0.0.1:8000/v1 uvicorn --factory gateway:create_app --port 8080
+    FASTSSE_UPSTREAM=http://127.0.0.1:8000/v1 uvicorn --app-dir examples --factory gateway:create_app --port 8080
 
 The upstream transfer runs on ``fastsse.AsyncClient`` (libcurl's multi handle on the event loop,
 many streams per thread) with ``format="relay"``: each read goes straight into a compiled
