@@ -502,6 +502,17 @@ def test_on_chunk_sees_what_is_forwarded_and_can_stop_it(backend: SimpleNamespac
     assert r.text() == "Hi"
 
 
+def test_on_chunk_sees_the_error_and_may_refuse_it(backend: SimpleNamespace) -> None:
+    error = b'data: {"error":{"message":"boom","type":"server_error","param":null,"code":null}}\n\n'
+    seen: list[Any] = []
+    r = backend.Relay(on_chunk=seen.append)
+    assert r.write(ROLE + error + HI) + r.close() == ROLE + error
+    assert seen[-1] == orjson.loads(error[6:]) and r.verdict.error
+    r = backend.Relay(on_chunk=lambda c: "error" not in c)
+    assert r.write(ROLE + error + HI) + r.close() == ROLE
+    assert r.verdict.aborted and not r.verdict.error and not r.verdict.complete
+
+
 def test_on_chunk_cannot_reenter(backend: SimpleNamespace) -> None:
     holder: list[Any] = []
     r = backend.Relay(on_chunk=lambda c: holder[0].write(b""))

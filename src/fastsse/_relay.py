@@ -222,9 +222,9 @@ class RelayCore:
         if shape != chunk["error"]:
             chunk = {**chunk, "error": shape}
             reframe = True
-        self.stopped = True
-        if self.on_chunk is not None:
-            self._ask(chunk)  # it sees the error; the stream ends either way
+        self.stopped = True  # the stream ends here whatever on_chunk answers
+        if self.on_chunk is not None and not self._ask(chunk):
+            return b""  # refused like any other chunk: not sent, not folded
         self.agg.feed(chunk)
         if reframe or force:
             return _frame(chunk)
