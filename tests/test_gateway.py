@@ -158,3 +158,20 @@ def test_upstream_http_errors_keep_their_status(gateway: Any, sdk: Any, status: 
 def test_non_stream_requests_are_refused(gateway: Any, sdk: Any) -> None:
     with pytest.raises(openai.BadRequestError):
         sdk.chat.completions.create(model="plain", messages=MESSAGES)
+
+
+def test_caller_leaving_mid_answer_stops_the_upstream_transfer(gateway: Any) -> None:
+    import httpx
+
+    app, base_url = gateway
+    before = len(app.state.log)
+    body = {"model": "slow-200", "messages": MESSAGES, "stream": True}
+    with (
+        httpx.Client(timeout=20) as http,
+        http.stream("POST", base_url + "/chat/completions", json=body) as response,
+    ):
+        assert response.status_code == 200
+        first = next(response.iter_raw())
+        assert first.startswith(b"data: ")
+    entry = logged(app, before)  # well before the 200 ms-per-token answer could have ended
+    assert entry["failure"] and "cancelled" in entry["failure"]
