@@ -1,4 +1,4 @@
-"""What both fuzz targets share: turning the fuzzer's bytes into options, a stream and its chunking.
+"""What the fuzz targets share: turning the fuzzer's bytes into options, a stream and its chunking.
 
 The checks live here, free of atheris, so ``tests/test_fuzz_seeds.py`` runs them on the seed corpus
 in every test run; the ``fuzz_*.py`` scripts only hand them to atheris (importing this module inside
@@ -8,6 +8,7 @@ in every test run; the ``fuzz_*.py`` scripts only hand them to atheris (importin
 from __future__ import annotations
 
 import itertools
+import json
 from typing import Any
 
 import fastsse
@@ -181,3 +182,50 @@ def check_chatstream(buf: bytes) -> None:
             raise AssertionError(
                 f"ChatStream and Decoder+ChatAggregator differ on {inp.data!r}:\n{result}\n{want}"
             )
+
+
+# The Relay target
+
+
+def run_relay(backend, chunks, limit, stop_at):
+    seen = []
+
+    def on_chunk(chunk):
+        seen.append(repr(chunk))
+        return False if len(seen) == stop_at else None
+
+    relay = backend.Relay(max_event_bytes=limit, on_chunk=on_chunk if stop_at else None)
+    out = []
+    for chunk in chunks:
+        try:
+            out.append(relay.write(chunk))
+        except fastsse.EventTooLarge as exc:
+            out.append(("too-large", exc.limit, exc.events))
+    out.append(relay.close())
+    return out, seen, relay.result()
+
+
+def _sent(out):
+    return b"".join(b"".join(step[2]) if isinstance(step, tuple) else step for step in out)
+
+
+def _payloads(stream):
+    decoder = C.Decoder()
+    return [(e.event, e.data if e.data == "[DONE]" else json.loads(e.data)) for e in decoder.feed(stream)]
+
+
+def check_relay(buf: bytes) -> None:
+    inp = Input(buf)
+    chunks = inp.chunks()
+    c = run_relay(C, chunks, inp.limit, inp.stop_at % 4)
+    p = run_relay(PY, chunks, inp.limit, inp.stop_at % 4)
+    c_sent, p_sent = _sent(c[0]), _sent(p[0])
+    # The compiled relay splices where the twin re-serialises: the same JSON values, the same
+    # events, the same fold; identical bytes wherever no splice happened.
+    if _payloads(c_sent) != _payloads(p_sent) or c[1:] != p[1:]:
+        raise AssertionError(f"backends differ on {inp.data!r} in {len(chunks)} chunks:\n{c}\n{p}")
+    if b"\r" in c_sent or (c_sent and not c_sent.endswith(b"\n\n")):
+        raise AssertionError(f"the relay sent bad framing for {inp.data!r}: {c_sent!r}")
+    whole = run_relay(C, [inp.data], inp.limit, inp.stop_at % 4)
+    if whole[1:] != c[1:] or (inp.limit is None and _sent(whole[0]) != c_sent):
+        raise AssertionError(f"chunking changed what the relay sent for {inp.data!r} (cuts {inp.cuts})")

@@ -47,3 +47,9 @@ def test_chatstream_target_on_seeds() -> None:
     check = _harness().check_chatstream
     for seed in SEEDS:
         check(seed)
+
+
+def test_relay_target_on_seeds() -> None:
+    check = _harness().check_relay
+    for seed in SEEDS:
+        check(seed)

@@ -531,6 +531,36 @@ def test_chat_stream_stops_at_an_endless_event(
     assert peak.bytes < 2 * CAP + 2 * chunk_size + (64 << 10), (name, peak.bytes)
 
 
+@pytest.mark.parametrize("chunk_size", CHUNK_SIZES)
+@pytest.mark.parametrize(
+    ("name", "head", "pattern", "short"), OVERFLOWING[:5], ids=[c[0] for c in OVERFLOWING[:5]]
+)
+def test_relay_stops_at_an_endless_event(
+    backend: Any, name: str, head: bytes, pattern: bytes, short: bool, chunk_size: int
+) -> None:
+    relay = backend.Relay(max_event_bytes=CAP)
+    body = repeated(pattern, chunk_size, total(backend, chunk_size, short_lines=short))
+    first = CHAT_BEFORE + head
+    chunks = itertools.chain(pieces(first, chunk_size) if chunk_size < 64 else [first], body)
+    sent = []
+    raised = 0
+    with traced_peak() as peak:
+        for chunk in chunks:
+            try:
+                sent.append(relay.write(chunk))
+            except fastsse.EventTooLarge as exc:
+                raised += 1
+                sent.extend(exc.events)
+            if raised:
+                break
+    assert raised == 1, name
+    assert relay.write(b"data: {}\n\n") == b"" and relay.close() == b""  # stopped, never finished
+    out = b"".join(sent)
+    assert out.startswith(b"data: ") and b'"before"' in out and b"[DONE]" not in out
+    assert relay.text() == "before" and relay.verdict.too_large and not relay.verdict.complete
+    assert peak.bytes < 2 * CAP + 2 * chunk_size + (64 << 10), (name, peak.bytes)
+
+
 def test_iter_events_yields_everything_before_an_endless_line(
     backend: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -150,3 +150,13 @@ def test_format_fold_types() -> None:
     assert folded and terminal == "response.completed"
     responses: fastsse.ResponsesStream = fastsse.ResponsesStream(lambda event: None)
     assert responses.write(b"") is None
+
+
+def test_relay_types() -> None:
+    relay = fastsse.Relay(max_event_bytes=1 << 16, usage="end", model="gw", drop_fields=("x_provider",))
+    sent: bytes = b"".join(relay.write(chunk) for chunk in CHAT) + relay.close()
+    verdict: fastsse.Verdict = relay.verdict
+    result: dict[str, Any] = relay.result()
+    text: str = relay.text(0)
+    assert verdict.complete and result["model"] == "gw" and text == "Hello"
+    assert sent.endswith(b"data: [DONE]\n\n") and fastsse.Normalizer is fastsse.Relay

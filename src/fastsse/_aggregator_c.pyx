@@ -81,40 +81,8 @@ cdef object _JSONDecodeError = orjson.JSONDecodeError
 cdef str _BLANKS = " \t\r\n"
 cdef bytes _BLANKS_B = b" \t\r\n"
 
-# Key codes: each dict is walked once and every key classified by its length first.
-cdef enum:
-    K_OTHER
-    K_CHOICES
-    K_OBJECT
-    K_DROP
-    K_ERROR
-    K_TOP_ID
-    K_CREATED
-    K_MODEL
-    K_FINGERPRINT
-    K_USAGE
-    K_TIER
-    K_INDEX
-    K_DELTA
-    K_FINISH
-    K_TEXT
-    K_LOGPROBS
-    K_CONTENT
-    K_ROLE
-    K_TOOL_CALLS
-    K_REASONING_CONTENT
-    K_REASONING
-    K_REFUSAL
-    K_ANNOTATIONS
-    K_FUNCTION_CALL
-    K_AUDIO
-    K_ID
-    K_FUNCTION
-    K_TYPE
-    K_NAME
-    K_ARGUMENTS
-    K_AUDIO_TEXT
-    K_REASONING_DETAILS  # the 32nd code: _once keeps one bit per code in an unsigned int
+# Key codes (K_*), the fast reader's plan structs and its limits are declared in
+# _aggregator_c.pxd, so the relay (_relay_c.pyx) reads payloads with the same reader.
 
 
 # One vocabulary for both ways in. Each classifier reads a field name's bytes (a key as it stands
@@ -487,77 +455,6 @@ cdef class _Choice:
 # compares the two on hand-written and generated payloads, and the fuzz harness compares this
 # backend with the Python twin, which has no fast path at all.
 
-cdef enum:
-    F_ESC = 1       # the string holds a backslash escape
-    F_UTF8 = 2      # the string holds non-ASCII bytes (valid UTF-8)
-    MAX_CHOICES = 4
-    MAX_OPS = 16
-    MAX_OTHERS = 8
-    MAX_DEPTH = 64  # of a value handed to orjson (orjson's own limit for the whole payload is 1024)
-    MAX_DIGITS = 18  # any 18-digit integer fits an int64
-
-
-    # where a value the plan hands to orjson goes
-    W_TOP = 0       # an unknown top-level field
-    W_USAGE
-    W_CHOICE        # an unknown choice field
-    W_LOGPROBS
-    W_DELTA         # an unknown delta field
-    W_ANNOTATIONS
-    W_CALL          # an unknown tool call field
-    W_FUNCTION      # an unknown tool call function field
-    W_DETAILS       # reasoning_details
-
-
-cdef struct Span:
-    const char* p   # the string's bytes between the quotes, escapes undecoded; NULL when absent
-    Py_ssize_t n
-    int flags
-
-
-cdef struct Op:
-    int target        # the field it appends to (K_CONTENT ... K_TEXT), or K_ARGUMENTS for a tool call
-    int choice        # index into Plan.choices
-    long long index   # tool call index, -1 when the delta had none
-    Span text         # what to append (p NULL: nothing; a tool call delta without arguments)
-    Span type         # tool call type to compare (p NULL: absent)
-    PyObject* call    # the resolved _Call (borrowed; set by _fast_take's check)
-
-
-cdef struct Other:
-    int where
-    int choice        # Plan.choices index (W_CHOICE, W_LOGPROBS, W_DELTA, W_ANNOTATIONS)
-    int op            # Plan.ops index (W_CALL, W_FUNCTION)
-    const char* key   # plain ASCII
-    Py_ssize_t key_n
-    const char* value # the JSON text of a non-null value
-    Py_ssize_t value_n
-
-
-cdef struct ChoicePlan:
-    long long index   # -1 when absent or null: the position in the list is the index
-    long long pos
-    bint has_delta
-    Span role
-    Span finish
-    PyObject* choice  # the resolved _Choice (borrowed)
-    PyObject* last    # its most recent call as the plan's ops leave it (borrowed, NULL: none)
-
-
-cdef struct Plan:
-    Span id
-    Span model
-    Span fingerprint
-    Span tier
-    long long created
-    bint has_created
-    bint text_completion
-    int nchoices
-    int nops
-    int nothers
-    ChoicePlan choices[MAX_CHOICES]
-    Op ops[MAX_OPS]
-    Other others[MAX_OTHERS]
 
 
 cdef inline const char* _skip_ws(const char* p, const char* end) noexcept nogil:
@@ -888,6 +785,7 @@ cdef const char* _read_tool_calls(const char* p, const char* end, Plan* plan, in
     cdef Span span
     p = _skip_ws(p + 1, end)
     if p < end and p[0] == c']':
+        plan.quirks |= Q_EMPTY_CALLS
         return p + 1
     while more:
         if _is_null(p, end):
@@ -1085,6 +983,8 @@ cdef bint _read(const char* p, Py_ssize_t size, Plan* plan) noexcept nogil:
     plan.tier.p = NULL
     plan.has_created = False
     plan.text_completion = False
+    plan.object.p = NULL
+    plan.quirks = 0
     plan.nchoices = 0
     plan.nops = 0
     plan.nothers = 0
@@ -1129,6 +1029,7 @@ cdef bint _read(const char* p, Py_ssize_t size, Plan* plan) noexcept nogil:
             if p != NULL and code == K_OBJECT and span.p != NULL:
                 if span.flags & F_ESC:
                     return False
+                plan.object = span
                 plan.text_completion = _named(span.p, span.n, b"text_completion", 15)
         elif code == K_USAGE:
             p = _other(p, end, plan, W_USAGE, -1, -1, key, n)
@@ -1484,6 +1385,13 @@ Folds the chunks of an OpenAI-style chat stream into one response shaped like a
         """Fold one payload with the fast reader: 1 if it did, 0 if the payload needs orjson
         and ``_take`` (then nothing has changed)."""
         cdef Plan plan
+        if not _read(data, size, &plan):
+            return 0
+        return self._fast_apply(&plan)
+
+    cdef int _fast_apply(self, Plan* plan) except -1:
+        """Fold a payload ``_read`` accepted: 1 if it did, 0 if it needs orjson and ``_take``
+        (then nothing has changed)."""
         cdef ChoicePlan* cp
         cdef Op* op
         cdef PyObject* found
@@ -1492,8 +1400,6 @@ Folds the chunks of an OpenAI-style chat stream into one response shaped like a
         cdef Other* o
         cdef int i, j
         cdef list values = None
-        if not _read(data, size, &plan):
-            return 0
         # Check: every choice and call the plan touches exists, and role and type are unchanged.
         for i in range(plan.nchoices):
             cp = &plan.choices[i]
@@ -2341,3 +2247,32 @@ Scans, parses and folds a chat stream in one pass, for pycurl's ``WRITEFUNCTION`
         if stop:
             self._finished = True
         return stop
+
+
+# Entry points for other compiled modules (declared in _aggregator_c.pxd): the relay folds through
+# these, so ChatAggregator's layout stays private to this module.
+
+cdef int fast_apply(object agg, Plan* plan) except -1:
+    return (<ChatAggregator>agg)._fast_apply(plan)
+
+
+cdef object fold_usage(object agg):
+    return (<ChatAggregator>agg)._usage
+
+
+cdef int fix_top(object agg, object id, object model) except -1:
+    # After a chunk whose id or model the relay rewrote as it forwarded it: the fold holds what
+    # was sent.
+    if id is not None:
+        (<ChatAggregator>agg)._id = id
+    if model is not None:
+        (<ChatAggregator>agg)._model = model
+    return 0
+
+
+cdef dict fold_choices(object agg):
+    return (<ChatAggregator>agg)._choices
+
+
+cdef object fold_verdict(object agg, bint aborted, bint too_large, bint truncated, bint ended):
+    return (<ChatAggregator>agg)._verdict(aborted, too_large, truncated, ended)

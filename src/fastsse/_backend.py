@@ -14,8 +14,8 @@ from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
 _NAMES = {
-    "cython": ("_decoder_c", "_aggregator_c", "_responses_c", "_messages_c"),
-    "python": ("_decoder_py", "_aggregator_py", "_responses_py", "_messages_py"),
+    "cython": ("_decoder_c", "_aggregator_c", "_responses_c", "_messages_c", "_relay_c"),
+    "python": ("_decoder_py", "_aggregator_py", "_responses_py", "_messages_py", "_relay_py"),
 }
 
 
@@ -28,19 +28,20 @@ NO_EXTENSIONS: bool = _flag("FASTSSE_NO_EXTENSIONS") or sys.implementation.name 
 
 def get_backend(name: str) -> SimpleNamespace:
     """Return the namespace of one backend: ``name``, ``Decoder``, ``Event``, ``ChatAggregator``,
-    ``ChatStream``, ``ResponsesAggregator``, ``ResponsesStream``, ``MessagesAggregator``, ``MessagesStream``.
+    ``ChatStream``, ``ResponsesAggregator``, ``ResponsesStream``, ``MessagesAggregator``, ``MessagesStream``, ``Relay``.
 
     It raises ValueError for a name other than ``"cython"`` or ``"python"`` and ImportError if that
     backend cannot be loaded (e.g. the package was built without its extensions).
     """
     try:
-        decoder_mod, aggregator_mod, responses_mod, messages_mod = _NAMES[name]
+        decoder_mod, aggregator_mod, responses_mod, messages_mod, relay_mod = _NAMES[name]
     except KeyError:
         raise ValueError(f"unknown backend {name!r}; expected 'cython' or 'python'") from None
     decoder = importlib.import_module(f"fastsse.{decoder_mod}")
     aggregator = importlib.import_module(f"fastsse.{aggregator_mod}")
     responses = importlib.import_module(f"fastsse.{responses_mod}")
     messages = importlib.import_module(f"fastsse.{messages_mod}")
+    relay = importlib.import_module(f"fastsse.{relay_mod}")
     return SimpleNamespace(
         name=name,
         Decoder=decoder.Decoder,
@@ -51,6 +52,7 @@ def get_backend(name: str) -> SimpleNamespace:
         ResponsesStream=responses.ResponsesStream,
         MessagesAggregator=messages.MessagesAggregator,
         MessagesStream=messages.MessagesStream,
+        Relay=relay.Relay,
     )
 
 
@@ -62,6 +64,7 @@ if TYPE_CHECKING:
     from ._decoder_py import Event as Event
     from ._messages_py import MessagesAggregator as MessagesAggregator
     from ._messages_py import MessagesStream as MessagesStream
+    from ._relay_py import Relay as Relay
     from ._responses_py import ResponsesAggregator as ResponsesAggregator
     from ._responses_py import ResponsesStream as ResponsesStream
 
@@ -84,4 +87,5 @@ else:
     ResponsesStream = _selected.ResponsesStream
     MessagesAggregator = _selected.MessagesAggregator
     MessagesStream = _selected.MessagesStream
+    Relay = _selected.Relay
     del _selected

@@ -31,6 +31,7 @@ cdef class Decoder:
     cdef list _out
 
     cdef int _on_event(self, const char* data, Py_ssize_t n, const char* etype, Py_ssize_t tn) except -1
+    cdef int _on_comment(self, const char* line, Py_ssize_t n) except -1
     cdef int _scan(self, const char* p, Py_ssize_t n) except -1
     cdef int _feed_object(self, object data) except -1
     cdef int _process(self, const char* line, Py_ssize_t n) except -1

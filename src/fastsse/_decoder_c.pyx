@@ -236,6 +236,10 @@ cdef class Decoder:
         self._out.append(ev)
         return 0
 
+    cdef int _on_comment(self, const char* line, Py_ssize_t n) except -1:
+        """Called for every comment line (the relay forwards them); return 1 to stop scanning."""
+        return 0
+
     cdef void _overflow(self, bint partial) noexcept:
         self._overflowed = True
         self._discarding = True
@@ -399,7 +403,7 @@ cdef class Decoder:
                 self._reset_event()
             return stop
         if line[0] == b":":
-            return 0
+            return self._on_comment(line, n)
         self._in_event = True
         if _is_data_line(line, n):
             # Most lines of a stream: no search for the colon.

@@ -155,6 +155,10 @@ class Decoder:
         self._out.append(Event(data.decode("utf-8", "replace"), etype, self._last_id, self._retry))
         return False
 
+    def _on_comment(self, line: bytes) -> bool:
+        """Called for every comment line (``Relay`` forwards them); return True to stop."""
+        return False
+
     def _scan(self, chunk: bytes) -> None:
         if self._stopped:
             return
@@ -242,7 +246,7 @@ class Decoder:
             self._reset_event()
             return self._on_event(data, etype)
         if line[0] == 0x3A:  # ':' comment
-            return False
+            return self._on_comment(line)
         self._in_event = True
         name, value = split_field(line)
         if name == b"data":

@@ -42,6 +42,12 @@ def _chat_stream() -> Any:
     return _stream_mod.__dict__["ChatStream"]
 
 
+def _relay_stream() -> Any:
+    from ._relay_stream import RelayStream
+
+    return RelayStream
+
+
 # One entry per stream format: the stream class that scans, parses and folds it. Another format
 # (Responses, Messages) is one more entry here.
 def _api_stream(api: str) -> Callable[[], Any]:
@@ -52,6 +58,7 @@ _FORMATS: dict[str, Callable[[], Any]] = {
     "chat": _chat_stream,
     "responses": _api_stream("responses"),
     "messages": _api_stream("messages"),
+    "relay": _relay_stream,  # on_chunk gets the compliant bytes to send on (a gateway): _relay_stream
 }
 
 

@@ -1,0 +1,177 @@
+"""The example gateway end to end: the loopback server's broken models upstream, the gateway under
+uvicorn on 127.0.0.1 (AsyncClient + Relay), the openai SDK downstream."""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import pathlib
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+pytest.importorskip("starlette")
+uvicorn = pytest.importorskip("uvicorn")
+openai = pytest.importorskip("openai")
+pytest.importorskip("pycurl")
+
+from fastsse.testing.server import expected_completion, serve_in_thread  # noqa: E402
+
+GATEWAY = pathlib.Path(__file__).resolve().parents[1] / "examples" / "gateway.py"
+MESSAGES = [{"role": "user", "content": "Hello"}]
+
+
+def _load_gateway() -> Any:
+    spec = importlib.util.spec_from_file_location("fastsse_example_gateway", GATEWAY)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def upstream() -> Iterator[Any]:
+    with serve_in_thread(port=0) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def gateway(upstream: Any) -> Iterator[Any]:
+    app = _load_gateway().create_app(upstream.base_url, api_key="upstream-key")
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    config = uvicorn.Config(
+        app, host="127.0.0.1", port=port, loop="asyncio", log_level="warning", lifespan="on"
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        assert time.monotonic() < deadline, "uvicorn did not start"
+        time.sleep(0.01)
+    try:
+        yield app, f"http://127.0.0.1:{port}/v1"
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        sock.close()
+
+
+def logged(app: Any, before: int) -> dict[str, Any]:
+    """The one log record after ``before``; the gateway writes it after the last byte went out."""
+    deadline = time.monotonic() + 10
+    while len(app.state.log) <= before:
+        assert time.monotonic() < deadline, "the gateway logged nothing"
+        time.sleep(0.01)
+    (entry,) = app.state.log[before:]
+    return entry
+
+
+@pytest.fixture
+def sdk(gateway: Any) -> Iterator[Any]:
+    client = openai.OpenAI(base_url=gateway[1], api_key="x", max_retries=0, timeout=20)
+    yield client
+    client.close()
+
+
+def test_localai_stream_reaches_the_sdk_compliant_and_is_logged(gateway: Any, sdk: Any, caplog: Any) -> None:
+    app = gateway[0]
+    before = len(app.state.log)
+    with caplog.at_level(logging.INFO, logger="fastsse.gateway"):
+        chunks = list(sdk.chat.completions.create(model="localai", messages=MESSAGES, stream=True))
+        entry = logged(app, before)
+    expected = expected_completion({"model": "localai", "messages": MESSAGES})
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text == expected["choices"][0]["message"]["content"]
+    finishes = [c.choices[0].finish_reason for c in chunks if c.choices]
+    assert finishes[-1] == "stop" and set(finishes[:-1]) == {None}  # never "" on the way
+    assert chunks[0].choices[0].delta.role == "assistant" and chunks[0].choices[0].delta.content is None
+    assert chunks[-1].choices == [] and chunks[-1].usage is not None  # usage once, at the end
+    assert all(c.usage is None for c in chunks[:-1])
+    assert entry["content"] == [text]
+    assert entry["verdict"]["complete"] and entry["usage"] == chunks[-1].usage.model_dump(
+        exclude_none=True
+    )  # as LocalAI sent it
+    assert any("complete=True" in r.getMessage() for r in caplog.records)
+
+
+def test_localai_tools_reach_the_sdk_accumulator_whole(gateway: Any, sdk: Any) -> None:
+    with sdk.chat.completions.stream(model="localai-tools", messages=MESSAGES) as stream:
+        for _ in stream:
+            pass
+        final = stream.get_final_completion()
+    expected = expected_completion({"model": "localai-tools", "messages": MESSAGES})
+    calls = final.choices[0].message.tool_calls
+    want = expected["choices"][0]["message"]["tool_calls"]
+    assert [(c.function.name, c.function.arguments) for c in calls] == [
+        (w["function"]["name"], w["function"]["arguments"]) for w in want
+    ]
+    assert final.choices[0].finish_reason == "tool_calls"
+
+
+def test_compliant_stream_passes_through(gateway: Any, sdk: Any) -> None:
+    request = {"model": "tools", "messages": MESSAGES, "stream_options": {"include_usage": True}}
+    with sdk.chat.completions.stream(
+        model="tools", messages=MESSAGES, stream_options={"include_usage": True}
+    ) as stream:
+        final = stream.get_final_completion()
+    expected = expected_completion(request)
+    assert [(c.id, c.function.name, c.function.arguments) for c in final.choices[0].message.tool_calls] == [
+        (c["id"], c["function"]["name"], c["function"]["arguments"])
+        for c in expected["choices"][0]["message"]["tool_calls"]
+    ]
+    assert final.usage is not None and final.usage.total_tokens == expected["usage"]["total_tokens"]
+
+
+def test_cut_upstream_reaches_the_sdk_cut(gateway: Any, sdk: Any) -> None:
+    app = gateway[0]
+    before = len(app.state.log)
+    got: list[Any] = []
+    with pytest.raises(openai.APIError):
+        for chunk in sdk.chat.completions.create(model="disconnect", messages=MESSAGES, stream=True):
+            got.append(chunk)
+    assert all(c.choices[0].finish_reason is None for c in got if c.choices)  # no invented "stop"
+    entry = logged(app, before)
+    assert not entry["verdict"].get("complete") and "curl error" in entry["failure"]
+
+
+def test_error_payload_reaches_the_sdk_as_an_error(gateway: Any, sdk: Any) -> None:
+    with pytest.raises(openai.APIError) as info:
+        for _ in sdk.chat.completions.create(model="error", messages=MESSAGES, stream=True):
+            pass
+    assert "error" in str(info.value).lower() or info.value.message
+
+
+@pytest.mark.parametrize("status", [401, 429, 503])
+def test_upstream_http_errors_keep_their_status(gateway: Any, sdk: Any, status: int) -> None:
+    with pytest.raises(openai.APIStatusError) as info:
+        sdk.chat.completions.create(model=f"http-{status}", messages=MESSAGES, stream=True)
+    assert info.value.status_code == status
+
+
+def test_non_stream_requests_are_refused(gateway: Any, sdk: Any) -> None:
+    with pytest.raises(openai.BadRequestError):
+        sdk.chat.completions.create(model="plain", messages=MESSAGES)
+
+
+def test_caller_leaving_mid_answer_stops_the_upstream_transfer(gateway: Any) -> None:
+    import httpx
+
+    app, base_url = gateway
+    before = len(app.state.log)
+    body = {"model": "slow-200", "messages": MESSAGES, "stream": True}
+    with (
+        httpx.Client(timeout=20) as http,
+        http.stream("POST", base_url + "/chat/completions", json=body) as response,
+    ):
+        assert response.status_code == 200
+        first = next(response.iter_raw())
+        assert first.startswith(b"data: ")
+    entry = logged(app, before)  # well before the 200 ms-per-token answer could have ended
+    assert entry["failure"] and "cancelled" in entry["failure"]
