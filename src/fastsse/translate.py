@@ -655,11 +655,12 @@ def _responses_usage(usage: dict[str, Any]) -> dict[str, Any]:
         "completion_tokens": completion,
         "total_tokens": total if type(total) is int else prompt + completion,
     }
+    # zero details are left out: they are what a chat usage without details means
     details = usage.get("input_tokens_details")
-    if isinstance(details, dict) and type(details.get("cached_tokens")) is int:
+    if isinstance(details, dict) and count(details.get("cached_tokens")):
         out["prompt_tokens_details"] = {"cached_tokens": details["cached_tokens"]}
     details = usage.get("output_tokens_details")
-    if isinstance(details, dict) and type(details.get("reasoning_tokens")) is int:
+    if isinstance(details, dict) and count(details.get("reasoning_tokens")):
         out["completion_tokens_details"] = {"reasoning_tokens": details["reasoning_tokens"]}
     return out
 
