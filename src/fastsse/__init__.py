@@ -6,9 +6,21 @@ both backends behave identically.
 
 from __future__ import annotations
 
-from ._backend import BACKEND, ChatAggregator, ChatStream, Decoder, Event, get_backend
+from ._backend import (
+    BACKEND,
+    ChatAggregator,
+    ChatStream,
+    Decoder,
+    Event,
+    MessagesAggregator,
+    MessagesStream,
+    ResponsesAggregator,
+    ResponsesStream,
+    get_backend,
+)
 from ._chat import Verdict
 from ._errors import EventTooLarge, SSEError, TransportError
+from ._fold import FormatVerdict
 from ._version import __version__
 from .check import Finding, StreamChecker, check_stream
 from .client import aiter_chunks, aiter_events, create_stream, iter_chunks, iter_events
@@ -24,7 +36,12 @@ __all__ = [
     "Event",
     "EventTooLarge",
     "Finding",
+    "FormatVerdict",
+    "MessagesAggregator",
+    "MessagesStream",
     "Normalizer",
+    "ResponsesAggregator",
+    "ResponsesStream",
     "SSEError",
     "StreamChecker",
     "TransportError",

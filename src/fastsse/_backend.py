@@ -13,7 +13,10 @@ import sys
 from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
-_NAMES = {"cython": ("_decoder_c", "_aggregator_c"), "python": ("_decoder_py", "_aggregator_py")}
+_NAMES = {
+    "cython": ("_decoder_c", "_aggregator_c", "_responses_c", "_messages_c"),
+    "python": ("_decoder_py", "_aggregator_py", "_responses_py", "_messages_py"),
+}
 
 
 def _flag(name: str) -> bool:
@@ -24,23 +27,30 @@ NO_EXTENSIONS: bool = _flag("FASTSSE_NO_EXTENSIONS") or sys.implementation.name 
 
 
 def get_backend(name: str) -> SimpleNamespace:
-    """Return the namespace of one backend: ``name``, ``Decoder``, ``Event``, ``ChatAggregator``, ``ChatStream``.
+    """Return the namespace of one backend: ``name``, ``Decoder``, ``Event``, ``ChatAggregator``,
+    ``ChatStream``, ``ResponsesAggregator``, ``ResponsesStream``, ``MessagesAggregator``, ``MessagesStream``.
 
     It raises ValueError for a name other than ``"cython"`` or ``"python"`` and ImportError if that
     backend cannot be loaded (e.g. the package was built without its extensions).
     """
     try:
-        decoder_mod, aggregator_mod = _NAMES[name]
+        decoder_mod, aggregator_mod, responses_mod, messages_mod = _NAMES[name]
     except KeyError:
         raise ValueError(f"unknown backend {name!r}; expected 'cython' or 'python'") from None
     decoder = importlib.import_module(f"fastsse.{decoder_mod}")
     aggregator = importlib.import_module(f"fastsse.{aggregator_mod}")
+    responses = importlib.import_module(f"fastsse.{responses_mod}")
+    messages = importlib.import_module(f"fastsse.{messages_mod}")
     return SimpleNamespace(
         name=name,
         Decoder=decoder.Decoder,
         Event=decoder.Event,
         ChatAggregator=aggregator.ChatAggregator,
         ChatStream=aggregator.ChatStream,
+        ResponsesAggregator=responses.ResponsesAggregator,
+        ResponsesStream=responses.ResponsesStream,
+        MessagesAggregator=messages.MessagesAggregator,
+        MessagesStream=messages.MessagesStream,
     )
 
 
@@ -50,6 +60,10 @@ if TYPE_CHECKING:
     from ._aggregator_py import ChatStream as ChatStream
     from ._decoder_py import Decoder as Decoder
     from ._decoder_py import Event as Event
+    from ._messages_py import MessagesAggregator as MessagesAggregator
+    from ._messages_py import MessagesStream as MessagesStream
+    from ._responses_py import ResponsesAggregator as ResponsesAggregator
+    from ._responses_py import ResponsesStream as ResponsesStream
 
     BACKEND = "python"
 else:
@@ -66,4 +80,8 @@ else:
     Event = _selected.Event
     ChatAggregator = _selected.ChatAggregator
     ChatStream = _selected.ChatStream
+    ResponsesAggregator = _selected.ResponsesAggregator
+    ResponsesStream = _selected.ResponsesStream
+    MessagesAggregator = _selected.MessagesAggregator
+    MessagesStream = _selected.MessagesStream
     del _selected

@@ -1,0 +1,508 @@
+# cython: language_level=3, freethreading_compatible=True, annotation_typing=False
+# cython: embedsignature=True, embedsignature.format=clinic
+"""Compiled Messages fold and MessagesStream; ``_messages_py.py`` is the readable twin and the
+reference. Each payload goes through ``orjson.loads`` and one dispatch on the event type; text
+and tool-input fragments are kept in per-block lists joined once, and tool input is parsed once
+at ``content_block_stop``. MessagesStream subclasses the compiled Decoder and folds inside its
+event hook. The cold half (result assembly, the verdict) is shared Python in ``_messages.py``.
+"""
+
+cimport cython
+from cpython.bytes cimport PyBytes_FromStringAndSize
+from cpython.dict cimport PyDict_GetItemWithError, PyDict_SetItem
+from cpython.list cimport PyList_Append
+from cpython.object cimport PyObject
+from libc.string cimport memcmp
+
+from ._decoder_c cimport Decoder
+
+import orjson
+
+from ._errors import too_large
+from ._fold import MAX_DEPARTURES, MAX_INDEX, format_verdict_dict, is_done, joined, loads as _loads_slow
+from ._messages import BLOCK_OF_DELTA, build_message, event_error, tool_input
+from ._messages import make_verdict as _make_verdict
+
+cdef object _loads = orjson.loads
+cdef object _JSONDecodeError = orjson.JSONDecodeError
+
+cdef enum:
+    M_OTHER
+    M_DELTA
+    M_START
+    M_STOP
+    M_MESSAGE_DELTA
+    M_MESSAGE_START
+    M_MESSAGE_STOP
+    M_PING
+    M_ERROR
+
+cdef dict _CODES = {
+    "content_block_delta": M_DELTA,
+    "content_block_start": M_START,
+    "content_block_stop": M_STOP,
+    "message_delta": M_MESSAGE_DELTA,
+    "message_start": M_MESSAGE_START,
+    "message_stop": M_MESSAGE_STOP,
+    "ping": M_PING,
+    "error": M_ERROR,
+}
+
+
+cdef inline object _get(dict d, str key):
+    cdef PyObject* found = PyDict_GetItemWithError(d, key)
+    return None if found is NULL else <object>found
+
+
+cdef bint _payload_is_done(const char* p, Py_ssize_t n) noexcept:
+    while n > 0 and (p[0] == 32 or p[0] == 9 or p[0] == 10 or p[0] == 13):
+        p += 1
+        n -= 1
+    while n > 0 and (p[n - 1] == 32 or p[n - 1] == 9 or p[n - 1] == 10 or p[n - 1] == 13):
+        n -= 1
+    return n == 6 and memcmp(p, b"[DONE]", 6) == 0
+
+
+cdef object _event_name(const char* etype, Py_ssize_t tn):
+    # The ``event:`` line's name, None when absent or the default "message".
+    if tn == 0 or (tn == 7 and memcmp(etype, b"message", 7) == 0):
+        return None
+    return PyBytes_FromStringAndSize(etype, tn).decode("utf-8", "replace")
+
+
+cdef _check_payload(object payload):
+    if not isinstance(payload, (bytes, str, bytearray, memoryview)):
+        raise TypeError(f"feed_data() takes str, bytes, bytearray or memoryview, not {type(payload).__name__}")
+
+
+@cython.final
+cdef class _Block:
+    """One content block being assembled."""
+
+    cdef public object index
+    cdef public dict fields
+    cdef public dict texts
+    cdef public list json
+    cdef public object input
+    cdef public bint parsed
+    cdef public list citations
+    cdef public bint started
+    cdef public bint stopped
+
+    def __cinit__(self, index):
+        self.index = index
+        self.fields = {}
+        self.texts = {}
+
+
+@cython.final
+cdef class MessagesAggregator:
+    """MessagesAggregator()
+--
+
+Folds the events of an Anthropic Messages stream into the message the API returns without
+    streaming. One aggregator per stream; not safe to share between threads. See the Python twin
+    (``fastsse._messages_py.MessagesAggregator``) for the rules; both behave identically.
+    """
+
+    cdef dict _fields
+    cdef dict _usage
+    cdef dict _blocks
+    cdef Py_ssize_t _high
+    cdef bint _started
+    cdef bint _terminal
+    cdef object _error
+    cdef dict _departures
+    cdef Py_ssize_t _skipped
+    cdef Py_ssize_t _ignored
+    cdef Py_ssize_t _malformed
+    cdef Py_ssize_t _deltas
+
+    def __init__(self) -> None:
+        self._fields = {}
+        self._blocks = {}
+        self._high = -1
+        self._departures = {}
+
+    # Public API
+
+    def feed(self, event: dict[str, Any], /) -> None:
+        """Fold one parsed event. Something other than a dict is skipped and counted in ``skipped``."""
+        if self._terminal or self._error is not None:
+            self._ignored += 1
+        elif type(event) is dict:
+            self._take(<dict>event, None)
+        else:
+            self._skipped += 1
+
+    def feed_data(self, payload: str | bytes | bytearray | memoryview, /) -> bool:
+        """Parse one event's data and fold it: True if it was folded, False for a skipped or ignored
+        payload. It raises TypeError if ``payload`` is not str or bytes-like."""
+        _check_payload(payload)
+        return self._fold(payload, None) is not None
+
+    def feed_event(self, event: Any, /) -> bool:
+        """Fold one SSE event (anything with ``event`` and ``data`` attributes); returns what
+        ``feed_data`` returns. It raises TypeError if ``event.data`` is not str or bytes-like."""
+        data = event.data
+        _check_payload(data)
+        name = event.event
+        return self._fold(data, name if name and name != "message" else None) is not None
+
+    def result(self) -> dict[str, Any]:
+        """The message folded so far: a new dict (and new lists) on every call."""
+        return build_message(self._fields, self._usage, self._blocks, self._error)
+
+    @property
+    def terminal(self) -> str | None:
+        """``"message_stop"`` once it arrived, else None."""
+        return "message_stop" if self._terminal else None
+
+    @property
+    def error(self) -> Any:
+        """The error of an ``error`` event, or None."""
+        return self._error
+
+    @property
+    def deltas(self) -> int:
+        """Content deltas folded so far."""
+        return self._deltas
+
+    @property
+    def skipped(self) -> int:
+        """Payloads skipped because they were not a JSON object."""
+        return self._skipped
+
+    @property
+    def ignored(self) -> int:
+        """Payloads ignored because they came after ``message_stop`` or an error."""
+        return self._ignored
+
+    @property
+    def malformed(self) -> int:
+        """Values of the wrong type dropped from otherwise usable events."""
+        return self._malformed
+
+    @property
+    def verdict(self) -> FormatVerdict:
+        """How complete the stream is so far (``complete``, ``terminal``, ``why``, ...)."""
+        return self._verdict(False, False, False)
+
+    # Internal entry points shared with MessagesStream
+
+    cdef object _verdict(self, bint aborted, bint too_big, bint truncated):
+        return _make_verdict(
+            self._fields, self._usage, self._blocks, self._started, self._terminal, self._error,
+            self._departures, self._skipped, self._ignored, self._malformed, aborted, too_big, truncated,
+        )
+
+    cdef int _depart(self, str what) except -1:
+        if what not in self._departures and len(self._departures) < MAX_DEPARTURES:
+            self._departures[what] = None
+        return 0
+
+    cdef object _fold(self, object payload, object name):
+        if self._terminal or self._error is not None:
+            self._ignored += 1
+            return None
+        if is_done(payload if type(payload) is bytes or type(payload) is str else bytes(payload)):
+            return None
+        return self._parse_take(payload, name)
+
+    cdef object _parse_take(self, object payload, object name):
+        cdef object event
+        try:
+            event = _loads(payload)
+        except _JSONDecodeError:
+            try:
+                event = _loads_slow(payload)
+            except _JSONDecodeError:
+                self._skipped += 1
+                return None
+        if type(event) is not dict:
+            self._skipped += 1
+            return None
+        self._take(<dict>event, name)
+        return event
+
+    cdef int _take(self, dict ev, object name) except -1:
+        cdef object kind = _get(ev, "type")
+        cdef PyObject* found
+        cdef int code
+        if type(kind) is not str:
+            if kind is not None:
+                self._malformed += 1
+            if name is None:
+                self._depart("untyped_event")
+                return 0
+            kind = name
+        elif name is not None and name != kind:
+            self._depart("type_mismatch")
+        found = PyDict_GetItemWithError(_CODES, kind)
+        code = M_OTHER if found is NULL else <int><object>found
+        if code == M_DELTA:
+            self._delta(ev)
+        elif code == M_START:
+            self._start(ev)
+        elif code == M_STOP:
+            self._stop(ev)
+        elif code == M_MESSAGE_DELTA:
+            self._message_delta(ev)
+        elif code == M_MESSAGE_START:
+            self._message_start(ev)
+        elif code == M_MESSAGE_STOP:
+            self._terminal = True
+        elif code == M_ERROR:
+            self._error = event_error(ev)
+        elif code == M_OTHER:
+            self._depart("unknown_event")
+        return 0
+
+    cdef Py_ssize_t _index(self, dict ev) except -1:
+        cdef object index = _get(ev, "index")
+        if type(index) is int and 0 <= index <= MAX_INDEX:
+            return index
+        self._malformed += 1
+        return self._high if self._high > 0 else 0
+
+    cdef int _message_start(self, dict ev) except -1:
+        if self._started:
+            self._depart("message_start_twice")
+        elif self._blocks:
+            self._depart("message_start_late")
+        self._started = True
+        cdef object message = _get(ev, "message")
+        if type(message) is not dict:
+            self._malformed += 1
+            return 0
+        for key, value in (<dict>message).items():
+            if value is None:
+                continue
+            if key == "usage":
+                self._merge_usage(value)
+            else:
+                self._fields[key] = value
+        return 0
+
+    cdef int _merge_usage(self, object usage) except -1:
+        if type(usage) is not dict:
+            self._malformed += 1
+            return 0
+        if self._usage is None:
+            self._usage = {}
+        for key, value in (<dict>usage).items():
+            if value is not None:
+                self._usage[key] = value
+        return 0
+
+    cdef int _message_delta(self, dict ev) except -1:
+        cdef object delta = _get(ev, "delta")
+        if type(delta) is dict:
+            for key, value in (<dict>delta).items():
+                if value is not None:
+                    self._fields[key] = value
+        elif delta is not None:
+            self._malformed += 1
+        usage = _get(ev, "usage")
+        if usage is not None:
+            self._merge_usage(usage)
+        return 0
+
+    cdef int _start(self, dict ev) except -1:
+        cdef Py_ssize_t index = self._index(ev)
+        cdef object block = _get(ev, "content_block")
+        cdef _Block b
+        if type(block) is not dict:
+            self._malformed += 1
+            block = {}
+        found = self._blocks.get(index)
+        if found is None:
+            b = _Block(index)
+            self._blocks[index] = b
+        else:
+            b = <_Block>found
+            if b.started:
+                self._depart("block_started_twice")
+        if index < self._high:
+            self._depart("block_out_of_order")
+        elif index > self._high:
+            self._high = index
+        b.started = True
+        for key, value in (<dict>block).items():
+            if key not in b.texts:
+                b.fields[key] = value
+        return 0
+
+    cdef int _delta(self, dict ev) except -1:
+        cdef Py_ssize_t index = self._index(ev)
+        cdef object delta = _get(ev, "delta")
+        cdef PyObject* found
+        cdef _Block b
+        cdef object piece
+        if type(delta) is not dict:
+            self._malformed += 1
+            return 0
+        dtype = _get(<dict>delta, "type")
+        found = PyDict_GetItemWithError(self._blocks, index)
+        if found is NULL:
+            b = _Block(index)
+            self._blocks[index] = b
+            b.fields["type"] = BLOCK_OF_DELTA.get(dtype, "text") if type(dtype) is str else "text"
+            self._depart("block_not_started")
+            if index > self._high:
+                self._high = index
+        else:
+            b = <_Block>found
+        self._deltas += 1
+        if dtype == "input_json_delta":
+            piece = _get(<dict>delta, "partial_json")
+            if type(piece) is str:
+                if b.json is None:
+                    b.json = [piece]
+                else:
+                    PyList_Append(b.json, piece)
+            elif piece is not None:
+                self._malformed += 1
+            return 0
+        if dtype == "citations_delta":
+            piece = _get(<dict>delta, "citation")
+            if piece is not None:
+                if b.citations is None:
+                    b.citations = []
+                PyList_Append(b.citations, piece)
+            return 0
+        for key, value in (<dict>delta).items():
+            if key == "type" or value is None:
+                continue
+            if type(value) is str:
+                found = PyDict_GetItemWithError(b.texts, key)
+                if found is NULL:
+                    PyDict_SetItem(b.texts, key, [value])
+                else:
+                    PyList_Append(<list>found, value)
+            else:
+                b.fields[key] = value
+        return 0
+
+    cdef int _stop(self, dict ev) except -1:
+        cdef Py_ssize_t index = self._index(ev)
+        found = self._blocks.get(index)
+        if found is None:
+            self._depart("block_not_started")
+            return 0
+        cdef _Block b = <_Block>found
+        b.stopped = True
+        if b.json is not None and not b.parsed:
+            raw = joined(b.json)
+            if (<str>raw).strip():
+                ok, value = tool_input(raw)  # once, at the block's end
+                if ok:
+                    b.input = value
+                    b.parsed = True
+                else:
+                    self._depart("unparsed_input")
+        return 0
+
+
+@cython.final
+cdef class MessagesStream(Decoder):
+    """MessagesStream(on_chunk=None, *, max_event_bytes=None)
+--
+
+Scans, parses and folds an Anthropic Messages stream in one pass, for pycurl's
+    ``WRITEFUNCTION`` (or any push source); one per stream, not safe to share between threads.
+    The protocol of ``ChatStream``; an ``error`` event stops the stream. See the Python twin
+    (``fastsse._messages_py.MessagesStream``).
+    """
+
+    cdef MessagesAggregator _agg
+    cdef object _on_chunk
+    cdef bint _finished
+    cdef bint _aborted
+    cdef bint _too_large
+    cdef bint _closed
+    cdef bint _eof_truncated
+    cdef bint _writing
+
+    def __init__(self, on_chunk: OnEvent | None = None, *, max_event_bytes: int | None = None) -> None:
+        Decoder.__init__(self, max_event_bytes=max_event_bytes)
+        self._agg = MessagesAggregator()
+        self._on_chunk = on_chunk
+
+    @cython.binding(False)
+    def write(self, data: bytes | bytearray | memoryview, /) -> int | None:
+        """Scan, parse and fold the next bytes: None to go on, 0 once the stream has stopped."""
+        if self._finished or self._closed:
+            return 0
+        if self._writing:
+            raise RuntimeError("MessagesStream.write() called again from inside on_chunk")
+        self._writing = True
+        self._overflowed = False
+        try:
+            self._feed_object(data)
+        finally:
+            self._writing = False
+        if self._overflowed:
+            self._too_large = True
+            self._finished = True
+            raise too_large(self._limit, [])
+        return 0 if self._finished else None
+
+    def feed(self, data: bytes | bytearray | memoryview, /) -> list[Event]:
+        """``write`` under the Decoder's name: events are folded, so it returns ``[]``."""
+        self.write(data)
+        return []
+
+    def close(self) -> list[Event]:
+        """Mark the end of the byte stream; returns ``[]`` (events are folded, not returned)."""
+        if not self._closed:
+            self._closed = True
+            Decoder.close(self)
+            self._eof_truncated = self._truncated and not self._finished
+        return []
+
+    def result(self) -> dict[str, Any]:
+        """The folded message so far, with ``"verdict"`` (as plain data): a new dict on every call."""
+        out = self._agg.result()
+        out["verdict"] = format_verdict_dict(self.verdict)
+        return out
+
+    @property
+    def verdict(self) -> FormatVerdict:
+        """How complete the stream is so far (``complete``, ``terminal``, ``why``, ...)."""
+        return self._agg._verdict(self._aborted, self._too_large, self._eof_truncated)
+
+    @property
+    def aggregator(self) -> MessagesAggregator:
+        """The ``MessagesAggregator`` this stream folds into."""
+        return self._agg
+
+    cdef int _on_event(self, const char* data, Py_ssize_t n, const char* etype, Py_ssize_t tn) except -1:
+        cdef MessagesAggregator agg = self._agg
+        cdef object event
+        cdef bint stop
+        if self._overflowed:
+            return 1
+        if agg._terminal or agg._error is not None:
+            agg._ignored += 1
+            return 0
+        if _payload_is_done(data, n):
+            return 0
+        event = agg._parse_take(PyBytes_FromStringAndSize(data, n), _event_name(etype, tn))
+        if event is None:
+            return 0
+        stop = agg._error is not None
+        on_chunk = self._on_chunk
+        if on_chunk is not None:
+            try:
+                answer = on_chunk(event)
+                if answer is not None and not answer:
+                    self._aborted = True
+                    stop = True
+            except BaseException:
+                self._aborted = True
+                self._finished = True
+                raise
+        if stop:
+            self._finished = True
+        return stop

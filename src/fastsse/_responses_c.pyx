@@ -1,0 +1,624 @@
+# cython: language_level=3, freethreading_compatible=True, annotation_typing=False
+# cython: embedsignature=True, embedsignature.format=clinic
+"""Compiled Responses fold and ResponsesStream; ``_responses_py.py`` is the readable twin and the
+reference. Each payload goes through ``orjson.loads`` and one dispatch on the event type (a dict
+lookup to a small code); text fragments are kept in per-part lists joined once. ResponsesStream
+subclasses the compiled Decoder and folds inside its event hook, with no Event object per event.
+The cold half (vocabulary, result assembly, the verdict) is shared Python in ``_responses.py``.
+"""
+
+cimport cython
+from cpython.bytes cimport PyBytes_FromStringAndSize
+from cpython.dict cimport PyDict_GetItemWithError, PyDict_SetItem
+from cpython.list cimport PyList_Append
+from cpython.object cimport PyObject
+from libc.string cimport memcmp
+
+from ._decoder_c cimport Decoder
+
+import orjson
+
+from ._errors import too_large
+from ._fold import MAX_DEPARTURES, MAX_INDEX, format_verdict_dict, is_done, joined, loads as _loads_slow
+from ._responses import ITEM_OF_PART, ITEM_TEXT, PART_TEXT, build_response, event_error
+from ._responses import make_verdict as _make_verdict
+
+cdef object _loads = orjson.loads
+cdef object _JSONDecodeError = orjson.JSONDecodeError
+
+cdef enum:
+    E_OTHER
+    E_LIFECYCLE
+    E_TERMINAL
+    E_ITEM_ADDED
+    E_ITEM_DONE
+    E_PART_ADDED
+    E_PART_DONE
+    E_SUMMARY_ADDED
+    E_SUMMARY_DONE
+    E_PART_DELTA
+    E_PART_TEXT_DONE
+    E_ITEM_DELTA
+    E_ITEM_TEXT_DONE
+    E_ANNOTATION
+    E_ERROR
+
+# The event vocabulary, read-only after import: event type -> (code, the stem's PART_TEXT or
+# ITEM_TEXT entry).
+cdef dict _CODES = {
+    "response.created": (E_LIFECYCLE, None),
+    "response.in_progress": (E_LIFECYCLE, None),
+    "response.queued": (E_LIFECYCLE, None),
+    "response.completed": (E_TERMINAL, None),
+    "response.incomplete": (E_TERMINAL, None),
+    "response.failed": (E_TERMINAL, None),
+    "response.output_item.added": (E_ITEM_ADDED, None),
+    "response.output_item.done": (E_ITEM_DONE, None),
+    "response.content_part.added": (E_PART_ADDED, None),
+    "response.content_part.done": (E_PART_DONE, None),
+    "response.reasoning_summary_part.added": (E_SUMMARY_ADDED, None),
+    "response.reasoning_summary_part.done": (E_SUMMARY_DONE, None),
+    "response.output_text.annotation.added": (E_ANNOTATION, None),
+    "error": (E_ERROR, None),
+}
+for _stem, _entry in PART_TEXT.items():
+    _CODES[_stem + ".delta"] = (E_PART_DELTA, _entry)
+    _CODES[_stem + ".done"] = (E_PART_TEXT_DONE, _entry)
+for _stem, _entry in ITEM_TEXT.items():
+    _CODES[_stem + ".delta"] = (E_ITEM_DELTA, _entry)
+    _CODES[_stem + ".done"] = (E_ITEM_TEXT_DONE, _entry)
+del _stem, _entry
+
+
+cdef inline bint _is_index(object value) except -1:
+    return type(value) is int and 0 <= value <= MAX_INDEX
+
+
+cdef inline object _get(dict d, str key):
+    cdef PyObject* found = PyDict_GetItemWithError(d, key)
+    return None if found is NULL else <object>found
+
+
+cdef int _merge(dict held, dict new, tuple skip) except -1:
+    for key, value in new.items():
+        if value is not None and key not in skip:
+            held[key] = value
+    return 0
+
+
+cdef bint _payload_is_done(const char* p, Py_ssize_t n) noexcept:
+    while n > 0 and (p[0] == 32 or p[0] == 9 or p[0] == 10 or p[0] == 13):
+        p += 1
+        n -= 1
+    while n > 0 and (p[n - 1] == 32 or p[n - 1] == 9 or p[n - 1] == 10 or p[n - 1] == 13):
+        n -= 1
+    return n == 6 and memcmp(p, b"[DONE]", 6) == 0
+
+
+cdef object _event_name(const char* etype, Py_ssize_t tn):
+    # The ``event:`` line's name, None when absent or the default "message".
+    if tn == 0 or (tn == 7 and memcmp(etype, b"message", 7) == 0):
+        return None
+    return PyBytes_FromStringAndSize(etype, tn).decode("utf-8", "replace")
+
+
+@cython.final
+cdef class _Part:
+    """One content or summary part being assembled."""
+
+    cdef public object index
+    cdef public dict fields
+    cdef public list text
+    cdef public object done_text
+    cdef public str text_key
+    cdef public list annotations
+    cdef public list logprobs
+
+    def __cinit__(self, index, str text_key):
+        self.index = index
+        self.fields = {}
+        self.text_key = text_key
+
+
+@cython.final
+cdef class _Item:
+    """One output item being assembled."""
+
+    cdef public object index
+    cdef public dict fields
+    cdef public dict parts
+    cdef public dict summary
+    cdef public list args
+    cdef public object args_done
+    cdef public object args_key
+    cdef public bint announced
+    cdef public bint done
+
+    def __cinit__(self, index):
+        self.index = index
+        self.fields = {}
+        self.parts = {}
+        self.summary = {}
+
+
+cdef _check_payload(object payload):
+    if not isinstance(payload, (bytes, str, bytearray, memoryview)):
+        raise TypeError(f"feed_data() takes str, bytes, bytearray or memoryview, not {type(payload).__name__}")
+
+
+@cython.final
+cdef class ResponsesAggregator:
+    """ResponsesAggregator()
+--
+
+Folds the events of an OpenAI Responses stream into the object the API returns without
+    streaming. One aggregator per stream; not safe to share between threads. See the Python twin
+    (``fastsse._responses_py.ResponsesAggregator``) for the rules; both behave identically.
+    """
+
+    cdef dict _top
+    cdef dict _items
+    cdef dict _by_id
+    cdef dict _extra
+    cdef Py_ssize_t _last
+    cdef object _terminal
+    cdef object _error
+    cdef dict _departures
+    cdef Py_ssize_t _skipped
+    cdef Py_ssize_t _ignored
+    cdef Py_ssize_t _malformed
+    cdef Py_ssize_t _deltas
+
+    def __init__(self) -> None:
+        self._top = {}
+        self._items = {}
+        self._by_id = {}
+        self._extra = {}
+        self._last = -1
+        self._departures = {}
+
+    # Public API
+
+    def feed(self, event: dict[str, Any], /) -> None:
+        """Fold one parsed event. Something other than a dict is skipped and counted in ``skipped``."""
+        if self._terminal is not None:
+            self._ignored += 1
+        elif type(event) is dict:
+            self._take(<dict>event, None)
+        else:
+            self._skipped += 1
+
+    def feed_data(self, payload: str | bytes | bytearray | memoryview, /) -> bool:
+        """Parse one event's data and fold it: True if it was folded, False for a skipped or ignored
+        payload and ``[DONE]``. It raises TypeError if ``payload`` is not str or bytes-like."""
+        _check_payload(payload)
+        return self._fold(payload, None) is not None
+
+    def feed_event(self, event: Any, /) -> bool:
+        """Fold one SSE event (anything with ``event`` and ``data`` attributes); returns what
+        ``feed_data`` returns. It raises TypeError if ``event.data`` is not str or bytes-like."""
+        data = event.data
+        _check_payload(data)
+        name = event.event
+        return self._fold(data, name if name and name != "message" else None) is not None
+
+    def result(self) -> dict[str, Any]:
+        """The response folded so far: a new dict (and new lists) on every call."""
+        return build_response(self._top, self._items, self._extra, self._error)
+
+    @property
+    def terminal(self) -> str | None:
+        """The terminal event that arrived (``"response.completed"``, ...), or None."""
+        return self._terminal
+
+    @property
+    def error(self) -> Any:
+        """The error of an ``error`` event, or None."""
+        return self._error
+
+    @property
+    def deltas(self) -> int:
+        """Text deltas folded so far (output, refusal, reasoning, arguments, code)."""
+        return self._deltas
+
+    @property
+    def skipped(self) -> int:
+        """Payloads skipped because they were not a JSON object."""
+        return self._skipped
+
+    @property
+    def ignored(self) -> int:
+        """Payloads ignored because they came after the terminal event."""
+        return self._ignored
+
+    @property
+    def malformed(self) -> int:
+        """Values of the wrong type dropped from otherwise usable events."""
+        return self._malformed
+
+    @property
+    def verdict(self) -> FormatVerdict:
+        """How complete the stream is so far (``complete``, ``terminal``, ``why``, ...)."""
+        return self._verdict(False, False, False)
+
+    # Internal entry points shared with ResponsesStream
+
+    cdef object _verdict(self, bint aborted, bint too_big, bint truncated):
+        return _make_verdict(
+            self._top, self._items, self._terminal, self._error, self._departures,
+            self._skipped, self._ignored, self._malformed, aborted, too_big, truncated,
+        )
+
+    cdef int _depart(self, str what) except -1:
+        if what not in self._departures and len(self._departures) < MAX_DEPARTURES:
+            self._departures[what] = None
+        return 0
+
+    cdef object _fold(self, object payload, object name):
+        if is_done(payload):
+            return None
+        if self._terminal is not None:
+            self._ignored += 1
+            return None
+        return self._parse_take(payload, name)
+
+    cdef object _parse_take(self, object payload, object name):
+        cdef object event
+        try:
+            event = _loads(payload)
+        except _JSONDecodeError:
+            try:
+                event = _loads_slow(payload)
+            except _JSONDecodeError:
+                self._skipped += 1
+                return None
+        if type(event) is not dict:
+            self._skipped += 1
+            return None
+        self._take(<dict>event, name)
+        return event
+
+    cdef int _take(self, dict ev, object name) except -1:
+        cdef object kind = _get(ev, "type")
+        cdef PyObject* found
+        cdef int code
+        cdef tuple entry
+        if type(kind) is not str:
+            if kind is not None:
+                self._malformed += 1
+            if name is None:
+                self._depart("untyped_event")
+                return 0
+            kind = name
+        elif name is not None and name != kind:
+            self._depart("type_mismatch")
+        found = PyDict_GetItemWithError(_CODES, kind)
+        if found is NULL:
+            if not (<str>kind).startswith("response.") or (<str>kind).endswith(".delta"):
+                self._depart("unknown_event")
+            # Other response.* events are progress notes: the items' own events carry their state.
+            return 0
+        code = (<tuple>found)[0]
+        entry = (<tuple>found)[1]
+        if code == E_PART_DELTA:
+            self._part_text(ev, entry, True)
+        elif code == E_ITEM_DELTA:
+            self._item_text(ev, entry, True)
+        elif code == E_LIFECYCLE or code == E_TERMINAL:
+            self._response(ev, kind, code == E_TERMINAL)
+        elif code == E_PART_TEXT_DONE:
+            self._part_text(ev, entry, False)
+        elif code == E_ITEM_TEXT_DONE:
+            self._item_text(ev, entry, False)
+        elif code == E_ITEM_ADDED or code == E_ITEM_DONE:
+            self._item_event(ev, code == E_ITEM_DONE)
+        elif code == E_PART_ADDED or code == E_PART_DONE:
+            self._part_event(ev, True, "content_index", code == E_PART_DONE)
+        elif code == E_SUMMARY_ADDED or code == E_SUMMARY_DONE:
+            self._part_event(ev, False, "summary_index", code == E_SUMMARY_DONE)
+        elif code == E_ANNOTATION:
+            p = self._part(ev, True, "output_text", "text", "content_index")
+            annotation = _get(ev, "annotation")
+            if annotation is not None:
+                if p.annotations is None:
+                    p.annotations = []
+                PyList_Append(p.annotations, annotation)
+        elif code == E_ERROR:
+            self._error = event_error(ev)
+        return 0
+
+    cdef int _response(self, dict ev, str kind, bint terminal) except -1:
+        cdef object response = _get(ev, "response")
+        if type(response) is not dict:
+            if response is not None:
+                self._malformed += 1
+        else:
+            _merge(self._top, <dict>response, ("output",))
+            output = (<dict>response).get("output")
+            if terminal and type(output) is list:
+                for i, item in enumerate(<list>output):
+                    if i not in self._items and type(item) is dict:
+                        self._extra[i] = item
+                        self._depart("item_only_in_terminal")
+        if terminal:
+            self._terminal = kind
+        return 0
+
+    cdef _Item _item(self, dict ev, str assumed):
+        cdef object index = _get(ev, "output_index")
+        cdef PyObject* found
+        cdef _Item it
+        cdef object item_id
+        if not _is_index(index):
+            if index is not None:
+                self._malformed += 1
+            item_id = _get(ev, "item_id")
+            index = self._by_id.get(item_id) if type(item_id) is str else None
+            if index is None:
+                index = self._last if self._last > 0 else 0
+        found = PyDict_GetItemWithError(self._items, index)
+        if found is not NULL:
+            it = <_Item>found
+        else:
+            it = _Item(index)
+            PyDict_SetItem(self._items, index, it)
+            it.fields["type"] = assumed
+            item_id = _get(ev, "item_id")
+            if type(item_id) is str:
+                it.fields["id"] = item_id
+                self._by_id[item_id] = index
+            self._depart("item_not_announced")
+        if index > self._last:
+            self._last = index
+        return it
+
+    cdef int _item_event(self, dict ev, bint done) except -1:
+        cdef object item = _get(ev, "item")
+        cdef _Item it
+        if type(item) is not dict:
+            self._malformed += 1
+            item = {}
+        cdef object index = _get(ev, "output_index")
+        if not _is_index(index):
+            self._malformed += 1
+            item_id = (<dict>item).get("id")
+            index = self._by_id.get(item_id) if type(item_id) is str else None
+            if index is None:
+                index = self._last + (0 if done else 1)
+                if index < 0:
+                    index = 0
+        found = self._items.get(index)
+        if found is None:
+            it = _Item(index)
+            self._items[index] = it
+            if done:
+                self._depart("item_not_announced")
+        else:
+            it = <_Item>found
+            if not done and it.announced:
+                self._depart("item_announced_twice")
+        if index > self._last:
+            self._last = index
+        it.announced = True
+        it.done = it.done or done
+        _merge(it.fields, <dict>item, ())
+        item_id = (<dict>item).get("id")
+        if type(item_id) is str:
+            self._by_id[item_id] = index
+        return 0
+
+    cdef object _index(self, dict ev, str key):
+        cdef object index = _get(ev, key)
+        if _is_index(index):
+            return index
+        if index is not None:
+            self._malformed += 1
+        return 0
+
+    cdef _Part _part(self, dict ev, bint content, str part_type, str text_key, str key):
+        # A part a text event names: created with the type the event implies if never announced.
+        cdef _Item it = self._item(ev, ITEM_OF_PART[part_type])
+        cdef dict parts = it.parts if content else it.summary
+        cdef object index = self._index(ev, key)
+        cdef PyObject* found = PyDict_GetItemWithError(parts, index)
+        cdef _Part p
+        if found is not NULL:
+            return <_Part>found
+        p = _Part(index, text_key)
+        PyDict_SetItem(parts, index, p)
+        p.fields["type"] = part_type
+        self._depart("part_not_announced")
+        return p
+
+    cdef int _part_event(self, dict ev, bint content, str key, bint done) except -1:
+        cdef object part = _get(ev, "part")
+        cdef _Part p
+        if type(part) is not dict:
+            self._malformed += 1
+            part = {}
+        ptype = (<dict>part).get("type")
+        cdef _Item it = self._item(ev, ITEM_OF_PART.get(ptype, "message") if type(ptype) is str else "message")
+        cdef dict parts = it.parts if content else it.summary
+        index = self._index(ev, key)
+        found = parts.get(index)
+        if found is None:
+            p = _Part(index, "refusal" if ptype == "refusal" else "text")
+            parts[index] = p
+            if done:
+                self._depart("part_not_announced")
+        else:
+            p = <_Part>found
+        _merge(p.fields, <dict>part, (p.text_key, "annotations", "logprobs"))
+        whole = (<dict>part).get(p.text_key)
+        if type(whole) is str:
+            self._done_text(p, whole)
+        value = (<dict>part).get("annotations")
+        if type(value) is list and (p.annotations is None or len(p.annotations) < len(<list>value)):
+            p.annotations = list(value)
+        value = (<dict>part).get("logprobs")
+        if type(value) is list and (p.logprobs is None or len(p.logprobs) < len(<list>value)):
+            p.logprobs = list(value)
+        return 0
+
+    cdef int _done_text(self, _Part p, str whole) except -1:
+        if p.text is not None:
+            if joined(p.text) != whole:
+                self._depart("done_text_differs")
+        elif p.done_text is None or len(whole) >= len(p.done_text):
+            p.done_text = whole
+        return 0
+
+    cdef int _part_text(self, dict ev, tuple entry, bint delta) except -1:
+        cdef _Part p = self._part(ev, entry[0] == "content", entry[1], entry[2], entry[3])
+        cdef object text
+        if delta:
+            text = _get(ev, "delta")
+            if type(text) is str:
+                if p.text is None:
+                    p.text = [text]
+                else:
+                    PyList_Append(p.text, text)
+                self._deltas += 1
+            elif text is not None:
+                self._malformed += 1
+            logprobs = _get(ev, "logprobs")
+            if type(logprobs) is list and logprobs:
+                if p.logprobs is None:
+                    p.logprobs = []
+                p.logprobs.extend(<list>logprobs)
+        else:
+            text = _get(ev, p.text_key)
+            if type(text) is str:
+                self._done_text(p, text)
+            elif text is not None:
+                self._malformed += 1
+        return 0
+
+    cdef int _item_text(self, dict ev, tuple entry, bint delta) except -1:
+        cdef _Item it = self._item(ev, entry[0])
+        cdef object text
+        it.args_key = entry[1]
+        if delta:
+            text = _get(ev, "delta")
+            if type(text) is str:
+                if it.args is None:
+                    it.args = [text]
+                else:
+                    PyList_Append(it.args, text)
+                self._deltas += 1
+            elif text is not None:
+                self._malformed += 1
+        else:
+            text = _get(ev, entry[1])
+            if type(text) is str:
+                if it.args is not None:
+                    if joined(it.args) != text:
+                        self._depart("done_text_differs")
+                else:
+                    it.args_done = text
+            elif text is not None:
+                self._malformed += 1
+        return 0
+
+
+@cython.final
+cdef class ResponsesStream(Decoder):
+    """ResponsesStream(on_chunk=None, *, max_event_bytes=None)
+--
+
+Scans, parses and folds an OpenAI Responses stream in one pass, for pycurl's
+    ``WRITEFUNCTION`` (or any push source); one per stream, not safe to share between threads.
+    The protocol of ``ChatStream``; see the Python twin (``fastsse._responses_py.ResponsesStream``).
+    """
+
+    cdef ResponsesAggregator _agg
+    cdef object _on_chunk
+    cdef bint _finished
+    cdef bint _aborted
+    cdef bint _too_large
+    cdef bint _closed
+    cdef bint _eof_truncated
+    cdef bint _writing
+
+    def __init__(self, on_chunk: OnEvent | None = None, *, max_event_bytes: int | None = None) -> None:
+        Decoder.__init__(self, max_event_bytes=max_event_bytes)
+        self._agg = ResponsesAggregator()
+        self._on_chunk = on_chunk
+
+    @cython.binding(False)
+    def write(self, data: bytes | bytearray | memoryview, /) -> int | None:
+        """Scan, parse and fold the next bytes: None to go on, 0 once the stream has stopped."""
+        if self._finished or self._closed:
+            return 0
+        if self._writing:
+            raise RuntimeError("ResponsesStream.write() called again from inside on_chunk")
+        self._writing = True
+        self._overflowed = False
+        try:
+            self._feed_object(data)
+        finally:
+            self._writing = False
+        if self._overflowed:
+            self._too_large = True
+            self._finished = True
+            raise too_large(self._limit, [])
+        return 0 if self._finished else None
+
+    def feed(self, data: bytes | bytearray | memoryview, /) -> list[Event]:
+        """``write`` under the Decoder's name: events are folded, so it returns ``[]``."""
+        self.write(data)
+        return []
+
+    def close(self) -> list[Event]:
+        """Mark the end of the byte stream; returns ``[]`` (events are folded, not returned)."""
+        if not self._closed:
+            self._closed = True
+            Decoder.close(self)
+            self._eof_truncated = self._truncated and not self._finished
+        return []
+
+    def result(self) -> dict[str, Any]:
+        """The folded response so far, with ``"verdict"`` (as plain data): a new dict on every call."""
+        out = self._agg.result()
+        out["verdict"] = format_verdict_dict(self.verdict)
+        return out
+
+    @property
+    def verdict(self) -> FormatVerdict:
+        """How complete the stream is so far (``complete``, ``terminal``, ``why``, ...)."""
+        return self._agg._verdict(self._aborted, self._too_large, self._eof_truncated)
+
+    @property
+    def aggregator(self) -> ResponsesAggregator:
+        """The ``ResponsesAggregator`` this stream folds into."""
+        return self._agg
+
+    cdef int _on_event(self, const char* data, Py_ssize_t n, const char* etype, Py_ssize_t tn) except -1:
+        cdef ResponsesAggregator agg = self._agg
+        cdef object event
+        cdef bint stop = False
+        if self._overflowed:
+            return 1
+        if _payload_is_done(data, n):
+            return 0
+        if agg._terminal is not None:
+            agg._ignored += 1
+            return 0
+        name = _event_name(etype, tn)
+        event = agg._parse_take(PyBytes_FromStringAndSize(data, n), name)
+        if event is None:
+            return 0
+        on_chunk = self._on_chunk
+        if on_chunk is not None:
+            try:
+                answer = on_chunk(event)
+                if answer is not None and not answer:
+                    self._aborted = True
+                    stop = True
+            except BaseException:
+                self._aborted = True
+                self._finished = True
+                raise
+        if stop:
+            self._finished = True
+        return stop

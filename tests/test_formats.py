@@ -1,0 +1,325 @@
+"""The Responses and Messages folds against their hand-written vectors, on both backends, through
+every way in (the fused stream in several chunkings, ``feed_event``, ``feed_data``), with and
+without ``event:`` lines; the fused streams' protocol; the API table."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+import orjson
+import pytest
+
+import fastsse
+from _formats_helpers import (
+    CHUNKINGS,
+    classes,
+    fold_events,
+    fold_payloads,
+    fold_stream,
+    frame,
+    load_vectors,
+    payload_text,
+)
+from fastsse._fold import FormatVerdict
+from fastsse._formats import API_FORMATS, api_format
+
+VECTORS = [("responses", v) for v in load_vectors("responses")] + [
+    ("messages", v) for v in load_vectors("messages")
+]
+IDS = [f"{api}-{v['name']}" for api, v in VECTORS]
+
+
+def check_verdict(verdict: FormatVerdict, expected: dict[str, Any], *, skip: tuple[str, ...] = ()) -> None:
+    assert isinstance(verdict, FormatVerdict)
+    for key, value in expected.items():
+        if key in skip:
+            continue
+        got = getattr(verdict, key)
+        assert (list(got) if key == "departures" else got) == value, key
+
+
+@pytest.mark.parametrize(("api", "vector"), VECTORS, ids=IDS)
+@pytest.mark.parametrize("named", [True, False], ids=["named", "data-only"])
+def test_vector_stream(backend: SimpleNamespace, api: str, vector: dict[str, Any], named: bool) -> None:
+    data = frame(vector["events"], named=named)
+    skip = ("ignored",) if vector.get("stream_stops") else ()
+    for size in CHUNKINGS:
+        result, verdict = fold_stream(backend, api, data, size)
+        assert result == vector["result"], size
+        check_verdict(verdict, vector["verdict"], skip=skip)
+
+
+@pytest.mark.parametrize(("api", "vector"), VECTORS, ids=IDS)
+def test_vector_feed_event_and_data(backend: SimpleNamespace, api: str, vector: dict[str, Any]) -> None:
+    result, verdict = fold_events(backend, api, frame(vector["events"], named=True))
+    assert result == vector["result"]
+    check_verdict(verdict, vector["verdict"])
+    result, verdict = fold_payloads(backend, api, [payload_text(e) for e in vector["events"]])
+    assert result == vector["result"]
+    check_verdict(verdict, vector["verdict"])
+
+
+@pytest.mark.parametrize(("api", "vector"), VECTORS, ids=IDS)
+def test_vector_feed_dicts(backend: SimpleNamespace, api: str, vector: dict[str, Any]) -> None:
+    agg_cls, _ = classes(backend, api)
+    agg = agg_cls()
+    for event in vector["events"]:
+        if isinstance(event, dict):
+            agg.feed(event)
+    assert agg.result() == vector["result"]
+
+
+@pytest.mark.parametrize("api", ["responses", "messages"])
+def test_result_is_new_each_call(backend: SimpleNamespace, api: str) -> None:
+    vector = next(v for a, v in VECTORS if a == api and v["name"] == "text_basic")
+    agg_cls, _ = classes(backend, api)
+    agg = agg_cls()
+    for event in vector["events"]:
+        agg.feed_data(payload_text(event))
+    first = agg.result()
+    items = first["output"] if api == "responses" else first["content"]
+    items.clear()
+    assert agg.result() == vector["result"]
+
+
+def test_event_line_names_an_untyped_payload(backend: SimpleNamespace) -> None:
+    # The type comes from the event: line when the payload has none (and from the payload when
+    # both are present; a disagreement is a departure).
+    data = (
+        b'event: message_start\ndata: {"message": {"id": "m", "usage": {"input_tokens": 1}}}\n\n'
+        b'event: content_block_delta\ndata: {"index": 0, "delta": {"type": "text_delta", "text": "hi"}}\n\n'
+        b'event: ping\ndata: {"type": "message_stop"}\n\n'
+    )
+    result, verdict = fold_stream(backend, "messages", data, None)
+    assert result["id"] == "m"
+    assert result["content"] == [{"type": "text", "text": "hi"}]
+    assert verdict.terminal == "message_stop"
+    assert list(verdict.departures) == ["block_not_started", "type_mismatch", "block_not_stopped"]
+
+
+def test_tool_input_parsed_once(backend: SimpleNamespace, monkeypatch: pytest.MonkeyPatch) -> None:
+    module = __import__(backend.MessagesAggregator.__module__, fromlist=["tool_input"])
+    calls: list[str] = []
+    real = module.tool_input
+
+    def counting(raw: str) -> Any:
+        calls.append(raw)
+        return real(raw)
+
+    monkeypatch.setattr(module, "tool_input", counting)
+    agg = backend.MessagesAggregator()
+    agg.feed(
+        {
+            "type": "content_block_start",
+            "index": 0,
+            "content_block": {"type": "tool_use", "id": "t", "name": "f", "input": {}},
+        }
+    )
+    pieces = ['{"xs": ['] + ["1, "] * 2000 + ["1]}"]
+    for piece in pieces:
+        agg.feed(
+            {
+                "type": "content_block_delta",
+                "index": 0,
+                "delta": {"type": "input_json_delta", "partial_json": piece},
+            }
+        )
+    assert calls == []
+    agg.feed({"type": "content_block_stop", "index": 0})
+    assert len(calls) == 1
+    assert agg.result()["content"][0]["input"] == {"xs": [1] * 2001}
+    agg.result()
+    assert len(calls) == 1
+
+
+def test_arguments_joined_not_reparsed(backend: SimpleNamespace) -> None:
+    agg = backend.ResponsesAggregator()
+    agg.feed(
+        {
+            "type": "response.output_item.added",
+            "output_index": 0,
+            "item": {"type": "function_call", "id": "fc", "name": "f"},
+        }
+    )
+    for _ in range(5000):
+        agg.feed({"type": "response.function_call_arguments.delta", "output_index": 0, "delta": "ab"})
+    assert agg.result()["output"][0]["arguments"] == "ab" * 5000
+    assert agg.deltas == 5000
+
+
+@pytest.mark.parametrize("api", ["responses", "messages"])
+def test_on_chunk_sees_events_and_can_abort(backend: SimpleNamespace, api: str) -> None:
+    vector = next(v for a, v in VECTORS if a == api and v["name"] == "text_basic")
+    data = frame(vector["events"], named=True)
+    seen: list[Any] = []
+    _, stream_cls = classes(backend, api)
+    stream = stream_cls(seen.append)
+    assert stream.write(data) is None
+    assert [e["type"] for e in seen] == [e["type"] for e in vector["events"]]
+    seen.clear()
+
+    def stop_at_third(event: dict[str, Any]) -> bool:
+        seen.append(event)
+        return len(seen) < 3
+
+    stream = stream_cls(stop_at_third)
+    assert stream.write(data) == 0
+    assert len(seen) == 3
+    assert stream.write(b"data: {}\n\n") == 0
+    assert stream.verdict.aborted
+    assert stream.verdict.why == "aborted by the caller"
+    assert not stream.verdict.complete
+
+
+@pytest.mark.parametrize("api", ["responses", "messages"])
+def test_on_chunk_exception_propagates(backend: SimpleNamespace, api: str) -> None:
+    _, stream_cls = classes(backend, api)
+
+    def boom(event: dict[str, Any]) -> None:
+        raise KeyError("boom")
+
+    stream = stream_cls(boom)
+    with pytest.raises(KeyError):
+        stream.write(b'data: {"type": "ping"}\n\n')
+    assert stream.write(b'data: {"type": "ping"}\n\n') == 0
+    assert stream.verdict.aborted
+
+
+@pytest.mark.parametrize("api", ["responses", "messages"])
+def test_max_event_bytes(backend: SimpleNamespace, api: str) -> None:
+    _, stream_cls = classes(backend, api)
+    stream = stream_cls(max_event_bytes=64)
+    big = b'data: {"type": "ping", "pad": "' + b"x" * 200 + b'"}\n\n'
+    with pytest.raises(fastsse.EventTooLarge):
+        stream.write(b'data: {"type": "ping"}\n\n' + big)
+    assert stream.verdict.too_large
+    assert stream.write(b"data: {}\n\n") == 0
+
+
+@pytest.mark.parametrize("api", ["responses", "messages"])
+def test_stream_protocol_errors(backend: SimpleNamespace, api: str) -> None:
+    _, stream_cls = classes(backend, api)
+    stream = stream_cls()
+    with pytest.raises(TypeError):
+        stream.write("text")  # type: ignore[arg-type]
+    assert stream.write(b"data: {}\n\n") is None  # still usable
+
+    def reenter(event: dict[str, Any]) -> None:
+        holder.write(b"data: {}\n\n")
+
+    holder = stream_cls(reenter)
+    with pytest.raises(RuntimeError):
+        holder.write(b'data: {"type": "ping"}\n\n')
+    agg_cls, _ = classes(backend, api)
+    with pytest.raises(TypeError):
+        agg_cls().feed_data(5)
+
+
+@pytest.mark.parametrize("api", ["responses", "messages"])
+def test_truncated_byte_stream(backend: SimpleNamespace, api: str) -> None:
+    _, stream_cls = classes(backend, api)
+    stream = stream_cls()
+    stream.write(b'data: {"type": "ping"}\n\ndata: {"type": "pi')
+    stream.close()
+    assert stream.verdict.truncated
+    assert stream.verdict.why == "the byte stream ended inside an event"
+    assert stream.write(b'ng"}\n\n') == 0
+    assert stream.result()["verdict"]["truncated"] is True
+
+
+def test_messages_error_stops_stream(backend: SimpleNamespace) -> None:
+    stream = backend.MessagesStream()
+    data = b'event: error\ndata: {"type": "error", "error": {"type": "api_error", "message": "x"}}\n\n'
+    assert stream.write(data + b'data: {"type": "message_stop"}\n\n') == 0
+    assert stream.aggregator.error == {"type": "api_error", "message": "x"}
+    assert stream.verdict.terminal is None
+
+
+def test_responses_error_does_not_stop_stream(backend: SimpleNamespace) -> None:
+    stream = backend.ResponsesStream()
+    assert stream.write(b'data: {"type": "error", "code": "c", "message": "m"}\n\n') is None
+    stream.write(
+        b'data: {"type": "response.failed", "response": {"status": "failed", "error": {"code": "c"}}}\n\n'
+    )
+    assert stream.verdict.terminal == "response.failed"
+    assert stream.aggregator.error == {"code": "c", "message": "m"}
+
+
+@pytest.mark.parametrize("api", ["responses", "messages"])
+@pytest.mark.parametrize(
+    "payload",
+    [
+        b'{"type": 5}',
+        b'{"type": "response.output_text.delta", "output_index": "x", "content_index": -1, "delta": 7}',
+        b'{"type": "response.output_item.added", "output_index": 99999999999999999999, "item": []}',
+        b'{"type": "response.completed", "response": {"output": [1, null, {"type": "message"}]}}',
+        b'{"type": "content_block_start", "index": true, "content_block": null}',
+        b'{"type": "content_block_delta", "index": 1e400, "delta": {"type": "citations_delta"}}',
+        b'{"type": "content_block_stop", "index": null}',
+        b'{"type": "message_start", "message": {"usage": 3, "content": [1]}}',
+        b'{"type": "message_delta", "delta": [], "usage": []}',
+        b'{"type": "response.content_part.done", "part": {"type": "refusal", "refusal": 3, "annotations": 4}}',
+        b'{"type": "response.reasoning_summary_part.added", "summary_index": 2, "part": 1}',
+        b'"\\ud83d"',
+        b"\xff\xfe",
+        b"",
+    ],
+)
+def test_hostile_values_never_raise(backend: SimpleNamespace, api: str, payload: bytes) -> None:
+    agg_cls, stream_cls = classes(backend, api)
+    agg = agg_cls()
+    agg.feed_data(payload)
+    agg.result()
+    agg.verdict  # noqa: B018
+    stream = stream_cls()
+    stream.write(b"data: " + payload + b"\n\n")
+    stream.close()
+    stream.result()
+
+
+def test_backends_expose_the_folds() -> None:
+    for name in ("cython", "python"):
+        try:
+            ns = fastsse.get_backend(name)
+        except ImportError:
+            continue
+        for attr in ("ResponsesAggregator", "ResponsesStream", "MessagesAggregator", "MessagesStream"):
+            assert getattr(ns, attr).__module__.endswith(("_c", "_py"))
+    assert fastsse.ResponsesAggregator is fastsse.get_backend(fastsse.BACKEND).ResponsesAggregator
+
+
+def test_api_table() -> None:
+    assert set(API_FORMATS) == {"chat", "responses", "messages"}
+    assert api_format("chat").path == "/chat/completions"
+    assert api_format("responses").path == "/responses"
+    assert api_format("messages").path == "/messages"
+    assert "Authorization: Bearer k" in api_format("responses").headers("k")
+    messages = api_format("messages").headers("k")
+    assert "x-api-key: k" in messages
+    assert "anthropic-version: 2023-06-01" in messages
+    assert not any(h.startswith("Authorization") for h in messages)
+    assert orjson.loads(api_format("messages").body({"model": "m", "stream": False})) == {
+        "model": "m",
+        "stream": True,
+    }
+    assert type(api_format("responses").stream()).__name__ == "ResponsesStream"
+    assert type(api_format("chat").stream()).__name__ == "ChatStream"
+    with pytest.raises(ValueError):
+        api_format("completions")
+
+
+def test_first_token_rules() -> None:
+    responses = api_format("responses").is_token
+    assert not responses({"type": "response.created", "response": {}})
+    assert not responses({"type": "response.output_text.delta", "delta": ""})
+    assert responses({"type": "response.reasoning_summary_text.delta", "delta": "x"})
+    messages = api_format("messages").is_token
+    assert not messages({"type": "message_start", "message": {}})
+    assert not messages(
+        {"type": "content_block_delta", "delta": {"type": "signature_delta", "signature": "s"}}
+    )
+    assert messages({"type": "content_block_delta", "delta": {"type": "thinking_delta", "thinking": "t"}})
+    chat = api_format("chat").is_token
+    assert not chat({"choices": [{"delta": {"role": "assistant", "content": ""}}]})
+    assert chat({"choices": [{"delta": {"content": "a"}}]})
