@@ -34,7 +34,10 @@ def test_responses_text_stream_bytes() -> None:
     expected = b"".join(
         [
             ev("response.created", '{"type":"response.created","sequence_number":0,"response":%s}' % RESP),
-            ev("response.in_progress", '{"type":"response.in_progress","sequence_number":1,"response":%s}' % RESP),
+            ev(
+                "response.in_progress",
+                '{"type":"response.in_progress","sequence_number":1,"response":%s}' % RESP,
+            ),
             ev(
                 "response.output_item.added",
                 '{"type":"response.output_item.added","sequence_number":2,"output_index":0,"item":%s}'
@@ -42,11 +45,13 @@ def test_responses_text_stream_bytes() -> None:
             ),
             ev(
                 "response.content_part.added",
-                '{"type":"response.content_part.added","sequence_number":3,%s,"part":%s}' % (where, part % ""),
+                '{"type":"response.content_part.added","sequence_number":3,%s,"part":%s}'
+                % (where, part % ""),
             ),
             ev(
                 "response.output_text.delta",
-                '{"type":"response.output_text.delta","sequence_number":4,%s,"delta":"Hi","logprobs":[]}' % where,
+                '{"type":"response.output_text.delta","sequence_number":4,%s,"delta":"Hi","logprobs":[]}'
+                % where,
             ),
             ev(
                 "response.output_text.delta",
@@ -60,13 +65,18 @@ def test_responses_text_stream_bytes() -> None:
             ),
             ev(
                 "response.content_part.done",
-                '{"type":"response.content_part.done","sequence_number":7,%s,"part":%s}' % (where, part % "Hi there"),
+                '{"type":"response.content_part.done","sequence_number":7,%s,"part":%s}'
+                % (where, part % "Hi there"),
             ),
             ev(
                 "response.output_item.done",
-                '{"type":"response.output_item.done","sequence_number":8,"output_index":0,"item":%s}' % done_item,
+                '{"type":"response.output_item.done","sequence_number":8,"output_index":0,"item":%s}'
+                % done_item,
             ),
-            ev("response.completed", '{"type":"response.completed","sequence_number":9,"response":%s}' % final),
+            ev(
+                "response.completed",
+                '{"type":"response.completed","sequence_number":9,"response":%s}' % final,
+            ),
         ]
     )
     assert out == expected
@@ -76,13 +86,18 @@ def test_responses_text_stream_bytes() -> None:
 def test_responses_items_follow_each_other() -> None:
     enc = ResponsesEncoder(id="r", model="m", created_at=0)
     out = enc.start() + enc.reasoning("think") + enc.text("a") + enc.refusal("no")
-    out += enc.function_call(0, call_id="c0", name="f", arguments='{"x"') + enc.function_call(1, call_id="c1", name="g")
+    out += enc.function_call(0, call_id="c0", name="f", arguments='{"x"') + enc.function_call(
+        1, call_id="c1", name="g"
+    )
     out += enc.arguments(0, ":1}") + enc.complete(incomplete_reason="max_output_tokens")
     text = out.decode()
     # the reasoning item is closed before the message opens, the message before the calls
     assert text.index('"response.output_item.done","sequence_number"') < text.index('"item":{"id":"msg_1_r"')
     assert '"summary":[{"type":"summary_text","text":"think"}]' in text
-    assert '"content":[{"type":"output_text","text":"a","annotations":[]},{"type":"refusal","refusal":"no"}]' in text
+    assert (
+        '"content":[{"type":"output_text","text":"a","annotations":[]},{"type":"refusal","refusal":"no"}]'
+        in text
+    )
     assert '"arguments":"{\\"x\\":1}","call_id":"c0","name":"f"' in text
     assert '"incomplete_details":{"reason":"max_output_tokens"}' in text
     assert '"type":"response.incomplete"' in text and '"status":"incomplete"' in text
@@ -131,19 +146,37 @@ def test_messages_stream_bytes() -> None:
                 "content_block_start",
                 '{"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":"","signature":""}}',
             ),
-            ev("content_block_delta", '{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"hm"}}'),
-            ev("content_block_delta", '{"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","signature":"sig"}}'),
+            ev(
+                "content_block_delta",
+                '{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"hm"}}',
+            ),
+            ev(
+                "content_block_delta",
+                '{"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","signature":"sig"}}',
+            ),
             ev("content_block_stop", '{"type":"content_block_stop","index":0}'),
-            ev("content_block_start", '{"type":"content_block_start","index":1,"content_block":{"type":"text","text":""}}'),
-            ev("content_block_delta", '{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"Hi"}}'),
+            ev(
+                "content_block_start",
+                '{"type":"content_block_start","index":1,"content_block":{"type":"text","text":""}}',
+            ),
+            ev(
+                "content_block_delta",
+                '{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"Hi"}}',
+            ),
             ev("ping", '{"type":"ping"}'),
             ev("content_block_stop", '{"type":"content_block_stop","index":1}'),
             ev(
                 "content_block_start",
                 '{"type":"content_block_start","index":2,"content_block":{"type":"tool_use","id":"toolu_1","name":"get","input":{}}}',
             ),
-            ev("content_block_delta", '{"type":"content_block_delta","index":2,"delta":{"type":"input_json_delta","partial_json":"{\\"q\\":"}}'),
-            ev("content_block_delta", '{"type":"content_block_delta","index":2,"delta":{"type":"input_json_delta","partial_json":"\\"x\\"}"}}'),
+            ev(
+                "content_block_delta",
+                '{"type":"content_block_delta","index":2,"delta":{"type":"input_json_delta","partial_json":"{\\"q\\":"}}',
+            ),
+            ev(
+                "content_block_delta",
+                '{"type":"content_block_delta","index":2,"delta":{"type":"input_json_delta","partial_json":"\\"x\\"}"}}',
+            ),
             ev("content_block_stop", '{"type":"content_block_stop","index":2}'),
             ev(
                 "message_delta",

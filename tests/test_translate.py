@@ -26,20 +26,40 @@ CREATED = 1_700_000_000
 
 @pytest.fixture
 def tb(backend: SimpleNamespace, monkeypatch: pytest.MonkeyPatch) -> SimpleNamespace:
-    """Point the translators at one backend's ChatStream and Decoder."""
+    """Point the translators at one backend's fused streams."""
     monkeypatch.setattr(fastsse.translate, "ChatStream", backend.ChatStream)
-    monkeypatch.setattr(fastsse.translate, "Decoder", backend.Decoder)
+    monkeypatch.setattr(fastsse.translate, "MessagesStream", backend.MessagesStream)
+    monkeypatch.setattr(fastsse.translate, "ResponsesStream", backend.ResponsesStream)
     return backend
 
 
-def chat(*deltas: dict[str, Any], finish: str | None = "stop", usage: dict[str, int] | None = None, done: bool = True) -> bytes:
+def chat(
+    *deltas: dict[str, Any],
+    finish: str | None = "stop",
+    usage: dict[str, int] | None = None,
+    done: bool = True,
+) -> bytes:
     """A chat upstream: a role chunk, one chunk per delta dict, the finish chunk, usage, [DONE]."""
     head = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": CREATED, "model": "m"}
-    out = [b"data: " + orjson.dumps({**head, "choices": [{"index": 0, "delta": {"role": "assistant"}, "finish_reason": None}]}) + b"\n\n"]
+    out = [
+        b"data: "
+        + orjson.dumps(
+            {**head, "choices": [{"index": 0, "delta": {"role": "assistant"}, "finish_reason": None}]}
+        )
+        + b"\n\n"
+    ]
     for delta in deltas:
-        out.append(b"data: " + orjson.dumps({**head, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}) + b"\n\n")
+        out.append(
+            b"data: "
+            + orjson.dumps({**head, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]})
+            + b"\n\n"
+        )
     if finish is not None:
-        out.append(b"data: " + orjson.dumps({**head, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]}) + b"\n\n")
+        out.append(
+            b"data: "
+            + orjson.dumps({**head, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
+            + b"\n\n"
+        )
     if usage is not None:
         out.append(b"data: " + orjson.dumps({**head, "choices": [], "usage": usage}) + b"\n\n")
     if done:
@@ -59,7 +79,12 @@ def run(t: Any, body: bytes, size: int = 0) -> bytes:
 
 
 USAGE = {"prompt_tokens": 7, "completion_tokens": 5, "total_tokens": 12}
-CALL0 = {"index": 0, "id": "call_a", "type": "function", "function": {"name": "get_weather", "arguments": '{"city":'}}
+CALL0 = {
+    "index": 0,
+    "id": "call_a",
+    "type": "function",
+    "function": {"name": "get_weather", "arguments": '{"city":'},
+}
 CALL1 = {"index": 1, "id": "call_b", "type": "function", "function": {"name": "get_time", "arguments": ""}}
 TOOLS = chat(
     {"content": "Let me check.", "tool_calls": [CALL0]},  # text and a tool call in one chunk
@@ -117,7 +142,10 @@ def test_chat_to_messages_tools_keep_names_and_input(tb: SimpleNamespace) -> Non
 
 
 def test_output_starts_with_the_first_upstream_chunk(tb: SimpleNamespace) -> None:
-    for t, first in ((ChatToMessages(), b"event: message_start\n"), (ChatToResponses(), b"event: response.created\n")):
+    for t, first in (
+        (ChatToMessages(), b"event: message_start\n"),
+        (ChatToResponses(), b"event: response.created\n"),
+    ):
         cut = MIXED.index(b"data:", 10)
         assert t.write(MIXED[:cut]).startswith(first)  # the role chunk alone
         second = MIXED.index(b"data:", cut + 10)
@@ -138,14 +166,25 @@ def test_a_truncated_upstream_stays_truncated(tb: SimpleNamespace, make: Any, bo
     t = make()
     out = run(t, body, 5)
     kinds = [k for k, _ in events(out)]
-    assert not {"message_stop", "message_delta", "response.completed", "response.incomplete", "response.failed"} & set(kinds)
+    assert not {
+        "message_stop",
+        "message_delta",
+        "response.completed",
+        "response.incomplete",
+        "response.failed",
+    } & set(kinds)
     assert "Hel" in out.decode()
     assert t.verdict.complete is False
 
 
 def test_error_mid_stream(tb: SimpleNamespace) -> None:
     error = {"message": "overloaded", "type": "server_error", "code": "busy"}
-    body = chat({"content": "Hi"}, finish=None, done=False) + b"data: " + orjson.dumps({"error": error}) + b"\n\n"
+    body = (
+        chat({"content": "Hi"}, finish=None, done=False)
+        + b"data: "
+        + orjson.dumps({"error": error})
+        + b"\n\n"
+    )
     body += chat({"content": "never"})  # nothing after the error may come out
     m = events(run(ChatToMessages(), body, 3))
     assert m[-1] == ("error", {"type": "error", "error": {"type": "server_error", "message": "overloaded"}})
@@ -207,7 +246,12 @@ def test_other_choices_are_dropped_and_counted(tb: SimpleNamespace) -> None:
 # chunk invariance
 
 
-UPSTREAMS = [MIXED, TOOLS, chat({"refusal": "No."}, usage=USAGE), chat({"content": "héllo 🌍"}, finish="length")]
+UPSTREAMS = [
+    MIXED,
+    TOOLS,
+    chat({"refusal": "No."}, usage=USAGE),
+    chat({"content": "héllo 🌍"}, finish="length"),
+]
 
 
 @pytest.mark.parametrize("body", UPSTREAMS)
@@ -324,14 +368,16 @@ def test_messages_to_chat_error_and_truncation(tb: SimpleNamespace) -> None:
     start = b'event: message_start\ndata: {"type":"message_start","message":{"id":"m","model":"c","usage":{"input_tokens":1,"output_tokens":0}}}\n\n'
     block = b'event: content_block_start\ndata: {"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}\n\n'
     delta = b'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hi"}}\n\n'
-    error = b'event: error\ndata: {"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}\n\n'
+    error = (
+        b'event: error\ndata: {"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}\n\n'
+    )
     t = MessagesToChat(created=CREATED)
     out = run(t, start + block + delta + error + delta)
     assert out.endswith(b'data: {"error":{"type":"overloaded_error","message":"Overloaded"}}\n\n')
     assert out.count(b'"Hi"') == 1 and t.error == {"type": "overloaded_error", "message": "Overloaded"}
     t = MessagesToChat(created=CREATED)
     out = run(t, start + block + delta + delta[:20], 4)
-    assert b"[DONE]" not in out and b"finish_reason\":\"" not in out and not t.complete
+    assert b"[DONE]" not in out and b'finish_reason":"' not in out and not t.complete
 
 
 def test_responses_to_chat_tolerates_what_servers_do(tb: SimpleNamespace) -> None:
@@ -356,7 +402,12 @@ def test_responses_to_chat_tolerates_what_servers_do(tb: SimpleNamespace) -> Non
     out = run(t, body, 6)
     result = fold(out)
     message = result["choices"][0]["message"]
-    assert (result["id"], result["created"], message["content"], message["reasoning_content"]) == ("resp_1", 5, "Hi", "r")
+    assert (result["id"], result["created"], message["content"], message["reasoning_content"]) == (
+        "resp_1",
+        5,
+        "Hi",
+        "r",
+    )
     assert message["tool_calls"][0]["function"] == {"name": "f", "arguments": '{"a": 2}'}
     assert result["choices"][0]["finish_reason"] == "tool_calls"
     assert result["usage"] == {"prompt_tokens": 4, "completion_tokens": 6, "total_tokens": 10}
@@ -368,7 +419,9 @@ def test_responses_to_chat_failures(tb: SimpleNamespace) -> None:
     failed = b'event: response.failed\ndata: {"type":"response.failed","response":{"id":"r","status":"failed","error":{"code":"server_error","message":"boom"}}}\n\n'
     t = ResponsesToChat(created=CREATED)
     assert run(t, created + failed).endswith(b'data: {"error":{"code":"server_error","message":"boom"}}\n\n')
-    plain_error = b'event: error\ndata: {"type":"error","code":"rate_limit","message":"slow down","param":null}\n\n'
+    plain_error = (
+        b'event: error\ndata: {"type":"error","code":"rate_limit","message":"slow down","param":null}\n\n'
+    )
     t = ResponsesToChat(created=CREATED)
     run(t, created + plain_error)
     assert t.error == {"code": "rate_limit", "message": "slow down", "param": None}
@@ -384,7 +437,9 @@ def test_messages_and_responses_through_chat(tb: SimpleNamespace) -> None:
     assert [o.get("name") for o in final["output"]] == [None, "get_weather", "get_time"]
     again = run(translator("responses", "messages"), responses, 7)
     assert check_stream(again, api="messages") == []
-    assert fold(run(MessagesToChat(created=CREATED), again)) == fold(run(MessagesToChat(created=CREATED), messages))
+    assert fold(run(MessagesToChat(created=CREATED), again)) == fold(
+        run(MessagesToChat(created=CREATED), messages)
+    )
 
 
 def test_translator_arguments() -> None:

@@ -45,7 +45,10 @@ def upstream_fold(server: LoopbackServer, model: str, target: str) -> dict[str, 
         "stream_options": {"include_usage": True},
     }
     t = translator("chat", target)
-    with httpx.Client(timeout=TIMEOUT) as http, http.stream("POST", server.base_url + "/chat/completions", json=body) as r:
+    with (
+        httpx.Client(timeout=TIMEOUT) as http,
+        http.stream("POST", server.base_url + "/chat/completions", json=body) as r,
+    ):
         for piece in r.iter_raw():
             t.write(piece)
     t.close()
@@ -64,9 +67,16 @@ def as_messages(fold: dict[str, Any]) -> dict[str, Any]:
         content.append({"type": "text", "text": text})
     for call in message.get("tool_calls") or []:
         content.append(
-            {"type": "tool_use", "id": call["id"], "name": call["function"]["name"], "input": json.loads(call["function"]["arguments"])}
+            {
+                "type": "tool_use",
+                "id": call["id"],
+                "name": call["function"]["name"],
+                "input": json.loads(call["function"]["arguments"]),
+            }
         )
-    stop = {"stop": "end_turn", "tool_calls": "tool_use", "length": "max_tokens"}[fold["choices"][0]["finish_reason"]]
+    stop = {"stop": "end_turn", "tool_calls": "tool_use", "length": "max_tokens"}[
+        fold["choices"][0]["finish_reason"]
+    ]
     usage = fold["usage"]
     return {
         "id": fold["id"],
@@ -93,7 +103,12 @@ def as_responses(fold: dict[str, Any]) -> dict[str, Any]:
         output.append({"type": "message", "content": parts})
     for call in message.get("tool_calls") or []:
         output.append(
-            {"type": "function_call", "call_id": call["id"], "name": call["function"]["name"], "arguments": call["function"]["arguments"]}
+            {
+                "type": "function_call",
+                "call_id": call["id"],
+                "name": call["function"]["name"],
+                "arguments": call["function"]["arguments"],
+            }
         )
     usage = fold["usage"]
     return {
@@ -133,7 +148,9 @@ def sdk_responses(response: Any) -> dict[str, Any]:
             parts = [(p.type, p.text if p.type == "output_text" else p.refusal) for p in item.content]
             output.append({"type": "message", "content": parts})
         else:
-            output.append({"type": item.type, "call_id": item.call_id, "name": item.name, "arguments": item.arguments})
+            output.append(
+                {"type": item.type, "call_id": item.call_id, "name": item.name, "arguments": item.arguments}
+            )
     usage = response.usage
     return {
         "id": response.id,
@@ -148,8 +165,12 @@ SCENARIOS = ["plain", "reasoning", "demo", "tools", "refusal", "crlf", "slow-1",
 
 
 @pytest.mark.parametrize("model", SCENARIOS)
-def test_anthropic_sdk_reads_the_translation(ant: anthropic.Anthropic, server: LoopbackServer, model: str) -> None:
-    with ant.messages.stream(model=model, max_tokens=64, messages=[{"role": "user", "content": PROMPT}]) as stream:
+def test_anthropic_sdk_reads_the_translation(
+    ant: anthropic.Anthropic, server: LoopbackServer, model: str
+) -> None:
+    with ant.messages.stream(
+        model=model, max_tokens=64, messages=[{"role": "user", "content": PROMPT}]
+    ) as stream:
         kinds = [event.type for event in stream]
         final = stream.get_final_message()
     assert kinds[0] == "message_start" and kinds[-1] == "message_stop"
@@ -167,7 +188,9 @@ def test_openai_sdk_reads_the_translation(oai: openai.OpenAI, server: LoopbackSe
 
 def test_hand_written_expectations(ant: anthropic.Anthropic, oai: openai.OpenAI) -> None:
     """One case spelled out by hand from the tools scenario, so the mapping helpers are checked too."""
-    with ant.messages.stream(model="tools", max_tokens=64, messages=[{"role": "user", "content": PROMPT}]) as stream:
+    with ant.messages.stream(
+        model="tools", max_tokens=64, messages=[{"role": "user", "content": PROMPT}]
+    ) as stream:
         msg = stream.get_final_message()
     assert [(b.type, b.id, b.name, b.input) for b in msg.content] == [  # type: ignore[union-attr]
         ("tool_use", "call_weather_paris", "get_weather", {"city": "Paris", "unit": "celsius"}),
@@ -184,7 +207,9 @@ def test_hand_written_expectations(ant: anthropic.Anthropic, oai: openai.OpenAI)
 def test_mid_stream_error_reaches_both_clients(ant: anthropic.Anthropic, oai: openai.OpenAI) -> None:
     seen: list[str] = []
     with pytest.raises(anthropic.APIStatusError, match="simulated mid-stream failure"):  # noqa: PT012
-        with ant.messages.stream(model="error", max_tokens=64, messages=[{"role": "user", "content": "hi"}]) as stream:
+        with ant.messages.stream(
+            model="error", max_tokens=64, messages=[{"role": "user", "content": "hi"}]
+        ) as stream:
             for event in stream:
                 if event.type == "text":
                     seen.append(event.text)
@@ -200,7 +225,9 @@ def test_truncation_stays_truncated(ant: anthropic.Anthropic, oai: openai.OpenAI
     kinds: list[str] = []
     # the SDKs surface their transport's error (httpx's RemoteProtocolError) as the body ends early
     with pytest.raises(Exception, match="incomplete chunked read|peer closed|Connection error"):  # noqa: PT011, PT012
-        with ant.messages.stream(model="disconnect", max_tokens=64, messages=[{"role": "user", "content": "hi"}]) as stream:
+        with ant.messages.stream(
+            model="disconnect", max_tokens=64, messages=[{"role": "user", "content": "hi"}]
+        ) as stream:
             for event in stream:
                 kinds.append(event.type)
     assert "message_stop" not in kinds and "content_block_delta" in kinds
@@ -216,7 +243,13 @@ def test_truncation_stays_truncated(ant: anthropic.Anthropic, oai: openai.OpenAI
 
 
 def raw(server: LoopbackServer, api: str, model: str) -> bytes:
-    body = {"model": model, "stream": True, "input": "hi", "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]}
+    body = {
+        "model": model,
+        "stream": True,
+        "input": "hi",
+        "max_tokens": 8,
+        "messages": [{"role": "user", "content": "hi"}],
+    }
     with httpx.Client(timeout=TIMEOUT) as http:
         response = http.post(f"{server.base_url}/{api}", json=body)
         assert response.status_code == 200
@@ -253,7 +286,10 @@ def test_broken_models_are_reported(server: LoopbackServer, api: str, model: str
 
 
 def test_broken_models_break_the_openai_sdk(oai: openai.OpenAI) -> None:
-    with pytest.raises(RuntimeError, match="before receiving its output item"), oai.responses.stream(model="orphan-delta", input="hi") as s:
+    with (
+        pytest.raises(RuntimeError, match="before receiving its output item"),
+        oai.responses.stream(model="orphan-delta", input="hi") as s,
+    ):
         list(s)
     with oai.responses.stream(model="swallowed", input="hi") as s:
         list(s)
@@ -266,7 +302,9 @@ def test_broken_models_break_the_openai_sdk(oai: openai.OpenAI) -> None:
 
 def test_broken_models_break_the_anthropic_sdk(ant: anthropic.Anthropic) -> None:
     def final(model: str) -> Any:
-        with ant.messages.stream(model=model, max_tokens=8, messages=[{"role": "user", "content": "hi"}]) as s:
+        with ant.messages.stream(
+            model=model, max_tokens=8, messages=[{"role": "user", "content": "hi"}]
+        ) as s:
             return s.get_final_message()
 
     assert [b.input for b in final("tool-text-delta").content] == [{}, {}]  # the tool input is lost
@@ -281,11 +319,62 @@ def test_broken_models_break_the_anthropic_sdk(ant: anthropic.Anthropic) -> None
 def test_routes_refuse_what_they_do_not_serve(server: LoopbackServer, api: str) -> None:
     with httpx.Client(timeout=TIMEOUT) as http:
         assert http.post(f"{server.base_url}/{api}", json={"model": "plain"}).status_code == 400
-        assert http.post(f"{server.base_url}/{api}", json={"model": "html", "stream": True}).status_code == 400
+        assert (
+            http.post(f"{server.base_url}/{api}", json={"model": "html", "stream": True}).status_code == 400
+        )
 
 
-def test_translators_on_both_backends_agree(backend: SimpleNamespace, server: LoopbackServer, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_translators_on_both_backends_agree(
+    backend: SimpleNamespace, server: LoopbackServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(fastsse.translate, "ChatStream", backend.ChatStream)
     fold = upstream_fold(server, "tools", "messages")
     assert fold["verdict"]["complete"] is True
-    assert [c["function"]["name"] for c in fold["choices"][0]["message"]["tool_calls"]] == ["get_weather", "get_time"]
+    assert [c["function"]["name"] for c in fold["choices"][0]["message"]["tool_calls"]] == [
+        "get_weather",
+        "get_time",
+    ]
+
+
+# the SDKs' final objects against fastsse's own folds of the same translated bytes (both backends)
+
+
+def fold_format(backend: SimpleNamespace, api: str, body: bytes) -> dict[str, Any]:
+    stream = (backend.MessagesStream if api == "messages" else backend.ResponsesStream)()
+    for i in range(0, len(body), 97):
+        stream.write(body[i : i + 97])
+    stream.close()
+    result: dict[str, Any] = stream.result()
+    assert result.pop("verdict")["complete"] is True
+    return result
+
+
+def same_keys(sdk: dict[str, Any], ours: dict[str, Any]) -> dict[str, Any]:
+    """The SDK object restricted to the keys fastsse's fold has, recursively through lists."""
+    out: dict[str, Any] = {}
+    for key, value in ours.items():
+        mine = sdk.get(key)
+        if isinstance(value, dict) and isinstance(mine, dict):
+            out[key] = same_keys(mine, value)
+        elif isinstance(value, list) and isinstance(mine, list) and len(value) == len(mine):
+            out[key] = [
+                same_keys(a, b) if isinstance(a, dict) and isinstance(b, dict) else a
+                for a, b in zip(mine, value, strict=True)
+            ]
+        else:
+            out[key] = mine
+    return out
+
+
+@pytest.mark.parametrize("model", ["plain", "reasoning", "tools", "refusal", "demo"])
+def test_sdk_final_objects_equal_fastsse_folds(
+    backend: SimpleNamespace, server: LoopbackServer, ant: anthropic.Anthropic, oai: openai.OpenAI, model: str
+) -> None:
+    ours = fold_format(backend, "messages", raw(server, "messages", model))
+    with ant.messages.stream(model=model, max_tokens=8, messages=[{"role": "user", "content": "hi"}]) as s:
+        theirs = s.get_final_message().model_dump()
+    assert same_keys(theirs, ours) == ours
+    ours = fold_format(backend, "responses", raw(server, "responses", model))
+    with oai.responses.stream(model=model, input="hi") as r:
+        rtheirs = r.get_final_response().model_dump()
+    assert same_keys(rtheirs, ours) == ours

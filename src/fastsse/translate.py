@@ -2,9 +2,9 @@
 
 ``translator(source, target)`` returns an object with ``write(data) -> bytes`` (the translated
 bytes the new upstream bytes allow, possibly empty) and ``close() -> bytes``, one call per upstream
-read, like a relay. Chat upstreams go through ``ChatStream`` (the compiled scanner and fold), so the
-translation and the upstream's fold come from one pass (``result()``, ``verdict``). Messages and
-Responses upstreams go through ``Decoder`` and ``orjson``. Messages <-> Responses goes through chat.
+read, like a relay. Each upstream goes through its fused fold stream (``ChatStream``, ``MessagesStream``,
+``ResponsesStream``: the compiled scanner, reader and fold), so the translation and the upstream's
+fold come from one pass (``result()``, ``verdict``). Messages <-> Responses goes through chat.
 
 The target's terminal event is written only when the upstream answer was whole (chat: a
 ``finish_reason`` and ``[DONE]``; Messages: ``message_stop``; Responses: ``response.completed`` or
@@ -19,8 +19,9 @@ from typing import Any, Final, Protocol
 
 import orjson
 
-from ._backend import ChatStream, Decoder
+from ._backend import ChatStream, MessagesStream, ResponsesStream
 from ._chat import Verdict
+from ._fold import FormatVerdict
 from .encode import ChatChunkEncoder
 from .encode_messages import STOP_REASONS, MessagesEncoder, chat_usage_to_messages
 from .encode_responses import INCOMPLETE, ResponsesEncoder, chat_usage_to_responses
@@ -394,10 +395,11 @@ FINISH_FROM_MESSAGES: Final[dict[str, str]] = {
 
 
 class _ToChat:
-    """Decodes an upstream of named events and writes chat chunks through ``ChatChunkEncoder``."""
+    """Reads an upstream through its fused fold stream and writes chat chunks with ``ChatChunkEncoder``."""
 
-    def __init__(self, *, created: int | None, include_usage: bool, max_event_bytes: int | None) -> None:
-        self._decoder = Decoder(max_event_bytes=max_event_bytes)
+    _stream: Any
+
+    def __init__(self, *, created: int | None, include_usage: bool) -> None:
         self._created = created
         self._include_usage = include_usage
         self._enc: ChatChunkEncoder | None = None
@@ -418,19 +420,24 @@ class _ToChat:
         It raises TypeError for input other than bytes, bytearray or memoryview and EventTooLarge
         when an upstream event passes ``max_event_bytes``.
         """
-        for event in self._decoder.feed(data):
-            if self._ended:
-                break
-            self._event(event.event, event.data)
+        self._stream.write(data)
         return self._take()
 
     def close(self) -> bytes:
         """The upstream ended: return the last chunks (no ``[DONE]`` when it was truncated)."""
-        for event in self._decoder.close():
-            if self._ended:
-                break
-            self._event(event.event, event.data)
+        self._stream.close()
         return self._take()
+
+    def result(self) -> dict[str, Any]:
+        """The upstream's fold (``MessagesAggregator`` / ``ResponsesAggregator``) with its ``verdict``."""
+        out: dict[str, Any] = self._stream.result()
+        return out
+
+    @property
+    def verdict(self) -> FormatVerdict:
+        """The upstream's verdict (``complete``, ``terminal``, ``why``, departures)."""
+        verdict: FormatVerdict = self._stream.verdict
+        return verdict
 
     @property
     def complete(self) -> bool:
@@ -457,20 +464,15 @@ class _ToChat:
         self._out.clear()
         return out
 
-    def _event(self, name: str, data: str) -> None:
-        try:
-            payload = orjson.loads(data)
-        except orjson.JSONDecodeError:
-            self._skipped += 1
+    def _on_event(self, payload: dict[str, Any]) -> None:
+        # the fold stream parsed and folded it already; an untyped payload is in its verdict
+        if self._ended:
             return
-        if type(payload) is not dict:
-            self._skipped += 1
-            return
-        # the type comes from the payload or the event: line, whichever is present; an event: error wins
         kind = payload.get("type")
-        if name == "error" or not isinstance(kind, str):
-            kind = name
-        self._dispatch(kind, payload)
+        if isinstance(kind, str):
+            self._dispatch(kind, payload)
+        else:
+            self._skipped += 1
 
     def _dispatch(self, kind: str, payload: dict[str, Any]) -> None:
         raise NotImplementedError
@@ -577,7 +579,8 @@ class MessagesToChat(_ToChat):
     def __init__(
         self, *, created: int | None = None, include_usage: bool = True, max_event_bytes: int | None = None
     ) -> None:
-        super().__init__(created=created, include_usage=include_usage, max_event_bytes=max_event_bytes)
+        super().__init__(created=created, include_usage=include_usage)
+        self._stream = MessagesStream(self._on_event, max_event_bytes=max_event_bytes)
         self._merged: dict[str, Any] = {}
         self._stop_reason: str | None = None
         self._kinds: dict[int, str] = {}
@@ -690,7 +693,8 @@ class ResponsesToChat(_ToChat):
     def __init__(
         self, *, created: int | None = None, include_usage: bool = True, max_event_bytes: int | None = None
     ) -> None:
-        super().__init__(created=created, include_usage=include_usage, max_event_bytes=max_event_bytes)
+        super().__init__(created=created, include_usage=include_usage)
+        self._stream = ResponsesStream(self._on_event, max_event_bytes=max_event_bytes)
 
     def _dispatch(self, kind: str, payload: dict[str, Any]) -> None:
         key = _RESPONSES_TEXT.get(kind)
