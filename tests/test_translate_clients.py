@@ -271,7 +271,7 @@ BROKEN = [
     ("responses", "no-item-done", ["missing-output-item-done", "missing-output-item-done"]),
     ("messages", "zero-usage", ["zero-usage"]),
     ("messages", "tool-text-delta", ["delta-type-mismatch", "delta-type-mismatch"]),
-    ("messages", "empty-input-json", ["tool-input-invalid", "tool-input-invalid"]),
+    ("messages", "empty-input-json", ["tool-input-empty", "tool-input-empty"]),
     ("messages", "no-tool-name", ["tool-use-incomplete", "tool-use-incomplete"]),
     ("messages", "no-block-stop", ["missing-content-block-stop", "missing-content-block-stop"]),
     ("messages", "index-order", ["block-index-order", "block-index-order"]),

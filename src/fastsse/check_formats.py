@@ -67,6 +67,9 @@ API_CODES: Final[dict[str, dict[str, CodeInfo]]] = {
         "delta-type-mismatch": CodeInfo(ERROR, "a delta type that does not fit its block's type"),
         "tool-use-incomplete": CodeInfo(ERROR, "a tool_use block with an empty id or name"),
         "tool-input-invalid": CodeInfo(ERROR, "a tool block's input_json_delta pieces do not join into JSON"),
+        "tool-input-empty": CodeInfo(
+            WARNING, "a tool block got input_json_delta events, every one of them empty"
+        ),
         "missing-content-block-stop": CodeInfo(ERROR, "a content block is never stopped"),
         "missing-stop-reason": CodeInfo(ERROR, "no message_delta with a stop_reason before message_stop"),
         "missing-message-stop": CodeInfo(ERROR, "no message_stop at the end"),
@@ -158,8 +161,12 @@ class _GrammarChecker(StreamChecker):
             kind = named or ""
         if kind not in self.types:
             self._report_once("unknown-event", offset, f"an event of unknown type {kind!r}", key=kind)
+            self._unknown(offset, payload)
             return
         self._grammar(offset, kind, payload)
+
+    def _unknown(self, offset: int, payload: dict[str, Any]) -> None:
+        pass
 
     def _grammar(self, offset: int, kind: str, payload: dict[str, Any]) -> None:
         raise NotImplementedError
@@ -210,15 +217,21 @@ class ResponsesChecker(_GrammarChecker):
             self._report(
                 "missing-created", offset, f"the stream opens with {kind}; the openai SDK raises RuntimeError"
             )
+        self._unknown(offset, payload)
+        if self._terminal is not None:
+            self._report_once("after-terminal", offset, f"{kind} after {self._terminal}")
+            return
+        self._known(offset, kind, payload)
+
+    def _unknown(self, offset: int, payload: dict[str, Any]) -> None:
         seq = payload.get("sequence_number")
         if type(seq) is not int or (self._seq is not None and seq != self._seq + 1):
             want = "an integer" if self._seq is None else str(self._seq + 1)
             self._report_once("sequence-number", offset, f"sequence_number {seq!r} where {want} was due")
         if type(seq) is int:
             self._seq = seq
-        if self._terminal is not None:
-            self._report_once("after-terminal", offset, f"{kind} after {self._terminal}")
-            return
+
+    def _known(self, offset: int, kind: str, payload: dict[str, Any]) -> None:
         if kind == "error" or kind == "response.failed":
             error = payload.get("error") if kind == "error" else (payload.get("response") or {}).get("error")
             message = error.get("message") if isinstance(error, dict) else payload.get("message", error)
@@ -429,8 +442,14 @@ class MessagesChecker(_GrammarChecker):
                 return
             if kind == "content_block_stop":
                 found.stopped = True
-                if found.json:
-                    joined = "".join(found.json)
+                joined = "".join(found.json)
+                if found.json and not joined:
+                    self._report(
+                        "tool-input-empty",
+                        offset,
+                        f"block {index}: every input_json_delta was empty, so the input is {{}}",
+                    )
+                elif joined:
                     try:
                         orjson.loads(joined)
                     except orjson.JSONDecodeError:
