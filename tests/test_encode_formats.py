@@ -1,5 +1,8 @@
 """ResponsesEncoder and MessagesEncoder: exact bytes from the API references, and the errors they promise."""
 
+# The expected bytes are JSON text; %-formatting keeps their braces readable.
+# ruff: noqa: UP031
+
 from __future__ import annotations
 
 import pytest

@@ -3,6 +3,7 @@ chunk invariance and round trips that preserve the fold."""
 
 from __future__ import annotations
 
+import itertools
 from types import SimpleNamespace
 from typing import Any
 
@@ -269,7 +270,7 @@ def test_any_chunking_gives_the_same_bytes(tb: SimpleNamespace, body: bytes, tar
 @given(cuts=st.lists(st.integers(min_value=0, max_value=len(TOOLS)), max_size=12))
 def test_random_cuts(tb: SimpleNamespace, cuts: list[int]) -> None:
     points = sorted({0, len(TOOLS), *cuts})
-    pieces = [TOOLS[a:b] for a, b in zip(points, points[1:], strict=False)]
+    pieces = [TOOLS[a:b] for a, b in itertools.pairwise(points)]
     for target in ("messages", "responses"):
         t = translator("chat", target)
         assert b"".join(t.write(p) for p in pieces) + t.close() == run(translator("chat", target), TOOLS)

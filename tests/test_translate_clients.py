@@ -206,17 +206,19 @@ def test_hand_written_expectations(ant: anthropic.Anthropic, oai: openai.OpenAI)
 
 def test_mid_stream_error_reaches_both_clients(ant: anthropic.Anthropic, oai: openai.OpenAI) -> None:
     seen: list[str] = []
-    with pytest.raises(anthropic.APIStatusError, match="simulated mid-stream failure"):  # noqa: PT012
-        with ant.messages.stream(
+    with (
+        pytest.raises(anthropic.APIStatusError, match=r"simulated mid-stream failure"),
+        ant.messages.stream(
             model="error", max_tokens=64, messages=[{"role": "user", "content": "hi"}]
-        ) as stream:
-            for event in stream:
-                if event.type == "text":
-                    seen.append(event.text)
+        ) as stream,
+    ):
+        for event in stream:
+            if event.type == "text":
+                seen.append(event.text)
     assert "".join(seen) == "Hello! Streaming from the fastsse"
     with oai.responses.stream(model="error", input="hi") as rstream:
         kinds = [event.type for event in rstream]
-        with pytest.raises(RuntimeError, match="response.completed"):
+        with pytest.raises(RuntimeError, match=r"response\.completed"):
             rstream.get_final_response()
     assert kinds[-1] == "response.failed"
 
@@ -224,18 +226,22 @@ def test_mid_stream_error_reaches_both_clients(ant: anthropic.Anthropic, oai: op
 def test_truncation_stays_truncated(ant: anthropic.Anthropic, oai: openai.OpenAI) -> None:
     kinds: list[str] = []
     # the SDKs surface their transport's error (httpx's RemoteProtocolError) as the body ends early
-    with pytest.raises(Exception, match="incomplete chunked read|peer closed|Connection error"):  # noqa: PT011, PT012
-        with ant.messages.stream(
+    with (
+        pytest.raises(Exception, match=r"incomplete chunked read|peer closed|Connection error"),
+        ant.messages.stream(
             model="disconnect", max_tokens=64, messages=[{"role": "user", "content": "hi"}]
-        ) as stream:
-            for event in stream:
-                kinds.append(event.type)
+        ) as stream,
+    ):
+        for event in stream:
+            kinds.append(event.type)
     assert "message_stop" not in kinds and "content_block_delta" in kinds
     rkinds: list[str] = []
-    with pytest.raises(Exception, match="incomplete chunked read|peer closed|Connection error"):  # noqa: PT011, PT012
-        with oai.responses.stream(model="disconnect", input="hi") as rstream:
-            for revent in rstream:
-                rkinds.append(revent.type)
+    with (
+        pytest.raises(Exception, match=r"incomplete chunked read|peer closed|Connection error"),
+        oai.responses.stream(model="disconnect", input="hi") as rstream,
+    ):
+        for revent in rstream:
+            rkinds.append(revent.type)
     assert "response.completed" not in rkinds and "response.output_text.delta" in rkinds
 
 
@@ -293,7 +299,7 @@ def test_broken_models_break_the_openai_sdk(oai: openai.OpenAI) -> None:
         list(s)
     with oai.responses.stream(model="swallowed", input="hi") as s:
         list(s)
-        with pytest.raises(RuntimeError, match="response.completed"):
+        with pytest.raises(RuntimeError, match=r"response\.completed"):
             s.get_final_response()
     with oai.responses.stream(model="error-swallowed", input="hi") as s:
         final = s.get_final_response()  # the failure passes for a success: nothing raises

@@ -79,18 +79,44 @@ API_CODES: Final[dict[str, dict[str, CodeInfo]]] = {
 }
 
 _RESPONSES_TYPES: Final = frozenset(
-    """response.created response.in_progress response.queued response.completed response.incomplete
-    response.failed error response.output_item.added response.output_item.done
-    response.content_part.added response.content_part.done response.output_text.delta
-    response.output_text.done response.output_text.annotation.added response.refusal.delta
-    response.refusal.done response.function_call_arguments.delta response.function_call_arguments.done
-    response.reasoning_summary_part.added response.reasoning_summary_part.done
-    response.reasoning_summary_text.delta response.reasoning_summary_text.done
-    response.reasoning_text.delta response.reasoning_text.done""".split()
+    [
+        "response.created",
+        "response.in_progress",
+        "response.queued",
+        "response.completed",
+        "response.incomplete",
+        "response.failed",
+        "error",
+        "response.output_item.added",
+        "response.output_item.done",
+        "response.content_part.added",
+        "response.content_part.done",
+        "response.output_text.delta",
+        "response.output_text.done",
+        "response.output_text.annotation.added",
+        "response.refusal.delta",
+        "response.refusal.done",
+        "response.function_call_arguments.delta",
+        "response.function_call_arguments.done",
+        "response.reasoning_summary_part.added",
+        "response.reasoning_summary_part.done",
+        "response.reasoning_summary_text.delta",
+        "response.reasoning_summary_text.done",
+        "response.reasoning_text.delta",
+        "response.reasoning_text.done",
+    ]
 )
 _MESSAGES_TYPES: Final = frozenset(
-    """message_start content_block_start content_block_delta content_block_stop message_delta
-    message_stop ping error""".split()
+    [
+        "message_start",
+        "content_block_start",
+        "content_block_delta",
+        "content_block_stop",
+        "message_delta",
+        "message_stop",
+        "ping",
+        "error",
+    ]
 )
 _TERMINAL: Final = ("response.completed", "response.incomplete", "response.failed")
 _TEXT_DELTAS: Final = {"response.output_text.delta": "output_text", "response.refusal.delta": "refusal"}

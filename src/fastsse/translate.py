@@ -15,7 +15,7 @@ error becomes the target's error. docs/translation.md lists the field mapping.
 from __future__ import annotations
 
 import time
-from typing import Any, Final, Protocol
+from typing import Any, Final, Protocol, TypeGuard
 
 import orjson
 
@@ -47,7 +47,7 @@ class Translator(Protocol):
     def close(self) -> bytes: ...
 
 
-def _is_index(value: object) -> bool:
+def _is_index(value: object) -> TypeGuard[int]:
     return type(value) is int and value >= 0
 
 
@@ -316,7 +316,7 @@ class ChatToMessages(_FromChat):
 
     def _fail(self, error: Any) -> None:
         assert self._enc is not None
-        code, message = _error_message(error)
+        _, message = _error_message(error)
         kind = error.get("type") if isinstance(error, dict) else None
         self._out.append(
             self._enc.error(type=kind if isinstance(kind, str) else "api_error", message=message)

@@ -485,7 +485,7 @@ class _Handler(BaseHTTPRequestHandler):
         base = broken[0] if broken is not None else model
         if broken is not None and write_mode:
             base = f"{base}:{write_mode}"
-        name, number, write = parse_model(base)
+        name, _, write = parse_model(base)
         if name in ("http", "html"):
             self._error(400, f"Scenario {name!r} is served on /v1/chat/completions only.")
             return
