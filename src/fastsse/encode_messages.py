@@ -69,7 +69,7 @@ class MessagesEncoder:
     and name or a key used twice, input for an unknown key, a signature with no thinking block.
     """
 
-    __slots__ = ("_ended", "_message", "_next", "_open", "_started", "_tools", "_usage")
+    __slots__ = ("_ended", "_message", "_next", "_open", "_prefix", "_started", "_tools", "_usage")
 
     def __init__(self, *, id: str, model: str) -> None:
         if not isinstance(id, str) or not id:
@@ -85,6 +85,7 @@ class MessagesEncoder:
         }
         self._next = 0  # the index the next block gets
         self._open: tuple[str, int] | None = None  # the open text or thinking block
+        self._prefix = b""  # the bytes of a delta event for the open block, up to the text
         self._tools: dict[object, list[Any]] = {}  # key -> [index, open]
         self._usage: dict[str, Any] = {}
         self._started = False
@@ -148,6 +149,10 @@ class MessagesEncoder:
         return self._block_stop(index)
 
     def _streamed(self, kind: str, delta: str) -> bytes:
+        open_ = self._open
+        if open_ is not None and open_[0] == kind and type(delta) is str and delta and not self._ended:
+            # the hot path: one more delta for the open block, its event prefix built once
+            return self._prefix + orjson.dumps(delta) + b"}}\n\n"
         self._check(f"{kind}()")
         if not isinstance(delta, str):
             raise TypeError(f"{kind} delta must be a str, not {type(delta).__name__}")
@@ -163,6 +168,11 @@ class MessagesEncoder:
             )
             index, started = self._block_start(block)
             self._open = (kind, index)
+            delta_type, field = _DELTA_KEY[kind]
+            self._prefix = (
+                b'event: content_block_delta\ndata: {"type":"content_block_delta","index":%d,'
+                b'"delta":{"type":"%s","%s":' % (index, delta_type.encode(), field.encode())
+            )
             out += started
         delta_type, field = _DELTA_KEY[kind]
         return out + self._delta(self._open[1], {"type": delta_type, field: delta})

@@ -114,7 +114,20 @@ class ResponsesEncoder:
     without ``call_id`` and ``name`` or a key used twice, arguments for an unknown or finished call.
     """
 
-    __slots__ = ("_calls", "_ended", "_items", "_message", "_reasoning", "_response", "_seq", "_started")
+    __slots__ = (
+        "_calls",
+        "_ended",
+        "_fast",
+        "_fast_head",
+        "_fast_tail",
+        "_fast_where",
+        "_items",
+        "_message",
+        "_reasoning",
+        "_response",
+        "_seq",
+        "_started",
+    )
 
     def __init__(self, *, id: str, model: str, created_at: int | None = None) -> None:
         if not isinstance(id, str) or not id:
@@ -140,6 +153,8 @@ class ResponsesEncoder:
         self._reasoning: _Item | None = None
         self._started = False
         self._ended = False
+        self._fast: str | None = None  # the kind whose open part the cached event pieces address
+        self._fast_head = self._fast_where = self._fast_tail = b""
 
     @property
     def sequence_number(self) -> int:
@@ -191,6 +206,7 @@ class ResponsesEncoder:
         )
 
     def _close_part(self, item: _Item) -> bytes:
+        self._fast = None
         part = item.part
         if part is None:
             return b""
@@ -234,6 +250,14 @@ class ResponsesEncoder:
         )
 
     def _content(self, kind: str, delta: str) -> bytes:
+        item = self._reasoning if kind == "reasoning" else self._message
+        if item is not None and self._fast == kind and type(delta) is str and delta and not self._ended:
+            # the hot path: one more delta for the open part, its event built around a cached prefix
+            assert item.part is not None
+            item.part[1].append(delta)
+            seq = self._seq
+            self._seq = seq + 1
+            return self._fast_head + b"%d" % seq + self._fast_where + orjson.dumps(delta) + self._fast_tail
         self._check(f"{kind}()")
         if not isinstance(delta, str):
             raise TypeError(f"{kind} delta must be a str, not {type(delta).__name__}")
@@ -286,6 +310,7 @@ class ResponsesEncoder:
                 )
         part[1].append(delta)
         pos = len(item.parts) - 1
+        self._cache_fast(kind, item, pos)
         if kind == "reasoning":
             return out + self._event(
                 "response.reasoning_summary_text.delta",
@@ -306,6 +331,26 @@ class ResponsesEncoder:
                 "logprobs": [],
             },
         )
+
+    def _cache_fast(self, kind: str, item: _Item, pos: int) -> None:
+        event = {
+            "reasoning": "response.reasoning_summary_text.delta",
+            "refusal": "response.refusal.delta",
+            "text": "response.output_text.delta",
+        }[kind]
+        index_key = b"summary_index" if kind == "reasoning" else b"content_index"
+        self._fast = kind
+        self._fast_head = b'event: %s\ndata: {"type":"%s","sequence_number":' % (
+            event.encode(),
+            event.encode(),
+        )
+        self._fast_where = b',"item_id":%s,"output_index":%d,"%s":%d,"delta":' % (
+            orjson.dumps(item.id),
+            item.index,
+            index_key,
+            pos,
+        )
+        self._fast_tail = b',"logprobs":[]}\n\n' if kind == "text" else b"}\n\n"
 
     def text(self, delta: str, /) -> bytes:
         """An ``output_text`` delta, opening the message item and the text part when needed."""

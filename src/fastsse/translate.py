@@ -165,6 +165,13 @@ class _FromChat:
                 self._finish = reason
 
     def _delta(self, delta: dict[str, Any]) -> None:
+        if len(delta) == 1:
+            # the hot path: a delta holding only content (or only reasoning)
+            content = delta.get("content")
+            if type(content) is str:
+                if content:
+                    self._out.append(self._text(content))
+                return
         # one chunk may carry reasoning, content and tool calls at once: each is carried, in that order
         reasoning = delta.get("reasoning_content")
         if reasoning is None:
