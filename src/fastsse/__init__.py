@@ -25,7 +25,10 @@ from ._version import __version__
 from .check import Finding, StreamChecker, check_stream
 from .client import aiter_chunks, aiter_events, create_stream, iter_chunks, iter_events
 from .encode import ChatChunkEncoder, encode_event
+from .encode_messages import MessagesEncoder
+from .encode_responses import ResponsesEncoder
 from .normalize import Normalizer
+from .translate import translator
 
 __all__ = [
     "BACKEND",
@@ -38,9 +41,11 @@ __all__ = [
     "Finding",
     "FormatVerdict",
     "MessagesAggregator",
+    "MessagesEncoder",
     "MessagesStream",
     "Normalizer",
     "ResponsesAggregator",
+    "ResponsesEncoder",
     "ResponsesStream",
     "SSEError",
     "StreamChecker",
@@ -55,4 +60,5 @@ __all__ = [
     "get_backend",
     "iter_chunks",
     "iter_events",
+    "translator",
 ]

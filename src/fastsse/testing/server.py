@@ -10,7 +10,7 @@ Endpoints: ``POST /v1/chat/completions`` (``"stream": true`` streams, false retu
 ``POST /v1/responses`` and ``POST /v1/messages`` stream the same scenarios as OpenAI Responses and
 Anthropic Messages events, translated from the chat stream as it is produced (``stream: true``
 only; ``x-api-key`` is accepted for the api key), plus broken models listed in
-``fastsse.testing._formats.BROKEN`` that reproduce gateway translation bugs.
+``fastsse.testing._translated.BROKEN`` that reproduce gateway translation bugs.
 
 The request's ``model`` picks a scripted scenario: ``NAME[-N][:WRITE]``. Unknown names get ``plain``.
 
@@ -475,13 +475,13 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _format(self, api: str, request: dict[str, Any], model: str) -> None:
         """``/v1/responses`` and ``/v1/messages``: a chat scenario translated, or a broken model."""
-        from . import _formats
+        from . import _translated
 
         if not request.get("stream"):
             self._error(400, f"The fastsse loopback server answers /v1/{api} only with stream: true.")
             return
         bug, _, write_mode = model.partition(":")
-        broken = _formats.BROKEN[api].get(bug)
+        broken = _translated.BROKEN[api].get(bug)
         base = broken[0] if broken is not None else model
         if broken is not None and write_mode:
             base = f"{base}:{write_mode}"
@@ -489,12 +489,12 @@ class _Handler(BaseHTTPRequestHandler):
         if name in ("http", "html"):
             self._error(400, f"Scenario {name!r} is served on /v1/chat/completions only.")
             return
-        chat = _formats.chat_request(api, request, base)
+        chat = _translated.chat_request(api, request, base)
         items: Iterator[Any]
         if broken is not None:
-            items = iter([_formats.broken_stream(api, bug, _events(chat))])
+            items = iter([_translated.broken_stream(api, bug, _events(chat))])
         else:
-            items = _formats.format_events(api, _events(chat))
+            items = _translated.format_events(api, _events(chat))
         if write is None:
             write = self.server.app.write or ("event" if name in ("long", "huge") else "small")
         self._stream(request, model, write, items)
