@@ -209,3 +209,18 @@ def test_cli_api(tmp_path: Path) -> None:
     assert found.returncode == 1
     assert [f["code"] for f in orjson.loads(found.stdout)["findings"]] == ["missing-terminal"]
     assert run("--api", "messages", "--url", "http://127.0.0.1:9").returncode == 2
+
+
+def test_every_code_has_a_doc_row() -> None:
+    import re
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "conformance.md").read_text(encoding="utf-8")
+    section = doc.split("\n## Responses and Messages streams")[1]
+    parts = {
+        "responses": section.split("\n### Responses")[1].split("\n### Messages")[0],
+        "messages": section.split("\n### Messages")[1],
+    }
+    common = section.split("\n### Both grammars")[1].split("\n### Responses")[0]
+    for api, text in parts.items():
+        rows = dict(re.findall(r"^\| `([a-z0-9-]+)` \| (error|warning) \|", common + text, re.M))
+        assert rows == {code: info.severity for code, info in API_CODES[api].items()}, api
