@@ -179,10 +179,16 @@ class MessagesEncoder:
 
     def text(self, delta: str, /) -> bytes:
         """A ``text_delta``, opening a text block when the open block is not one."""
+        open_ = self._open
+        if open_ is not None and open_[0] == "text" and type(delta) is str and delta and not self._ended:
+            return self._prefix + orjson.dumps(delta) + b"}}\n\n"  # the hot path, inlined
         return self._streamed("text", delta)
 
     def thinking(self, delta: str, /) -> bytes:
         """A ``thinking_delta``, opening a thinking block when the open block is not one."""
+        open_ = self._open
+        if open_ is not None and open_[0] == "thinking" and type(delta) is str and delta and not self._ended:
+            return self._prefix + orjson.dumps(delta) + b"}}\n\n"
         return self._streamed("thinking", delta)
 
     def signature(self, signature: str, /) -> bytes:

@@ -354,6 +354,13 @@ class ResponsesEncoder:
 
     def text(self, delta: str, /) -> bytes:
         """An ``output_text`` delta, opening the message item and the text part when needed."""
+        if self._fast == "text" and type(delta) is str and delta and not self._ended:
+            # the hot path, inlined: the open text part of the open message
+            part = self._message.part  # type: ignore[union-attr]
+            part[1].append(delta)  # type: ignore[index]
+            seq = self._seq
+            self._seq = seq + 1
+            return self._fast_head + b"%d" % seq + self._fast_where + orjson.dumps(delta) + self._fast_tail
         return self._content("text", delta)
 
     def refusal(self, delta: str, /) -> bytes:

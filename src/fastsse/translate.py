@@ -15,6 +15,7 @@ error becomes the target's error. docs/translation.md lists the field mapping.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any, Final, Protocol, TypeGuard
 
 import orjson
@@ -99,14 +100,17 @@ class _FromChat:
         when an upstream event passes ``max_event_bytes``.
         """
         self._stream.write(data)
-        if not self._ended and self._stream.aggregator.done and self._finish is not None:
+        if self._finish is not None and not self._ended and self._stream.aggregator.done:
             self._end()
+        out = self._out
+        if len(out) == 1:  # the usual read: one upstream event, one translated event
+            return out.pop()
         return self._take()
 
     def close(self) -> bytes:
         """The upstream ended: return the last bytes (none when it was truncated)."""
         self._stream.close()
-        if not self._ended and self._stream.aggregator.done and self._finish is not None:
+        if self._finish is not None and not self._ended and self._stream.aggregator.done:
             self._end()
         return self._take()
 
@@ -238,20 +242,14 @@ class _FromChat:
         assert self._finish is not None
         self._out.append(self._stop(self._finish, self._usage))
 
-    # the target's hooks
+    # the target's hooks: the encoder's delta methods themselves, bound in _begin (one call less per delta)
 
     _keys: list[_Call]
+    _reasoning: Callable[[str], bytes]
+    _text: Callable[[str], bytes]
+    _refusal: Callable[[str], bytes]
 
     def _begin(self, chunk: dict[str, Any]) -> None:
-        raise NotImplementedError
-
-    def _reasoning(self, text: str) -> bytes:
-        raise NotImplementedError
-
-    def _text(self, text: str) -> bytes:
-        raise NotImplementedError
-
-    def _refusal(self, text: str) -> bytes:
         raise NotImplementedError
 
     def _tool_start(self, key: int, call_id: str, name: str, args: str) -> bytes:
@@ -295,16 +293,8 @@ class ChatToMessages(_FromChat):
         ident, model = _head(chunk, "msg_fastsse")
         self._enc = MessagesEncoder(id=ident, model=model)
         self._out.append(self._enc.start())
-
-    def _reasoning(self, text: str) -> bytes:
-        assert self._enc is not None
-        return self._enc.thinking(text)
-
-    def _text(self, text: str) -> bytes:
-        assert self._enc is not None
-        return self._enc.text(text)
-
-    _refusal = _text
+        self._text = self._refusal = self._enc.text
+        self._reasoning = self._enc.thinking
 
     def _tool_start(self, key: int, call_id: str, name: str, args: str) -> bytes:
         assert self._enc is not None
@@ -353,18 +343,9 @@ class ChatToResponses(_FromChat):
             id=ident, model=model, created_at=created if type(created) is int else None
         )
         self._out.append(self._enc.start())
-
-    def _reasoning(self, text: str) -> bytes:
-        assert self._enc is not None
-        return self._enc.reasoning(text)
-
-    def _text(self, text: str) -> bytes:
-        assert self._enc is not None
-        return self._enc.text(text)
-
-    def _refusal(self, text: str) -> bytes:
-        assert self._enc is not None
-        return self._enc.refusal(text)
+        self._text = self._enc.text
+        self._refusal = self._enc.refusal
+        self._reasoning = self._enc.reasoning
 
     def _tool_start(self, key: int, call_id: str, name: str, args: str) -> bytes:
         assert self._enc is not None
@@ -420,6 +401,7 @@ class _ToChat:
         self._usage: dict[str, Any] | None = None
         self._dropped = 0
         self._skipped = 0
+        self._prefixes: dict[str, bytes] = {}
 
     def write(self, data: bytes | bytearray | memoryview, /) -> bytes:
         """Translate the next upstream bytes; return the chat chunks they allow (maybe ``b""``).
@@ -428,6 +410,9 @@ class _ToChat:
         when an upstream event passes ``max_event_bytes``.
         """
         self._stream.write(data)
+        out = self._out
+        if len(out) == 1:
+            return out.pop()
         return self._take()
 
     def close(self) -> bytes:
@@ -494,6 +479,9 @@ class _ToChat:
             created=when if type(when) is int else int(time.time()),
         )
         self._out.append(self._enc.role())
+        # the bytes ChatChunkEncoder writes for a delta of choice 0, around the text: the hot path
+        head = self._enc._head + b'{"index":0,"delta":{"'
+        self._prefixes = {key: head + field + b'":' for key, field in _CHAT_FIELDS.items()}
 
     def _ensure(self) -> ChatChunkEncoder:
         if self._enc is None:
@@ -502,14 +490,10 @@ class _ToChat:
         return self._enc
 
     def _content(self, key: str, text: object) -> None:
-        if isinstance(text, str) and text:
-            enc = self._ensure()
-            if key == "content":
-                self._out.append(enc.content(text))
-            elif key == "reasoning":
-                self._out.append(enc.reasoning(text))
-            else:
-                self._out.append(enc.refusal(text))
+        if type(text) is str and text:
+            if self._enc is None:
+                self._begin(None, None)
+            self._out.append(self._prefixes[key] + orjson.dumps(text) + b'},"finish_reason":null}]}\n\n')
 
     def _tool_start(self, upstream: int, call_id: object, name: object, args: str = "") -> None:
         if upstream in self._calls or not isinstance(name, str) or not name:
@@ -550,6 +534,10 @@ class _ToChat:
         self._error = error
         self._ended = True
         self._out.append(b"data: " + orjson.dumps({"error": error}) + b"\n\n")
+
+
+# _ToChat._content key -> the chat delta field (ChatChunkEncoder's default reasoning key)
+_CHAT_FIELDS: Final = {"content": b"content", "reasoning": b"reasoning_content", "refusal": b"refusal"}
 
 
 def _messages_usage(usage: dict[str, Any]) -> dict[str, Any]:
