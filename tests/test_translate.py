@@ -452,3 +452,19 @@ def test_translator_arguments() -> None:
         translator("chat", "messages", created=1)
     with pytest.raises(TypeError):
         ChatToMessages().write("text")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("source", ["chat", "messages", "responses"])
+def test_an_oversized_upstream_event_raises_and_nothing_is_invented(tb: SimpleNamespace, source: str) -> None:
+    from fastsse import EventTooLarge
+
+    body = MIXED if source == "chat" else run(translator("chat", source), MIXED)
+    big = body.replace(b"Hel", b"H" + b"e" * 5000, 1)
+    t = translator(source, "chat" if source != "chat" else "messages", max_event_bytes=1000)
+    out = b""
+    with pytest.raises(EventTooLarge):
+        for i in range(0, len(big), 100):
+            out += t.write(big[i : i + 100])
+    assert b"[DONE]" not in out and b"message_stop" not in out
+    with pytest.raises(TypeError):
+        translator(source, "chat" if source != "chat" else "responses").write("text")  # type: ignore[arg-type]
