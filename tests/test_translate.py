@@ -468,3 +468,115 @@ def test_an_oversized_upstream_event_raises_and_nothing_is_invented(tb: SimpleNa
     assert b"[DONE]" not in out and b"message_stop" not in out
     with pytest.raises(TypeError):
         translator(source, "chat" if source != "chat" else "responses").write("text")  # type: ignore[arg-type]
+
+
+# hostile upstreams: whatever arrives, a translator returns bytes and never raises
+
+
+_junk = st.one_of(st.none(), st.integers(-2, 3), st.text(max_size=4), st.lists(st.integers(0, 2), max_size=2))
+_MESSAGES_TYPES = ["message_start", "content_block_start", "content_block_delta", "content_block_stop", "message_delta", "message_stop", "ping", "error", "other"]  # fmt: skip
+_RESPONSES_TYPES = ["response.created", "response.output_item.added", "response.output_text.delta", "response.refusal.delta", "response.reasoning_summary_text.delta", "response.function_call_arguments.delta", "response.output_item.done", "response.completed", "response.incomplete", "response.failed", "error"]  # fmt: skip
+_CHAT_DELTAS = st.fixed_dictionaries(
+    {},
+    optional={
+        "content": _junk,
+        "reasoning_content": _junk,
+        "refusal": _junk,
+        "tool_calls": st.lists(
+            st.fixed_dictionaries(
+                {},
+                optional={
+                    "index": _junk,
+                    "id": _junk,
+                    "function": st.fixed_dictionaries({}, optional={"name": _junk, "arguments": _junk}),
+                },
+            ),
+            max_size=2,
+        ),
+    },
+)
+
+
+def _payload(kind: str) -> Any:
+    inner = st.fixed_dictionaries(
+        {},
+        optional={
+            "type": st.sampled_from(
+                [
+                    "text",
+                    "thinking",
+                    "tool_use",
+                    "function_call",
+                    "message",
+                    "text_delta",
+                    "thinking_delta",
+                    "input_json_delta",
+                    "signature_delta",
+                ]
+            ),  # fmt: skip
+            "text": _junk,
+            "thinking": _junk,
+            "partial_json": _junk,
+            "id": _junk,
+            "name": _junk,
+            "call_id": _junk,
+            "arguments": _junk,
+            "input": st.one_of(
+                st.none(), st.dictionaries(st.text(max_size=2), st.integers(-9, 9), max_size=2)
+            ),
+            "stop_reason": _junk,
+        },
+    )
+    return st.fixed_dictionaries(
+        {"type": st.just(kind)},
+        optional={
+            "index": _junk,
+            "output_index": _junk,
+            "delta": st.one_of(_junk, inner),
+            "content_block": inner,
+            "item": inner,
+            "message": inner,
+            "response": inner,
+            "usage": st.one_of(
+                _junk, st.dictionaries(st.sampled_from(["input_tokens", "output_tokens"]), _junk)
+            ),
+            "error": _junk,
+        },
+    )
+
+
+def _frame(payloads: list[Any]) -> bytes:
+    return b"".join(b"data: " + orjson.dumps(p) + b"\n\n" for p in payloads)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_hostile_upstreams_never_raise(tb: SimpleNamespace, data: st.DataObject) -> None:
+    source = data.draw(st.sampled_from(["chat", "messages", "responses"]))
+    if source == "chat":
+        chunks = data.draw(
+            st.lists(
+                st.fixed_dictionaries(
+                    {
+                        "choices": st.lists(
+                            st.fixed_dictionaries(
+                                {"index": _junk, "delta": _CHAT_DELTAS, "finish_reason": _junk}
+                            ),
+                            max_size=2,
+                        )
+                    },
+                    optional={"usage": _junk, "id": _junk, "error": st.none()},
+                ),
+                max_size=8,
+            )
+        )
+        body = _frame(chunks) + data.draw(st.sampled_from([b"", b"data: [DONE]\n\n"]))
+    else:
+        kinds = _MESSAGES_TYPES if source == "messages" else _RESPONSES_TYPES
+        events = data.draw(st.lists(st.sampled_from(kinds).flatmap(_payload), max_size=10))
+        body = _frame(events)
+    size = data.draw(st.integers(1, 64))
+    for target in [t for t in ("chat", "messages", "responses") if t != source]:
+        out = run(translator(source, target), body, size)
+        assert isinstance(out, bytes)
+        assert "invalid-json" not in {f.code for f in check_stream(out, api=target)}

@@ -120,7 +120,8 @@ class _FromChat:
 
     @property
     def verdict(self) -> Verdict:
-        """The upstream's verdict: ``complete`` is True when the translation ended with a terminal event."""
+        """The upstream's verdict (see ``ChatStream``); the translation ends with the target's terminal
+        event when choice 0 finished and ``[DONE]`` came."""
         return self._stream.verdict
 
     @property
