@@ -513,7 +513,7 @@ def _payload(kind: str) -> Any:
                     "input_json_delta",
                     "signature_delta",
                 ]
-            ),  # fmt: skip
+            ),
             "text": _junk,
             "thinking": _junk,
             "partial_json": _junk,
