@@ -17,7 +17,7 @@ import pytest
 
 import fastsse.translate
 from fastsse import check_stream
-from fastsse.testing.server import LoopbackServer
+from fastsse.testing.server import LoopbackServer, expected_completion
 from fastsse.translate import translator
 
 TIMEOUT = 20.0
@@ -384,3 +384,44 @@ def test_sdk_final_objects_equal_fastsse_folds(
     with oai.responses.stream(model=model, input="hi") as r:
         rtheirs = r.get_final_response().model_dump()
     assert same_keys(rtheirs, ours) == ours
+
+
+# the other way: the openai chat SDK reads chat streams that went through Messages or Responses
+
+
+@pytest.mark.parametrize("via", ["messages", "responses"])
+@pytest.mark.parametrize("model", ["plain", "reasoning", "tools", "slow-1"])
+def test_openai_chat_sdk_reads_translated_back_streams(oai: openai.OpenAI, via: str, model: str) -> None:
+    messages: Any = [{"role": "user", "content": PROMPT}]
+    with oai.chat.completions.stream(
+        model=f"via-{via}/{model}", messages=messages, stream_options={"include_usage": True}
+    ) as stream:
+        for _ in stream:
+            pass
+        final = stream.get_final_completion()
+    want = expected_completion({"model": model, "messages": messages})
+    got, expected = final.choices[0], want["choices"][0]
+    assert (final.id, final.created, final.model) == (want["id"], want["created"], model)
+    assert got.message.content == expected["message"]["content"]
+    assert getattr(got.message, "reasoning_content", None) == expected["message"].get("reasoning_content")
+    assert [(c.id, c.function.name, c.function.arguments) for c in got.message.tool_calls or []] == [  # type: ignore[union-attr]
+        (c["id"], c["function"]["name"], c["function"]["arguments"])
+        for c in expected["message"].get("tool_calls", [])
+    ]
+    assert got.finish_reason == expected["finish_reason"]
+    assert final.usage is not None
+    assert (final.usage.prompt_tokens, final.usage.completion_tokens) == (
+        want["usage"]["prompt_tokens"],
+        want["usage"]["completion_tokens"],
+    )
+
+
+@pytest.mark.parametrize("via", ["messages", "responses"])
+def test_openai_chat_sdk_raises_an_error_carried_back(oai: openai.OpenAI, via: str) -> None:
+    seen = []
+    with pytest.raises(openai.APIError, match=r"simulated mid-stream failure"):
+        for chunk in oai.chat.completions.create(
+            model=f"via-{via}/error", messages=[{"role": "user", "content": "hi"}], stream=True
+        ):
+            seen.append(chunk.choices[0].delta.content or "")
+    assert "".join(seen) == "Hello! Streaming from the fastsse"

@@ -17,7 +17,7 @@ import orjson
 from .._backend import Decoder
 from ..translate import translator
 
-__all__ = ["BROKEN", "broken_stream", "chat_request", "format_events"]
+__all__ = ["BROKEN", "broken_stream", "chat_request", "format_events", "round_trip"]
 
 Events = list[tuple[str, dict[str, Any]]]
 
@@ -184,6 +184,22 @@ def format_events(api: str, chat_items: Iterator[Any]) -> Iterator[Any]:
         else:
             yield item  # a pause, or the cut: the translation stays truncated like its upstream
     tail = t.close()
+    if tail:
+        yield tail
+
+
+def round_trip(via: str, chat_items: Iterator[Any], created: int) -> Iterator[Any]:
+    """A chat scenario's items translated to ``via`` and back to chat as they come."""
+    there = translator("chat", via)
+    back = translator(via, "chat", created=created)
+    for item in chat_items:
+        if isinstance(item, bytes):
+            out = back.write(there.write(item))
+            if out:
+                yield out
+        else:
+            yield item
+    tail = back.write(there.close()) + back.close()
     if tail:
         yield tail
 

@@ -10,7 +10,9 @@ Endpoints: ``POST /v1/chat/completions`` (``"stream": true`` streams, false retu
 ``POST /v1/responses`` and ``POST /v1/messages`` stream the same scenarios as OpenAI Responses and
 Anthropic Messages events, translated from the chat stream as it is produced (``stream: true``
 only; ``x-api-key`` is accepted for the api key), plus broken models listed in
-``fastsse.testing._translated.BROKEN`` that reproduce gateway translation bugs.
+``fastsse.testing._translated.BROKEN`` that reproduce gateway translation bugs. On
+``/v1/chat/completions``, ``via-messages/NAME`` and ``via-responses/NAME`` stream scenario NAME
+translated to that format and back to chat.
 
 The request's ``model`` picks a scripted scenario: ``NAME[-N][:WRITE]``. Unknown names get ``plain``.
 
@@ -453,6 +455,10 @@ class _Handler(BaseHTTPRequestHandler):
         if api != "chat":
             self._format(api, request, model)
             return
+        via, slash, rest = model.partition("/")
+        if slash and via in ("via-messages", "via-responses") and request.get("stream"):
+            self._round_trip(via[4:], {**request, "model": rest}, rest)
+            return
         name, number, write = parse_model(model)
         if name == "http":
             status = 500 if number is None else number
@@ -472,6 +478,18 @@ class _Handler(BaseHTTPRequestHandler):
         if write is None:
             write = self.server.app.write or ("event" if name in ("long", "huge") else "small")
         self._stream(request, model, write)
+
+    def _round_trip(self, via: str, request: dict[str, Any], model: str) -> None:
+        """``via-messages/NAME``, ``via-responses/NAME``: the chat scenario translated there and back."""
+        from . import _translated
+
+        name, _, write = parse_model(model)
+        if name in ("http", "html"):
+            self._error(400, f"Scenario {name!r} cannot be translated.")
+            return
+        if write is None:
+            write = self.server.app.write or ("event" if name in ("long", "huge") else "small")
+        self._stream(request, model, write, _translated.round_trip(via, _events(request), CREATED))
 
     def _format(self, api: str, request: dict[str, Any], model: str) -> None:
         """``/v1/responses`` and ``/v1/messages``: a chat scenario translated, or a broken model."""
