@@ -41,11 +41,14 @@ APIS: Final = ("chat", "responses", "messages")
 
 
 class Translator(Protocol):
-    """What every translator offers: ``write(data) -> bytes`` and ``close() -> bytes``."""
+    """What every translator offers: ``write(data) -> bytes``, ``close() -> bytes`` and ``result()``,
+    the upstream's fold with its verdict."""
 
     def write(self, data: bytes | bytearray | memoryview, /) -> bytes: ...
 
     def close(self) -> bytes: ...
+
+    def result(self) -> dict[str, Any]: ...
 
 
 def _is_index(value: object) -> TypeGuard[int]:
@@ -755,6 +758,10 @@ class _Chain:
 
     def close(self) -> bytes:
         return self._second.write(self._first.close()) + self._second.close()
+
+    def result(self) -> dict[str, Any]:
+        """The upstream's fold (the first translator's), with its verdict."""
+        return self._first.result()
 
 
 def translator(source: str, target: str, /, **options: Any) -> Translator:
