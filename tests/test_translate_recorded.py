@@ -131,6 +131,14 @@ def test_recorded_to_chat(tb: SimpleNamespace, meta: dict[str, Any]) -> None:
         )
         if verdict["complete"]:
             assert got_calls == want["calls"]
+            urls = [
+                a.get("url")
+                for item in upstream.get("output") or []
+                for part in item.get("content") or []
+                for a in part.get("annotations") or []
+                if a.get("type") == "url_citation"
+            ]
+            assert [a["url_citation"]["url"] for a in message.get("annotations") or []] == urls
 
 
 @pytest.mark.parametrize("meta", CASES)

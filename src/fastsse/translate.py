@@ -682,7 +682,8 @@ class ResponsesToChat(_ToChat):
     ``response.created`` gives the role chunk (``id``, ``model``, ``created_at`` carried). Output
     text deltas become ``content``, refusal deltas ``refusal``, reasoning summary and reasoning text
     deltas ``reasoning_content``, ``function_call`` items tool calls (``call_id``, ``name``, argument
-    deltas; arguments only the ``.done`` events carry are sent then). ``response.completed`` ends
+    deltas; arguments only the ``.done`` events carry are sent then), ``url_citation`` annotations
+    the message's ``annotations`` (sent once, before the finish chunk). ``response.completed`` ends
     with ``stop`` (``tool_calls`` when the answer called a function), ``response.incomplete`` with
     ``length`` or ``content_filter``, then the usage chunk (unless ``include_usage=False``) and
     ``[DONE]``; ``response.failed`` and ``error`` give a chat error payload. Deltas for an item that
@@ -694,6 +695,15 @@ class ResponsesToChat(_ToChat):
     ) -> None:
         super().__init__(created=created, include_usage=include_usage)
         self._stream = ResponsesStream(self._on_event, max_event_bytes=max_event_bytes)
+        self._annotations: list[dict[str, Any]] = []
+
+    def _finish(self, reason: str) -> None:
+        if self._annotations:
+            # chat keeps the last annotations list a delta sends: all of them, once, before the end
+            enc = self._ensure()
+            choice = {"index": 0, "delta": {"annotations": self._annotations}, "finish_reason": None}
+            self._out.append(enc._head + orjson.dumps(choice) + b"]}\n\n")
+        super()._finish(reason)
 
     def _dispatch(self, kind: str, payload: dict[str, Any]) -> None:
         key = _RESPONSES_TEXT.get(kind)
@@ -703,6 +713,13 @@ class ResponsesToChat(_ToChat):
             index = payload.get("output_index")
             if _is_index(index):
                 self._tool_args(index, payload.get("delta"))
+        elif kind == "response.output_text.annotation.added":
+            note = payload.get("annotation")
+            if type(note) is dict and note.get("type") == "url_citation":
+                cited = {k: note[k] for k in ("url", "title", "start_index", "end_index") if k in note}
+                self._annotations.append({"type": "url_citation", "url_citation": cited})
+            else:
+                self._dropped += 1  # file and container citations have no chat counterpart
         elif kind in ("response.output_item.added", "response.output_item.done"):
             self._item(payload.get("output_index"), payload.get("item"))
         elif kind in ("response.created", "response.in_progress"):
