@@ -253,3 +253,22 @@ def test_usage_mappings() -> None:
         chat_usage_to_messages([])  # type: ignore[arg-type]
     with pytest.raises(TypeError):
         chat_usage_to_responses(None)  # type: ignore[arg-type]
+
+
+def test_responses_annotation() -> None:
+    enc = ResponsesEncoder(id="r", model="m", created_at=0)
+    enc.start()
+    with pytest.raises(ValueError, match="no open output_text"):
+        enc.annotation({"type": "url_citation"})
+    enc.text("Hi")
+    note = {"type": "url_citation", "url": "u", "title": "t", "start_index": 0, "end_index": 2}
+    assert enc.annotation(note) == ev(
+        "response.output_text.annotation.added",
+        '{"type":"response.output_text.annotation.added","sequence_number":5,"item_id":"msg_0_r",'
+        '"output_index":0,"content_index":0,"annotation_index":0,"annotation":'
+        '{"type":"url_citation","url":"u","title":"t","start_index":0,"end_index":2}}',
+    )
+    with pytest.raises(TypeError):
+        enc.annotation([])  # type: ignore[arg-type]
+    done = enc.complete().decode()
+    assert '"part":{"type":"output_text","text":"Hi","annotations":[{"type":"url_citation"' in done

@@ -580,3 +580,19 @@ def test_hostile_upstreams_never_raise(tb: SimpleNamespace, data: st.DataObject)
         out = run(translator(source, target), body, size)
         assert isinstance(out, bytes)
         assert "invalid-json" not in {f.code for f in check_stream(out, api=target)}
+
+
+def test_url_citations_round_trip_through_responses(tb: SimpleNamespace) -> None:
+    note = {"type": "url_citation", "url_citation": {"url": "https://x.test/a", "title": "A", "start_index": 0, "end_index": 2}}  # fmt: skip
+    body = chat({"content": "Hi"}, {"content": "!", "annotations": [note]}, usage=USAGE)
+    responses = run(ChatToResponses(), body, 9)
+    final = events(responses)[-1][1]["response"]
+    assert final["output"][0]["content"][0]["annotations"] == [
+        {"type": "url_citation", "url": "https://x.test/a", "title": "A", "start_index": 0, "end_index": 2}
+    ]
+    assert check_stream(responses, api="responses") == []
+    back = run(ResponsesToChat(created=CREATED), responses, 5)
+    assert fold(back) == fold(body)
+    t = ChatToMessages()
+    run(t, body)
+    assert t.dropped == 1  # Messages has no place for a chat url_citation

@@ -52,7 +52,7 @@ def _int(value: object) -> int:
 
 
 class _Item:
-    __slots__ = ("arguments", "call_id", "done", "id", "index", "kind", "name", "part", "parts")
+    __slots__ = ("arguments", "call_id", "done", "id", "index", "kind", "name", "notes", "part", "parts")
 
     def __init__(self, kind: str, index: int, id: str) -> None:
         self.kind = kind  # "message", "reasoning" or "function_call"
@@ -64,11 +64,15 @@ class _Item:
         self.call_id = ""
         self.name = ""
         self.arguments: list[str] = []
+        self.notes: dict[int, list[dict[str, Any]]] = {}  # content index -> annotations
 
     def as_dict(self) -> dict[str, Any]:
         status = "completed" if self.done else "in_progress"
         if self.kind == "message":
-            content = [_part_dict(kind, "".join(frags)) for kind, frags in self.parts]
+            content = [
+                _part_dict(kind, "".join(frags), self.notes.get(pos))
+                for pos, (kind, frags) in enumerate(self.parts)
+            ]
             return {
                 "id": self.id,
                 "type": "message",
@@ -89,10 +93,10 @@ class _Item:
         }
 
 
-def _part_dict(kind: str, text: str) -> dict[str, Any]:
+def _part_dict(kind: str, text: str, notes: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     if kind == "refusal":
         return {"type": "refusal", "refusal": text}
-    return {"type": "output_text", "text": text, "annotations": []}
+    return {"type": "output_text", "text": text, "annotations": list(notes) if notes else []}
 
 
 class ResponsesEncoder:
@@ -224,7 +228,8 @@ class ResponsesEncoder:
             done = self._event("response.refusal.done", {**where, "refusal": text})
         else:
             done = self._event("response.output_text.done", {**where, "text": text, "logprobs": []})
-        return done + self._event("response.content_part.done", {**where, "part": _part_dict(part[0], text)})
+        part_dict = _part_dict(part[0], text, item.notes.get(pos))
+        return done + self._event("response.content_part.done", {**where, "part": part_dict})
 
     def _close_item(self, item: _Item) -> bytes:
         if item.done:
@@ -362,6 +367,31 @@ class ResponsesEncoder:
             self._seq = seq + 1
             return self._fast_head + b"%d" % seq + self._fast_where + orjson.dumps(delta) + self._fast_tail
         return self._content("text", delta)
+
+    def annotation(self, annotation: dict[str, Any], /) -> bytes:
+        """``response.output_text.annotation.added`` for the open text part, which keeps it
+        (``annotation_index`` counts from 0 per part).
+
+        It raises ValueError when no text part is open and TypeError if ``annotation`` is not a dict.
+        """
+        self._check("annotation()")
+        if not isinstance(annotation, dict):
+            raise TypeError(f"annotation must be a dict, not {type(annotation).__name__}")
+        item = self._message
+        if item is None or item.part is None or item.part[0] != "text":
+            raise ValueError("annotation() with no open output_text part")
+        notes = item.notes.setdefault(len(item.parts) - 1, [])
+        notes.append(annotation)
+        return self._event(
+            "response.output_text.annotation.added",
+            {
+                "item_id": item.id,
+                "output_index": item.index,
+                "content_index": len(item.parts) - 1,
+                "annotation_index": len(notes) - 1,
+                "annotation": annotation,
+            },
+        )
 
     def refusal(self, delta: str, /) -> bytes:
         """A ``refusal`` delta, opening the message item and the refusal part when needed."""

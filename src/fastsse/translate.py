@@ -93,6 +93,7 @@ class _FromChat:
         self._finish: str | None = None
         self._usage: dict[str, Any] | None = None
         self._dropped = 0
+        self._notes_sent = 0  # chat annotations already carried (chat resends the whole list)
 
     # the relay protocol
 
@@ -192,6 +193,9 @@ class _FromChat:
         refusal = delta.get("refusal")
         if isinstance(refusal, str) and refusal:
             self._out.append(self._refusal(refusal))
+        notes = delta.get("annotations")
+        if type(notes) is list and len(notes) > self._notes_sent:
+            self._annotations(notes)
         calls = delta.get("tool_calls")
         if type(calls) is list:
             for fragment in calls:
@@ -237,6 +241,11 @@ class _FromChat:
                 call.args.clear()
         elif args:
             self._out.append(self._tool_args(call.key, args))
+
+    def _annotations(self, notes: list[Any]) -> None:
+        # Messages has no place for them; ChatToResponses overrides
+        self._dropped += len(notes) - self._notes_sent
+        self._notes_sent = len(notes)
 
     def _end(self) -> None:
         self._ended = True
@@ -350,6 +359,18 @@ class ChatToResponses(_FromChat):
         self._text = self._enc.text
         self._refusal = self._enc.refusal
         self._reasoning = self._enc.reasoning
+
+    def _annotations(self, notes: list[Any]) -> None:
+        assert self._enc is not None
+        for note in notes[self._notes_sent :]:
+            cited = note.get("url_citation") if type(note) is dict else None
+            try:
+                if note.get("type") != "url_citation" or type(cited) is not dict:
+                    raise ValueError("no counterpart")
+                self._out.append(self._enc.annotation({"type": "url_citation", **cited}))
+            except (ValueError, AttributeError):
+                self._dropped += 1  # not a url_citation, or no open text part to hold it
+        self._notes_sent = len(notes)
 
     def _tool_start(self, key: int, call_id: str, name: str, args: str) -> bytes:
         assert self._enc is not None
