@@ -425,3 +425,13 @@ def test_openai_chat_sdk_raises_an_error_carried_back(oai: openai.OpenAI, via: s
         ):
             seen.append(chunk.choices[0].delta.content or "")
     assert "".join(seen) == "Hello! Streaming from the fastsse"
+
+
+def test_serve_help_names_every_broken_model() -> None:
+    from fastsse.testing import server as module
+    from fastsse.testing._translated import BROKEN
+
+    doc = module.__doc__ or ""
+    for api, models in BROKEN.items():
+        line = " ".join(doc.split(f"\n  {api}")[1].split("\nOn ")[0].split("\n  messages")[0].split())
+        assert sorted(m.strip(",") for m in line.split()) == sorted(models), api

@@ -35,6 +35,13 @@ The request's ``model`` picks a scripted scenario: ``NAME[-N][:WRITE]``. Unknown
   html          HTTP 200 with an HTML page instead of an event stream
   http-N        HTTP status N (default 500) with an OpenAI-style error object
 
+On /v1/responses and /v1/messages every scenario but html and http-N is the chat stream translated,
+and broken models reproduce gateway translation bugs (``fastsse check --api`` reports each):
+  responses     orphan-delta, no-text-done, swallowed, error-swallowed, bad-sequence, no-item-done
+  messages      zero-usage, tool-text-delta, empty-input-json, no-tool-name, no-block-stop,
+                index-order, no-message-stop, error-swallowed
+On /v1/chat/completions, via-messages/NAME and via-responses/NAME go there and back.
+
 Every compliant scenario goes through ``ChatChunkEncoder``; with ``stream_options.include_usage`` a
 usage chunk (``choices: []``) comes before ``data: [DONE]``. ``id`` and ``created`` are fixed per
 scenario, so ``expected_completion(request)`` is exactly what a client should fold the stream into.
