@@ -208,7 +208,58 @@ def test_cli_api(tmp_path: Path) -> None:
     found = run("--api", "responses", "--json", str(bad))
     assert found.returncode == 1
     assert [f["code"] for f in orjson.loads(found.stdout)["findings"]] == ["missing-terminal"]
-    assert run("--api", "messages", "--url", "http://127.0.0.1:9").returncode == 2
+    assert run("--api", "messages", "--expect-usage", str(good)).returncode == 2
+
+
+@pytest.mark.parametrize(("api", "model", "codes"), [("messages", "tools", []), ("responses", "reasoning", []), ("messages", "no-block-stop", ["missing-content-block-stop"] * 2), ("responses", "orphan-delta", ["missing-output-item-added"])])  # fmt: skip
+def test_cli_url(server: Any, api: str, model: str, codes: list[str]) -> None:
+    args = [
+        "--api",
+        api,
+        "--url",
+        server.base_url,
+        "--model",
+        model,
+        "--json",
+        "--api-key",
+        "k",
+        "--timeout",
+        "20",
+    ]
+    done = subprocess.run(
+        [sys.executable, "-m", "fastsse", "check", *args],
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": SRC},
+        timeout=60,
+    )
+    assert done.returncode == (1 if codes else 0), done.stderr
+    assert [f["code"] for f in orjson.loads(done.stdout)["findings"]] == codes
+
+
+def test_cli_url_sends_the_api_headers() -> None:
+    from fastsse.testing.server import serve_in_thread
+
+    with serve_in_thread(api_key="secret") as srv:
+        base = [sys.executable, "-m", "fastsse", "check", "--url", srv.base_url, "--model", "plain"]
+        env = {"PYTHONPATH": SRC}
+        for api in ("messages", "responses"):
+            ok = subprocess.run(
+                [*base, "--api", api, "--api-key", "secret"],
+                capture_output=True,
+                text=True,
+                env=env,
+                timeout=60,
+            )
+            assert ok.returncode == 0 and "compliant" in ok.stdout, ok.stderr
+            refused = subprocess.run(
+                [*base, "--api", api, "--api-key", "wrong"],
+                capture_output=True,
+                text=True,
+                env=env,
+                timeout=60,
+            )
+            assert refused.returncode == 2 and "HTTP 401" in refused.stderr
 
 
 def test_every_code_has_a_doc_row() -> None:

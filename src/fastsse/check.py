@@ -755,20 +755,20 @@ def main(argv: list[str] | None = None) -> int:
         print("python -m fastsse check: give exactly one of FILE, - or --url URL", file=sys.stderr)
         return 2
 
-    if args.api != "chat" and (args.url is not None or args.expect_usage):
-        print(
-            "python -m fastsse check: --api responses|messages lints a FILE (no --url, --expect-usage)",
-            file=sys.stderr,
-        )
+    if args.api != "chat" and args.expect_usage:
+        print("python -m fastsse check: --expect-usage applies to chat streams only", file=sys.stderr)
         return 2
     from .check_formats import checker as make_checker
+    from .check_formats import fetch as fetch_api
 
     checker = make_checker(args.api, expect_usage=args.expect_usage)
     http_findings: list[Finding] = []
     if args.url is not None:
         source = args.url
         try:
-            status, content_type, body = _fetch(args, checker)
+            status, content_type, body = (
+                _fetch(args, checker) if args.api == "chat" else fetch_api(args, checker)
+            )
         except ImportError:
             print(
                 "python -m fastsse check: --url needs pycurl (pip install 'fastsse-cython[curl]')",

@@ -8,13 +8,16 @@ every code each API adds; docs/conformance.md says which clients each one breaks
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import orjson
 
 from .check import CODES, ERROR, WARNING, CodeInfo, Finding, StreamChecker
 
-__all__ = ["API_CODES", "MessagesChecker", "ResponsesChecker", "checker"]
+if TYPE_CHECKING:
+    import argparse
+
+__all__ = ["API_CODES", "MessagesChecker", "ResponsesChecker", "checker", "fetch"]
 
 _GRAMMAR: Final[dict[str, CodeInfo]] = {
     "missing-event-field": CodeInfo(WARNING, "an event has no event: line naming its type"),
@@ -550,3 +553,65 @@ def checker(api: str = "chat", /, *, expect_usage: bool = False) -> StreamChecke
     if api == "messages":
         return MessagesChecker()
     raise ValueError(f"unknown api {api!r}; expected 'chat', 'responses' or 'messages'")
+
+
+_PROMPT: Final = "Say hello in one short sentence."
+
+
+def fetch(args: argparse.Namespace, checker: StreamChecker, /) -> tuple[int, str, bytes]:
+    """``check --api responses|messages --url``: POST a small streaming request to ``args.url``
+    (a base URL, or one ending in the API's path) with the API's headers, feed the body to
+    ``checker`` as it arrives; return (HTTP status, Content-Type, the error body if any).
+
+    It raises ImportError without pycurl and pycurl.error on a transport failure.
+    """
+    import os
+
+    import pycurl
+
+    from ._formats import api_format
+
+    fmt = api_format(args.api)
+    request: dict[str, Any] = {"model": args.model}
+    if fmt.name == "messages":
+        request.update(max_tokens=256, messages=[{"role": "user", "content": _PROMPT}])
+    else:
+        request["input"] = _PROMPT
+    url = args.url.rstrip("/")
+    if not url.endswith(fmt.path):
+        url += fmt.path
+    content_type: list[str] = []
+    body = bytearray()
+    status = [0]
+
+    def on_header(line: bytes) -> None:
+        if line.startswith(b"HTTP/"):
+            parts = line.split()
+            status[0] = int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 0
+            content_type.clear()
+        elif line.lower().startswith(b"content-type:"):
+            content_type.append(line.split(b":", 1)[1].strip().decode("latin-1"))
+
+    def on_body(chunk: bytes) -> None:
+        if status[0] >= 400:
+            if len(body) < 65536:
+                body.extend(chunk)
+        else:
+            checker.feed(chunk)
+
+    curl = pycurl.Curl()
+    try:
+        curl.setopt(pycurl.URL, url)
+        curl.setopt(pycurl.POST, 1)
+        curl.setopt(pycurl.POSTFIELDS, fmt.body(request))
+        curl.setopt(pycurl.HTTPHEADER, fmt.headers(args.api_key or os.environ.get(fmt.api_key_env)))
+        curl.setopt(pycurl.WRITEFUNCTION, on_body)
+        curl.setopt(pycurl.HEADERFUNCTION, on_header)
+        curl.setopt(pycurl.CONNECTTIMEOUT_MS, int(min(args.timeout, 10.0) * 1000))
+        curl.setopt(pycurl.TIMEOUT_MS, int(args.timeout * 1000))
+        curl.setopt(pycurl.NOSIGNAL, 1)
+        curl.perform()
+        code = curl.getinfo(pycurl.RESPONSE_CODE)
+    finally:
+        curl.close()
+    return code, content_type[-1] if content_type else "", bytes(body)
