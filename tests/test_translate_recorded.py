@@ -122,6 +122,19 @@ def test_recorded_to_chat(tb: SimpleNamespace, meta: dict[str, Any]) -> None:
         )
         if verdict["complete"]:
             assert [(i, n, json.loads(a) if a else {}) for i, n, a in got_calls] == want["calls"]
+            urls = [
+                c.get("url")
+                for b in upstream["content"]
+                if b.get("type") == "text"
+                for c in b.get("citations") or []
+                if c.get("type") == "web_search_result_location"
+            ]
+            notes = message.get("annotations") or []
+            assert [a["url_citation"]["url"] for a in notes] == urls
+            content = message.get("content") or ""
+            for a in notes:  # each span is the cited block's text within the content
+                span = a["url_citation"]
+                assert 0 <= span["start_index"] < span["end_index"] <= len(content)
     else:
         want = expected_from_responses(upstream)
         assert (message.get("content"), message.get("refusal"), message.get("reasoning_content")) == (

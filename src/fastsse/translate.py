@@ -427,6 +427,7 @@ class _ToChat:
         self._dropped = 0
         self._skipped = 0
         self._prefixes: dict[str, bytes] = {}
+        self._annotations: list[dict[str, Any]] = []  # url_citation annotations, sent before the end
 
     def write(self, data: bytes | bytearray | memoryview, /) -> bytes:
         """Translate the next upstream bytes; return the chat chunks they allow (maybe ``b""``).
@@ -545,6 +546,10 @@ class _ToChat:
 
     def _finish(self, reason: str) -> None:
         enc = self._ensure()
+        if self._annotations:
+            # chat keeps the last annotations list a delta sends: all of them, once, before the end
+            choice = {"index": 0, "delta": {"annotations": self._annotations}, "finish_reason": None}
+            self._out.append(enc._head + orjson.dumps(choice) + b"]}\n\n")
         if reason == "tool_calls" and not self._calls:
             reason = "stop"
         self._out.append(enc.finish(reason))
@@ -593,7 +598,8 @@ class MessagesToChat(_ToChat):
     ``input_json_delta`` pieces are the arguments; ``message_stop`` gives the finish chunk
     (``stop_reason`` mapped), the usage chunk (merged from ``message_start`` and ``message_delta``,
     unless ``include_usage=False``) and ``[DONE]``; ``event: error`` gives a chat error payload.
-    Signatures, citations and redacted thinking have no chat counterpart (``dropped`` counts them).
+    Web-search citations become ``url_citation`` annotations spanning their text block. Signatures,
+    other citations and redacted thinking have no chat counterpart (``dropped`` counts them).
     """
 
     def __init__(
@@ -601,6 +607,9 @@ class MessagesToChat(_ToChat):
     ) -> None:
         super().__init__(created=created, include_usage=include_usage)
         self._stream = MessagesStream(self._on_event, max_event_bytes=max_event_bytes)
+        self._chars = 0  # content characters sent: where the next text block starts
+        self._text_at: dict[int, int] = {}  # text block index -> its start in the content
+        self._cited: dict[int, list[dict[str, Any]]] = {}  # text block index -> its web citations
         self._merged: dict[str, Any] = {}
         self._stop_reason: str | None = None
         self._kinds: dict[int, str] = {}
@@ -614,7 +623,12 @@ class MessagesToChat(_ToChat):
                 return
             dtype = delta.get("type")
             if dtype == "text_delta":
-                self._content("content", delta.get("text"))
+                text = delta.get("text")
+                self._content("content", text)
+                if type(text) is str:
+                    self._chars += len(text)
+            elif dtype == "citations_delta":
+                self._citation(index, delta.get("citation"))
             elif dtype == "thinking_delta":
                 self._content("reasoning", delta.get("thinking"))
             elif dtype == "input_json_delta":
@@ -634,7 +648,11 @@ class MessagesToChat(_ToChat):
                 self._tool_start(index, block.get("id"), block.get("name"), args)
             elif btype == "text":
                 self._ensure()
-                self._content("content", block.get("text"))
+                self._text_at[index] = self._chars
+                text = block.get("text")
+                self._content("content", text)
+                if type(text) is str:
+                    self._chars += len(text)
             elif btype == "thinking":
                 self._ensure()
                 self._content("reasoning", block.get("thinking"))
@@ -662,8 +680,26 @@ class MessagesToChat(_ToChat):
         elif kind == "error":
             error = payload.get("error")
             self._fail(error if error is not None else payload)
-        elif kind not in ("ping", "content_block_stop"):
+        elif kind == "content_block_stop":
+            index = payload.get("index")
+            cited = self._cited.pop(index, None) if _is_index(index) else None
+            if cited:
+                # a citation covers its whole text block: in chat, the block's span of the content
+                span = {"start_index": self._text_at.get(index, 0), "end_index": self._chars}
+                self._annotations += [{"type": "url_citation", "url_citation": {**c, **span}} for c in cited]
+        elif kind != "ping":
             self._skipped += 1
+
+    def _citation(self, index: int, citation: object) -> None:
+        if (
+            type(citation) is dict
+            and citation.get("type") == "web_search_result_location"
+            and index in self._text_at
+        ):
+            found = {k: citation[k] for k in ("url", "title") if isinstance(citation.get(k), str)}
+            self._cited.setdefault(index, []).append(found)
+        else:
+            self._dropped += 1  # document and search-result locations have no chat counterpart
 
 
 def _responses_usage(usage: dict[str, Any]) -> dict[str, Any]:
@@ -716,15 +752,6 @@ class ResponsesToChat(_ToChat):
     ) -> None:
         super().__init__(created=created, include_usage=include_usage)
         self._stream = ResponsesStream(self._on_event, max_event_bytes=max_event_bytes)
-        self._annotations: list[dict[str, Any]] = []
-
-    def _finish(self, reason: str) -> None:
-        if self._annotations:
-            # chat keeps the last annotations list a delta sends: all of them, once, before the end
-            enc = self._ensure()
-            choice = {"index": 0, "delta": {"annotations": self._annotations}, "finish_reason": None}
-            self._out.append(enc._head + orjson.dumps(choice) + b"]}\n\n")
-        super()._finish(reason)
 
     def _dispatch(self, kind: str, payload: dict[str, Any]) -> None:
         key = _RESPONSES_TEXT.get(kind)
