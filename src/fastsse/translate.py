@@ -683,7 +683,7 @@ class MessagesToChat(_ToChat):
         elif kind == "content_block_stop":
             index = payload.get("index")
             cited = self._cited.pop(index, None) if _is_index(index) else None
-            if cited:
+            if cited and _is_index(index):
                 # a citation covers its whole text block: in chat, the block's span of the content
                 span = {"start_index": self._text_at.get(index, 0), "end_index": self._chars}
                 self._annotations += [{"type": "url_citation", "url_citation": {**c, **span}} for c in cited]
