@@ -29,7 +29,10 @@ from ._version import __version__
 from .check import Finding, StreamChecker, check_stream
 from .client import Client, aiter_chunks, aiter_events, create_stream, iter_chunks, iter_events
 from .encode import ChatChunkEncoder, encode_event
+from .encode_messages import MessagesEncoder
+from .encode_responses import ResponsesEncoder
 from .normalize import Normalizer
+from .translate import translator
 
 if TYPE_CHECKING:
     from .client.aio import AsyncClient as AsyncClient
@@ -47,10 +50,12 @@ __all__ = [
     "Finding",
     "FormatVerdict",
     "MessagesAggregator",
+    "MessagesEncoder",
     "MessagesStream",
     "Normalizer",
     "Relay",
     "ResponsesAggregator",
+    "ResponsesEncoder",
     "ResponsesStream",
     "SSEError",
     "StreamChecker",
@@ -66,6 +71,7 @@ __all__ = [
     "get_backend",
     "iter_chunks",
     "iter_events",
+    "translator",
 ]
 
 

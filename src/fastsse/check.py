@@ -763,13 +763,19 @@ class StreamChecker(_Framer):
             )
 
 
-def check_stream(data: bytes | bytearray | memoryview, /, *, expect_usage: bool = False) -> list[Finding]:
-    """``check_stream(data, /, *, expect_usage=False) -> list[Finding]``
+def check_stream(
+    data: bytes | bytearray | memoryview, /, *, expect_usage: bool = False, api: str = "chat"
+) -> list[Finding]:
+    """``check_stream(data, /, *, expect_usage=False, api="chat") -> list[Finding]``
 
     Lint one complete captured stream and return every finding in stream order (empty when the
-    stream is compliant). It raises TypeError if ``data`` is not a byte buffer.
+    stream is compliant). ``api`` picks the grammar: ``"chat"``, ``"responses"`` or ``"messages"``
+    (``fastsse.check_formats``). It raises TypeError if ``data`` is not a byte buffer and
+    ValueError for an unknown ``api`` or ``expect_usage`` with a non-chat one.
     """
-    checker = StreamChecker(expect_usage=expect_usage)
+    from .check_formats import checker as make_checker
+
+    checker = make_checker(api, expect_usage=expect_usage)
     checker.feed(data)
     checker.close()
     return checker.findings
@@ -871,17 +877,31 @@ def main(argv: list[str] | None = None) -> int:
         help="require a usage chunk (with --url, also ask for it with stream_options.include_usage)",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the report")
+    parser.add_argument(
+        "--api",
+        choices=("chat", "responses", "messages"),
+        default="chat",
+        help="the stream's grammar: chat completions (default), OpenAI Responses or Anthropic Messages",
+    )
     args = parser.parse_args(argv)
     if (args.file is None) == (args.url is None):
         parser.print_usage(sys.stderr)
         return fail("check", "give exactly one of FILE, - or --url URL")
 
-    checker = StreamChecker(expect_usage=args.expect_usage)
+    if args.api != "chat" and args.expect_usage:
+        print("python -m fastsse check: --expect-usage applies to chat streams only", file=sys.stderr)
+        return 2
+    from .check_formats import checker as make_checker
+    from .check_formats import fetch as fetch_api
+
+    checker = make_checker(args.api, expect_usage=args.expect_usage)
     http_findings: list[Finding] = []
     if args.url is not None:
         source = args.url
         try:
-            status, content_type, body = _fetch(args, checker)
+            status, content_type, body = (
+                _fetch(args, checker) if args.api == "chat" else fetch_api(args, checker)
+            )
         except ImportError:
             return fail("check", missing("pycurl", "check --url"))
         except Exception as exc:  # pycurl.error: refused, timeout, reset

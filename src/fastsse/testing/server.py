@@ -7,6 +7,12 @@
 
 Endpoints: ``POST /v1/chat/completions`` (``"stream": true`` streams, false returns the full
 ``chat.completion`` of the same scenario) and ``GET /v1/models`` (the scenario names).
+``POST /v1/responses`` and ``POST /v1/messages`` stream the same scenarios as OpenAI Responses and
+Anthropic Messages events, translated from the chat stream as it is produced (``stream: true``
+only; ``x-api-key`` is accepted for the api key), plus broken models listed in
+``fastsse.testing._translated.BROKEN`` that reproduce gateway translation bugs. On
+``/v1/chat/completions``, ``via-messages/NAME`` and ``via-responses/NAME`` stream scenario NAME
+translated to that format and back to chat.
 
 The request's ``model`` picks a scripted scenario: ``NAME[-N][:WRITE]``. Unknown names get ``plain``.
 
@@ -28,6 +34,13 @@ The request's ``model`` picks a scripted scenario: ``NAME[-N][:WRITE]``. Unknown
   localai-tools tools as LocalAI sent them: role repeated, every call with the request's id, "" reasons
   html          HTTP 200 with an HTML page instead of an event stream
   http-N        HTTP status N (default 500) with an OpenAI-style error object
+
+On /v1/responses and /v1/messages every scenario but html and http-N is the chat stream translated,
+and broken models reproduce gateway translation bugs (``fastsse check --api`` reports each):
+  responses     orphan-delta, no-text-done, swallowed, error-swallowed, bad-sequence, no-item-done
+  messages      zero-usage, tool-text-delta, empty-input-json, no-tool-name, no-block-stop,
+                index-order, no-message-stop, error-swallowed
+On /v1/chat/completions, via-messages/NAME and via-responses/NAME go there and back.
 
 Every compliant scenario goes through ``ChatChunkEncoder``; with ``stream_options.include_usage`` a
 usage chunk (``choices: []``) comes before ``data: [DONE]``. ``id`` and ``created`` are fixed per
@@ -81,6 +94,7 @@ SCENARIOS: Final[dict[str, str]] = {
     "http": "http-N: HTTP status N (default 500) with an OpenAI error object",
 }
 WRITE_MODES: Final = ("small", "event", "bulk")
+_ROUTES: Final = {"/v1/chat/completions": "chat", "/v1/responses": "responses", "/v1/messages": "messages"}
 
 PLAIN: Final = [
     "Hello", "!", " Streaming", " from", " the", " fastsse", " loopback", " server", ":",
@@ -414,6 +428,8 @@ class _Handler(BaseHTTPRequestHandler):
         key = self.server.app.api_key
         if key is None or self.headers.get("Authorization") == f"Bearer {key}":
             return True
+        if self.headers.get("x-api-key") == key:  # how Anthropic clients send it
+            return True
         self._error(401, "Incorrect API key provided.", "invalid_request_error", "invalid_api_key")
         return False
 
@@ -431,7 +447,8 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length > 0 else b""
-        if self.path.rstrip("/") != "/v1/chat/completions":
+        api = _ROUTES.get(self.path.rstrip("/"))
+        if api is None:
             self._error(404, f"Unknown path {self.path}", code="not_found")
             return
         if not self._authorized():
@@ -444,6 +461,13 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(400, "The request body must be a JSON object.")
             return
         model = str(request.get("model") or "plain")
+        if api != "chat":
+            self._format(api, request, model)
+            return
+        via, slash, rest = model.partition("/")
+        if slash and via in ("via-messages", "via-responses") and request.get("stream"):
+            self._round_trip(via[4:], {**request, "model": rest}, rest)
+            return
         name, number, write = parse_model(model)
         if name == "http":
             status = 500 if number is None else number
@@ -463,6 +487,44 @@ class _Handler(BaseHTTPRequestHandler):
         if write is None:
             write = self.server.app.write or ("event" if name in ("long", "huge") else "small")
         self._stream(request, model, write)
+
+    def _round_trip(self, via: str, request: dict[str, Any], model: str) -> None:
+        """``via-messages/NAME``, ``via-responses/NAME``: the chat scenario translated there and back."""
+        from . import _translated
+
+        name, _, write = parse_model(model)
+        if name in ("http", "html"):
+            self._error(400, f"Scenario {name!r} cannot be translated.")
+            return
+        if write is None:
+            write = self.server.app.write or ("event" if name in ("long", "huge") else "small")
+        self._stream(request, model, write, _translated.round_trip(via, _events(request), CREATED))
+
+    def _format(self, api: str, request: dict[str, Any], model: str) -> None:
+        """``/v1/responses`` and ``/v1/messages``: a chat scenario translated, or a broken model."""
+        from . import _translated
+
+        if not request.get("stream"):
+            self._error(400, f"The fastsse loopback server answers /v1/{api} only with stream: true.")
+            return
+        bug, _, write_mode = model.partition(":")
+        broken = _translated.BROKEN[api].get(bug)
+        base = broken[0] if broken is not None else model
+        if broken is not None and write_mode:
+            base = f"{base}:{write_mode}"
+        name, _, write = parse_model(base)
+        if name in ("http", "html"):
+            self._error(400, f"Scenario {name!r} is served on /v1/chat/completions only.")
+            return
+        chat = _translated.chat_request(api, request, base)
+        items: Iterator[Any]
+        if broken is not None:
+            items = iter([_translated.broken_stream(api, bug, _events(chat))])
+        else:
+            items = _translated.format_events(api, _events(chat))
+        if write is None:
+            write = self.server.app.write or ("event" if name in ("long", "huge") else "small")
+        self._stream(request, model, write, items)
 
     def _complete(self, request: dict[str, Any], name: str) -> None:
         if name == "error":
@@ -484,7 +546,9 @@ class _Handler(BaseHTTPRequestHandler):
         with contextlib.suppress(OSError):
             self.connection.shutdown(socket.SHUT_RDWR)
 
-    def _stream(self, request: dict[str, Any], model: str, write: str) -> None:
+    def _stream(
+        self, request: dict[str, Any], model: str, write: str, items: Iterator[Any] | None = None
+    ) -> None:
         app = self.server.app
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream; charset=utf-8")
@@ -496,7 +560,7 @@ class _Handler(BaseHTTPRequestHandler):
         pending = bytearray()
         sent = 0
         try:
-            for item in _events(request):
+            for item in _events(request) if items is None else items:
                 if app._stopping.is_set():
                     self._cut()
                     return
