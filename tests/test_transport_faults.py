@@ -15,7 +15,6 @@ import contextlib
 import socket
 import struct
 import sys
-import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -26,6 +25,7 @@ import pytest
 
 import fastsse
 import fastsse.client.stream
+from _raw_server import RawServer
 from fastsse.testing.server import expected_completion
 
 MARGIN = 2.0  # seconds a call may take past its timeout (process scheduling on a busy CI box)
@@ -41,68 +41,6 @@ def timed(fn: Callable[[], Any]) -> tuple[Any, BaseException | None, float]:
         return fn(), None, time.monotonic() - start
     except BaseException as exc:
         return None, exc, time.monotonic() - start
-
-
-class RawServer:
-    """Accepts connections on 127.0.0.1, reads each request, then runs ``script(conn)`` on it."""
-
-    def __init__(self, script: Callable[[socket.socket], None]) -> None:
-        self.script = script
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(4)
-        self.sock.settimeout(0.2)
-        self.port = self.sock.getsockname()[1]
-        self.base_url = f"http://127.0.0.1:{self.port}/v1"
-        self.stop = threading.Event()
-        self.errors: list[BaseException] = []
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-
-    def _serve(self) -> None:
-        while not self.stop.is_set():
-            try:
-                conn, _ = self.sock.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            with conn:
-                conn.settimeout(10)
-                try:
-                    self._read_request(conn)
-                    self.script(conn)
-                except OSError:
-                    pass  # the client went away: that is what most scripts wait for
-                except BaseException as exc:
-                    self.errors.append(exc)
-
-    @staticmethod
-    def _read_request(conn: socket.socket) -> None:
-        data = b""
-        while b"\r\n\r\n" not in data:
-            more = conn.recv(65536)
-            if not more:
-                raise ConnectionError("client closed before sending its request")
-            data += more
-        head, _, body = data.partition(b"\r\n\r\n")
-        length = 0
-        for line in head.split(b"\r\n"):
-            if line.lower().startswith(b"content-length:"):
-                length = int(line.split(b":", 1)[1])
-        while len(body) < length:
-            body += conn.recv(65536)
-
-    def __enter__(self) -> RawServer:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop.set()
-        self.thread.join(timeout=15)
-        self.sock.close()
-        assert not self.thread.is_alive(), "the raw server did not stop"
-        assert not self.errors, self.errors
 
 
 SSE_HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"

@@ -9,17 +9,20 @@ from __future__ import annotations
 from ._backend import BACKEND, ChatAggregator, ChatStream, Decoder, Event, get_backend
 from ._chat import Verdict
 from ._errors import EventTooLarge, SSEError, TransportError
+from ._timing import Timing
 from ._version import __version__
 from .check import Finding, StreamChecker, check_stream
-from .client import aiter_chunks, aiter_events, create_stream, iter_chunks, iter_events
+from .client import AsyncClient, Client, aiter_chunks, aiter_events, create_stream, iter_chunks, iter_events
 from .encode import ChatChunkEncoder, encode_event
 from .normalize import Normalizer
 
 __all__ = [
     "BACKEND",
+    "AsyncClient",
     "ChatAggregator",
     "ChatChunkEncoder",
     "ChatStream",
+    "Client",
     "Decoder",
     "Event",
     "EventTooLarge",
@@ -27,6 +30,7 @@ __all__ = [
     "Normalizer",
     "SSEError",
     "StreamChecker",
+    "Timing",
     "TransportError",
     "Verdict",
     "__version__",

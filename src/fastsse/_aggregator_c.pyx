@@ -50,6 +50,23 @@ import orjson
 
 from ._chat import Verdict, build_result, joined, loads_replacing as _loads_replacing, make_verdict, verdict_dict
 from ._errors import too_large
+from ._timing import anchor_pair, build_timing
+
+
+# The clock of time.monotonic_ns(), read without the GIL or an object (3.13 made it public).
+cdef extern from *:
+    """
+    #if PY_VERSION_HEX >= 0x030D0000
+    static long long fastsse_monotonic_ns(void) {
+        PyTime_t t;
+        if (PyTime_MonotonicRaw(&t) < 0) { return 0; }
+        return (long long)t;
+    }
+    #else
+    static long long fastsse_monotonic_ns(void) { return (long long)_PyTime_GetMonotonicClock(); }
+    #endif
+    """
+    long long fastsse_monotonic_ns() noexcept nogil
 
 
 cdef extern from "Python.h":
@@ -1275,6 +1292,8 @@ Folds the chunks of an OpenAI-style chat stream into one response shaped like a
     cdef Py_ssize_t _ignored
     cdef Py_ssize_t _malformed
     cdef Py_ssize_t _fast  # payloads the fast reader folded (tests read it as _fast_folds)
+    cdef int _last_kind  # the fast reader's last chunk for the timing record: kind bits,
+    cdef Py_ssize_t _last_entries  # and its logprobs.content entries
 
     def __init__(self) -> None:
         self._top = {}
@@ -1542,6 +1561,19 @@ Folds the chunks of an OpenAI-style chat stream into one response shaped like a
                 else:
                     held = c.extras if o.where == W_CHOICE else c.delta_extras
                     PyDict_SetItem(held, PyUnicode_DecodeASCII(o.key, o.key_n, NULL), value)
+        # What ChatStream's timing record needs of this chunk (see fastsse.Timing).
+        self._last_kind = 0
+        self._last_entries = 0
+        for i in range(plan.nops):
+            op = &plan.ops[i]
+            if op.text.p != NULL and op.text.n:
+                if op.target == K_REASONING_CONTENT or op.target == K_REASONING:
+                    self._last_kind |= 2
+                else:
+                    self._last_kind |= 1
+        for i in range(plan.nothers):
+            if plan.others[i].where == W_LOGPROBS:
+                self._last_entries += _logprob_entries(values[i])
         self._fast += 1
         return 1
 
@@ -1903,9 +1935,97 @@ Folds the chunks of an OpenAI-style chat stream into one response shaped like a
         return 0
 
 
+# The timing record's per-chunk rules (fastsse.Timing), for a chunk that went through orjson; the
+# fast reader reports the same from its plan. _timing.chunk_marks is the Python backend's twin.
+
+cdef inline bint _has_text(PyObject* value) noexcept:
+    return value is not NULL and PyUnicode_Check(<object>value) and PyUnicode_GET_LENGTH(<object>value) > 0
+
+
+cdef bint _call_text(object call) noexcept:
+    cdef PyObject* found
+    if not PyDict_Check(call):
+        return False
+    found = PyDict_GetItemWithError(<dict>call, "function")
+    if found is NULL or not PyDict_Check(<object>found):
+        return False
+    return _has_text(PyDict_GetItemWithError(<dict>found, "arguments")) or _has_text(
+        PyDict_GetItemWithError(<dict>found, "name")
+    )
+
+
+cdef Py_ssize_t _logprob_entries(object logprobs) noexcept:
+    cdef PyObject* found
+    if not PyDict_Check(logprobs):
+        return 0
+    found = PyDict_GetItemWithError(<dict>logprobs, "content")
+    if found is NULL or not PyList_Check(<object>found):
+        return 0
+    return len(<list>found)
+
+
+cdef int _chunk_marks(dict chunk, Py_ssize_t* entries) except -1:
+    cdef int kind = 0
+    cdef PyObject* found
+    cdef dict d
+    found = PyDict_GetItemWithError(chunk, "choices")
+    if found is NULL or not PyList_Check(<object>found):
+        return 0
+    for choice in <list>found:
+        if not PyDict_Check(choice):
+            continue
+        if _has_text(PyDict_GetItemWithError(<dict>choice, "text")):
+            kind |= 1
+        found = PyDict_GetItemWithError(<dict>choice, "delta")
+        if found is NULL or <object>found is None:
+            found = PyDict_GetItemWithError(<dict>choice, "message")
+        if found is not NULL and PyDict_Check(<object>found):
+            d = <dict>found
+            if _has_text(PyDict_GetItemWithError(d, "content")) or _has_text(PyDict_GetItemWithError(d, "refusal")):
+                kind |= 1
+            if _has_text(PyDict_GetItemWithError(d, "reasoning_content")) or _has_text(
+                PyDict_GetItemWithError(d, "reasoning")
+            ):
+                kind |= 2
+            found = PyDict_GetItemWithError(d, "tool_calls")
+            if found is not NULL and PyList_Check(<object>found):
+                for call in <list>found:
+                    if _call_text(call):
+                        kind |= 1
+                        break
+            found = PyDict_GetItemWithError(d, "function_call")
+            if found is not NULL and _call_text({"function": <object>found}):
+                kind |= 1
+        found = PyDict_GetItemWithError(<dict>choice, "logprobs")
+        if found is not NULL:
+            entries[0] += _logprob_entries(<object>found)
+    return kind
+
+
+cdef long long _completion_tokens(object usage) noexcept:
+    cdef PyObject* found
+    cdef int overflow = 0
+    cdef long long value
+    if not PyDict_Check(usage):
+        return -1
+    found = PyDict_GetItemWithError(<dict>usage, "completion_tokens")
+    if found is NULL or not PyLong_Check(<object>found) or PyBool_Check(<object>found):
+        return -1
+    value = PyLong_AsLongLongAndOverflow(<object>found, &overflow)
+    if overflow or value < 0:
+        return -1
+    return value
+
+
+cdef struct TokenRec:
+    Py_ssize_t read   # index into the reads array
+    long long count
+    int kind
+
+
 @cython.final
 cdef class ChatStream(Decoder):
-    """ChatStream(on_chunk=None, *, max_event_bytes=None)
+    """ChatStream(on_chunk=None, *, max_event_bytes=None, timing=False)
 --
 
 Scans, parses and folds a chat stream in one pass, for pycurl's ``WRITEFUNCTION`` (or any
@@ -1931,8 +2051,17 @@ Scans, parses and folds a chat stream in one pass, for pycurl's ``WRITEFUNCTION`
     stream stopped early) with a ``"verdict"`` entry (``verdict``, as plain data). ``aggregator``
     is the underlying ``ChatAggregator`` (``done``, ``error``, the counters).
 
+    With ``timing=True`` every ``write`` is stamped (``time.monotonic_ns()``) as it arrives, before
+    any parsing, and every token-bearing chunk is recorded with the read that brought it and its
+    token count; ``timing()`` hands the record out (see ``fastsse.Timing``).
+
     ``write`` raises TypeError for other input types (the stream stays usable) and RuntimeError
     if ``on_chunk`` calls ``write`` on its own stream.
+
+    ``exception`` is the exception that stopped the stream (what ``on_chunk`` raised, or the
+    EventTooLarge), None otherwise. With ``curl.setopt(WRITEFUNCTION, stream.write)`` pycurl only
+    prints it and ``perform()`` raises ``pycurl.error`` 23 (a write callback that aborts): after
+    such an error, ``if stream.exception is not None: raise stream.exception`` gets the original.
     """
 
     cdef ChatAggregator _agg
@@ -1943,11 +2072,85 @@ Scans, parses and folds a chat stream in one pass, for pycurl's ``WRITEFUNCTION`
     cdef bint _closed
     cdef bint _eof_truncated
     cdef bint _writing
+    # the timing record: C arrays, grown by doubling, handed out by timing()
+    cdef bint _timed
+    cdef list _anchor
+    cdef long long* _reads
+    cdef Py_ssize_t _nreads
+    cdef Py_ssize_t _reads_cap
+    cdef TokenRec* _toks
+    cdef Py_ssize_t _ntoks
+    cdef Py_ssize_t _toks_cap
+    cdef long long _usage_tokens  # the last usage.completion_tokens seen, -1 before any
+    cdef object _exception
 
-    def __init__(self, on_chunk: OnChunk | None = None, *, max_event_bytes: int | None = None) -> None:
+    def __init__(
+        self, on_chunk: OnChunk | None = None, *, max_event_bytes: int | None = None, timing: bool = False
+    ) -> None:
         Decoder.__init__(self, max_event_bytes=max_event_bytes)
         self._agg = ChatAggregator()
         self._on_chunk = on_chunk
+        self._timed = bool(timing)
+        self._anchor = anchor_pair() if self._timed else [0, 0]
+        self._usage_tokens = -1
+
+    def __dealloc__(self):
+        PyMem_Free(self._reads)
+        PyMem_Free(self._toks)
+
+    cdef int _stamp(self) except -1:
+        cdef long long now = fastsse_monotonic_ns()
+        cdef long long* grown
+        if self._nreads == self._reads_cap:
+            grown = <long long*>PyMem_Realloc(self._reads, (self._reads_cap * 2 + 64) * sizeof(long long))
+            if grown is NULL:
+                raise MemoryError()
+            self._reads = grown
+            self._reads_cap = self._reads_cap * 2 + 64
+        self._reads[self._nreads] = now
+        self._nreads += 1
+        return 0
+
+    cdef int _mark(self, int kind, Py_ssize_t entries, object usage_before) except -1:
+        cdef ChatAggregator agg = self._agg
+        cdef long long usage = -1
+        cdef long long before = self._usage_tokens
+        cdef TokenRec* grown
+        cdef TokenRec* rec
+        if agg._usage is not usage_before:  # this chunk carried usage
+            usage = _completion_tokens(agg._usage)
+            if usage >= 0:
+                self._usage_tokens = usage
+        if not kind or self._nreads == 0:
+            return 0
+        if self._ntoks == self._toks_cap:
+            grown = <TokenRec*>PyMem_Realloc(self._toks, (self._toks_cap * 2 + 64) * sizeof(TokenRec))
+            if grown is NULL:
+                raise MemoryError()
+            self._toks = grown
+            self._toks_cap = self._toks_cap * 2 + 64
+        rec = &self._toks[self._ntoks]
+        self._ntoks += 1
+        rec.read = self._nreads - 1
+        rec.kind = kind
+        if before >= 0 and usage > before:
+            rec.count = usage - before
+        else:
+            rec.count = entries if entries > 0 else 1
+        return 0
+
+    def timing(self) -> Timing | None:
+        """The timing record so far (a new ``fastsse.Timing`` dict on every call), or None when
+        the stream was made without ``timing=True``. Its request stamps (``queued``, ``started``,
+        ``sent``, ``end``) are None: a client fills them in."""
+        cdef Py_ssize_t i
+        if not self._timed:
+            return None
+        reads = [self._reads[i] for i in range(self._nreads)]
+        token_reads = [self._toks[i].read for i in range(self._ntoks)]
+        tokens = [self._toks[i].count for i in range(self._ntoks)]
+        kinds = [self._toks[i].kind for i in range(self._ntoks)]
+        return build_timing(reads, token_reads, tokens, kinds, list(self._anchor))
 
     @cython.binding(False)  # a plain method descriptor: ~8 ns less per call than a cyfunction
     def write(self, data: bytes | bytearray | memoryview, /) -> int | None:
@@ -1960,16 +2163,23 @@ Scans, parses and folds a chat stream in one pass, for pycurl's ``WRITEFUNCTION`
             return 0
         if self._writing:
             raise RuntimeError("ChatStream.write() called again from inside on_chunk")
+        if self._timed:
+            self._stamp()
         self._writing = True
         self._overflowed = False
         try:
             self._feed_object(data)
+        except BaseException as exc:
+            if self._finished:  # on_chunk raised: the stream stopped on it
+                self._exception = exc
+            raise
         finally:
             self._writing = False
         if self._overflowed:
             self._too_large = True
             self._finished = True
-            raise too_large(self._limit, [])
+            self._exception = too_large(self._limit, [])
+            raise self._exception
         return 0 if self._finished else None
 
     def feed(self, data: bytes | bytearray | memoryview, /) -> list[Event]:
@@ -2002,12 +2212,19 @@ Scans, parses and folds a chat stream in one pass, for pycurl's ``WRITEFUNCTION`
         """The ``ChatAggregator`` this stream folds into."""
         return self._agg
 
+    @property
+    def exception(self) -> BaseException | None:
+        """The exception that stopped the stream (``on_chunk``'s, or EventTooLarge), else None."""
+        return self._exception
+
     cdef int _on_event(self, const char* data, Py_ssize_t n, const char* etype, Py_ssize_t tn) except -1:
         cdef ChatAggregator agg = self._agg
         cdef object payload
         cdef object chunk
         cdef int stop
         cdef bint is_error
+        cdef Py_ssize_t entries = 0
+        cdef object usage_before = agg._usage
         if self._overflowed:  # stop at the oversized event: write raises EventTooLarge
             return 1
         if agg._done or agg._error is not None:
@@ -2015,6 +2232,8 @@ Scans, parses and folds a chat stream in one pass, for pycurl's ``WRITEFUNCTION`
             return 0
         is_error = tn == 5 and memcmp(etype, b"error", 5) == 0
         if self._on_chunk is None and not is_error and agg._fast_take(data, n):
+            if self._timed:
+                self._mark(agg._last_kind, agg._last_entries, usage_before)
             return 0  # folded without building the chunk nobody asked for
         payload = PyBytes_FromStringAndSize(data, n)
         if is_error:
@@ -2024,6 +2243,8 @@ Scans, parses and folds a chat stream in one pass, for pycurl's ``WRITEFUNCTION`
         if chunk is None:
             return 0
         stop = agg._take(<dict>chunk)
+        if self._timed:
+            self._mark(_chunk_marks(<dict>chunk, &entries), entries, usage_before)
         on_chunk = self._on_chunk
         if on_chunk is not None:
             try:

@@ -8,6 +8,7 @@ differential Hypothesis tests hold them to the same output.
 from __future__ import annotations
 
 from collections.abc import Callable
+from time import monotonic_ns as _monotonic_ns
 from typing import Any, Final
 
 import orjson
@@ -16,6 +17,7 @@ from ._chat import Verdict, build_result, joined, make_verdict, verdict_dict
 from ._chat import loads_replacing as _loads_replacing
 from ._decoder_py import Decoder, Event, as_bytes
 from ._errors import too_large
+from ._timing import Timing, anchor_pair, build_timing, chunk_marks, completion_tokens
 
 _loads: Final = orjson.loads
 _JSONDecodeError: Final = orjson.JSONDecodeError
@@ -588,12 +590,30 @@ class ChatStream(Decoder):
     stream stopped early) with a ``"verdict"`` entry (``verdict``, as plain data). ``aggregator``
     is the underlying ``ChatAggregator`` (``done``, ``error``, the counters).
 
+    With ``timing=True`` every ``write`` is stamped (``time.monotonic_ns()``) as it arrives, before
+    any parsing, and every token-bearing chunk is recorded with the read that brought it and its
+    token count; ``timing()`` hands the record out (see ``fastsse.Timing``).
+
     ``write`` raises TypeError for other input types (the stream stays usable) and RuntimeError
     if ``on_chunk`` calls ``write`` on its own stream.
+
+    ``exception`` is the exception that stopped the stream (what ``on_chunk`` raised, or the
+    EventTooLarge), None otherwise. With ``curl.setopt(WRITEFUNCTION, stream.write)`` pycurl only
+    prints it and ``perform()`` raises ``pycurl.error`` 23 (a write callback that aborts): after
+    such an error, ``if stream.exception is not None: raise stream.exception`` gets the original.
     """
 
-    def __init__(self, on_chunk: OnChunk | None = None, *, max_event_bytes: int | None = None) -> None:
+    def __init__(
+        self, on_chunk: OnChunk | None = None, *, max_event_bytes: int | None = None, timing: bool = False
+    ) -> None:
         super().__init__(max_event_bytes=max_event_bytes)
+        self._timed = bool(timing)
+        self._anchor = anchor_pair() if timing else [0, 0]
+        self._reads: list[int] = []
+        self._token_reads: list[int] = []
+        self._tokens: list[int] = []
+        self._token_kinds: list[int] = []
+        self._usage_tokens = -1  # the last usage.completion_tokens seen, -1 before any
         self._agg = ChatAggregator()
         self._on_chunk = on_chunk
         self._finished = False  # stopped by abort, error payload, exception or oversized event
@@ -602,6 +622,7 @@ class ChatStream(Decoder):
         self._closed = False
         self._eof_truncated = False
         self._writing = False
+        self._exception: BaseException | None = None
 
     def write(self, data: bytes | bytearray | memoryview, /) -> int | None:
         """Scan, parse and fold the next bytes: None to go on, 0 once the stream has stopped.
@@ -613,18 +634,25 @@ class ChatStream(Decoder):
             return 0
         if self._writing:
             raise RuntimeError("ChatStream.write() called again from inside on_chunk")
+        if self._timed:
+            self._reads.append(_monotonic_ns())
         chunk = as_bytes(data)
         self._writing = True
         self._overflowed = False
         try:
             self._scan(chunk)
+        except BaseException as exc:
+            if self._finished:  # on_chunk raised: the stream stopped on it
+                self._exception = exc
+            raise
         finally:
             self._writing = False
         if self._overflowed:
             self._too_large = True
             self._finished = True
             assert self._limit is not None
-            raise too_large(self._limit, [])
+            self._exception = too_large(self._limit, [])
+            raise self._exception
         return 0 if self._finished else None
 
     def feed(self, data: bytes | bytearray | memoryview, /) -> list[Event]:
@@ -657,6 +685,37 @@ class ChatStream(Decoder):
         """The ``ChatAggregator`` this stream folds into."""
         return self._agg
 
+    def timing(self) -> Timing | None:
+        """The timing record so far (a new ``fastsse.Timing`` dict on every call), or None when
+        the stream was made without ``timing=True``. Its request stamps (``queued``, ``started``,
+        ``sent``, ``end``) are None: a client fills them in."""
+        if not self._timed:
+            return None
+        return build_timing(
+            list(self._reads),
+            list(self._token_reads),
+            list(self._tokens),
+            list(self._token_kinds),
+            list(self._anchor),
+        )
+
+    def _mark(self, chunk: dict[str, Any]) -> None:
+        kind, entries = chunk_marks(chunk)
+        usage = completion_tokens(chunk.get("usage"))
+        before = self._usage_tokens
+        if usage >= 0:
+            self._usage_tokens = usage
+        if kind:
+            count = usage - before if usage > before >= 0 else entries if entries > 0 else 1
+            self._token_reads.append(len(self._reads) - 1)
+            self._tokens.append(count)
+            self._token_kinds.append(kind)
+
+    @property
+    def exception(self) -> BaseException | None:
+        """The exception that stopped the stream (``on_chunk``'s, or EventTooLarge), else None."""
+        return self._exception
+
     def _on_event(self, data: bytes, event_type: bytes | None) -> bool:
         if self._overflowed:  # stop at the oversized event: write raises EventTooLarge
             return True
@@ -665,6 +724,8 @@ class ChatStream(Decoder):
         if chunk is None:
             return False
         stop = agg._take(chunk)
+        if self._timed:
+            self._mark(chunk)
         on_chunk = self._on_chunk
         if on_chunk is not None:
             try:

@@ -118,7 +118,11 @@ class _Lines:
     a CR at the end of a chunk waits for the next byte, since an LF there makes it one CRLF.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, limit: int | None = None) -> None:
+        # With a limit, an unterminated line keeps only limit + 1 bytes (enough to know it is too
+        # long) and ``long_line`` is set once, so an endless line costs no memory.
+        self._limit = limit
+        self.long_line = False
         self._pos = 0  # absolute offset of the next byte fed
         self._head = b""  # the first bytes, held until the BOM question is settled
         self._bom_done = False
@@ -159,7 +163,11 @@ class _Lines:
             if m is None:
                 if not self._partial:
                     self._partial_start = base + i
-                self._partial += chunk[i:]
+                if self._limit is None:
+                    self._partial += chunk[i:]
+                elif len(self._partial) <= self._limit:
+                    self._partial += chunk[i : i + self._limit + 1 - len(self._partial)]
+                    self.long_line = len(self._partial) > self._limit
                 break
             end = m.start()
             if self._partial:
@@ -209,15 +217,21 @@ class _Framer:
     of fields with no data; all three are called in stream order, as soon as the line arrives.
     """
 
-    def __init__(self) -> None:
-        self.lines = _Lines()
+    def __init__(self, *, max_event_bytes: int | None = None) -> None:
+        # The Decoder's rules: a line longer than the limit, or an event whose data would pass it,
+        # is dropped up to the next blank line and ``overflowed`` is set for the caller to raise on.
+        self.limit = max_event_bytes
+        self.overflowed = False
+        self._discarding = False
+        self.lines = _Lines(max_event_bytes)
         self._reset()
 
     def _reset(self) -> None:
         self.start: int | None = None  # offset of the block's first field line
         self.data: list[bytes] | None = None
         self.type: bytes | None = None
-        self.fields: list[bytes] = []  # non-data field names, in order
+        self.fields: list[bytes] = []  # distinct non-data field names, in order
+        self._data_size = -1  # bytes of the joined data so far; -1 before the first data line
 
     def on_line(self, offset: int, line: bytes, ending: str | None) -> None:
         pass
@@ -230,12 +244,29 @@ class _Framer:
 
     def _feed_lines(self, chunk: bytes) -> None:
         self._lines(self.lines.feed(chunk))
+        if self.lines.long_line:  # after every complete line of the chunk: the open one is too long
+            self.lines.long_line = False
+            if not self._discarding:
+                self._overflow()
+
+    def _overflow(self) -> None:
+        self.overflowed = True
+        self._discarding = True
+        self._reset()
 
     def _close_lines(self) -> None:
         self._lines(self.lines.close())
 
     def _lines(self, lines: list[tuple[int, bytes, str | None]]) -> None:
+        limit = self.limit
         for offset, line, ending in lines:
+            if self._discarding:
+                if not line and ending is not None:
+                    self._discarding = False
+                continue
+            if limit is not None and len(line) > limit:
+                self._overflow()
+                continue
             self.on_line(offset, line, ending)
             if ending is None:
                 continue  # unterminated at EOF: the spec discards it, and with it the pending event
@@ -260,13 +291,19 @@ class _Framer:
                 self.start = offset
             name, value = split_field(line)
             if name == b"data":
+                size = self._data_size + 1 + len(value)
+                if limit is not None and size > limit:
+                    self._overflow()
+                    continue
                 if self.data is None:
                     self.data = []
                 self.data.append(value)
+                self._data_size = size
             else:
                 if name == b"event":
                     self.type = value
-                self.fields.append(name)
+                if name not in self.fields and len(self.fields) < 16:  # 200 MiB of "id:" lines: one name
+                    self.fields.append(name)
 
     @property
     def pending(self) -> bool:

@@ -26,10 +26,12 @@ client still sees the failure. Payloads that are not JSON pass through unchanged
 
 from __future__ import annotations
 
+import operator
 from typing import Any
 
 import orjson
 
+from ._errors import too_large
 from .check import _Framer
 from .encode import DONE
 
@@ -55,16 +57,31 @@ def _data_event(raw: bytes) -> bytes:
 
 
 class Normalizer(_Framer):
-    """``Normalizer()``: ``write(data) -> bytes`` for each upstream piece, then ``close() -> bytes``.
+    """``Normalizer(*, max_event_bytes=None)``: ``write(data) -> bytes`` for each upstream piece, then
+    ``close() -> bytes``.
 
     Each call returns the compliant bytes it can already emit (often ``b""``); concatenated they form
     the repaired stream. The module docstring lists every change. One normaliser per stream.
 
-    ``write`` raises TypeError for anything but a byte buffer and ValueError after ``close``.
+    ``max_event_bytes`` bounds memory with the Decoder's rules: a line longer than it, or an event
+    whose data would pass it, is dropped up to the next blank line (nothing of it is sent) and
+    ``write`` raises ``EventTooLarge`` once the rest of its input is processed; the bytes repaired
+    before and after the dropped event are not lost but returned by the next ``write`` or ``close``.
+    Memory then stays within a few times the limit plus the largest input piece, whatever the
+    upstream sends (an endless line, endless ``id:`` lines). Without it an event may grow without
+    bound, as in the Decoder.
+
+    ``write`` raises TypeError for anything but a byte buffer, ValueError after ``close``, and
+    EventTooLarge as above; the constructor raises TypeError / ValueError for a limit that is not
+    a positive int.
     """
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, *, max_event_bytes: int | None = None) -> None:
+        if max_event_bytes is not None:
+            max_event_bytes = operator.index(max_event_bytes)
+            if max_event_bytes < 1:
+                raise ValueError(f"max_event_bytes must be a positive int or None, not {max_event_bytes!r}")
+        super().__init__(max_event_bytes=max_event_bytes)
         self._out: list[bytes] = []
         self._choices: dict[int, _Choice] = {}
         self._head: dict[str, Any] | None = None  # id, object, created, model of the first chunk
@@ -81,6 +98,10 @@ class Normalizer(_Framer):
         if not isinstance(data, (bytes, bytearray, memoryview)):
             raise TypeError(f"write() takes bytes, bytearray or memoryview, not {type(data).__name__}")
         self._feed_lines(bytes(data))
+        if self.overflowed:
+            self.overflowed = False
+            assert self.limit is not None
+            raise too_large(self.limit, [])  # what was repaired stays in _out for the next call
         return self._take()
 
     def close(self) -> bytes:
@@ -89,6 +110,9 @@ class Normalizer(_Framer):
             return b""
         self._closed = True
         self._close_lines()
+        self.overflowed = False  # raised by write already, or an unterminated line: truncated
+        if self._discarding:
+            self.truncated = True  # the stream ended inside an event that was dropped
         if self.truncated:
             return self._take()
         if self.data is not None:

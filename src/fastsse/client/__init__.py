@@ -5,6 +5,17 @@ Everything here is importable from ``fastsse`` itself; pycurl is imported only w
 
 from __future__ import annotations
 
+from .engine import AsyncChunkStream, AsyncClient, Client
 from .stream import ChunkIterator, aiter_chunks, aiter_events, create_stream, iter_chunks, iter_events
 
-__all__ = ["ChunkIterator", "aiter_chunks", "aiter_events", "create_stream", "iter_chunks", "iter_events"]
+__all__ = [
+    "AsyncChunkStream",
+    "AsyncClient",
+    "ChunkIterator",
+    "Client",
+    "aiter_chunks",
+    "aiter_events",
+    "create_stream",
+    "iter_chunks",
+    "iter_events",
+]

@@ -6,120 +6,14 @@ backend); this module only moves bytes and maps transport outcomes to results an
 
 from __future__ import annotations
 
-import math
-import os
 from collections import deque
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-import orjson
-
 from .._backend import ChatStream, Decoder, Event
-from .._errors import EventTooLarge, TransportError, too_large
+from .._errors import EventTooLarge
 
 OnChunk = Callable[[dict[str, Any]], "bool | None"]
-
-DEFAULT_BASE_URL = "https://api.openai.com/v1"
-_ERROR_BODY_LIMIT = 1 << 20  # bytes of an HTTP error body kept for the result
-
-
-def _import_pycurl() -> Any:
-    try:
-        import pycurl
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ImportError(
-            "create_stream needs pycurl: pip install 'fastsse-cython[curl]' (or pip install pycurl)"
-        ) from exc
-    return pycurl
-
-
-_BLANK = b" \t\r\n"
-
-
-class _Transfer:
-    """Per-request state for the curl callbacks: status, headers, the body sink, a caught exception."""
-
-    def __init__(self, stream: Any, max_event_bytes: int | None = None) -> None:
-        self.stream = stream
-        self.limit = max_event_bytes
-        self.status = 0
-        self.content_type = ""
-        self.mode = ""  # "sse", "json" (a non-streaming answer) or "body" (an error or foreign body)
-        self.body = bytearray()
-        self.head = b""  # leading blank bytes of an untyped body, held until its first real byte
-        self.stopped = False  # our write callback asked curl to stop
-        self.exc: BaseException | None = None
-
-    def header(self, line: bytes) -> None:
-        if line[:5] == b"HTTP/":
-            # a new header block (e.g. after 100 Continue); pycurl has no getinfo() during perform()
-            self.content_type = ""
-            parts = line.split(None, 2)
-            self.status = int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 0
-        elif line[:13].lower() == b"content-type:":
-            self.content_type = line[13:].strip().decode("latin-1").lower()
-
-    def _choose_mode(self, first: int) -> None:
-        if self.status >= 400:
-            self.mode = "body"
-        elif self.content_type.startswith("text/event-stream"):
-            self.mode = "sse"
-        elif self.content_type.startswith("application/json"):
-            self.mode = "json"
-        elif self.content_type:
-            self.mode = "body"
-        else:
-            # No Content-Type (some servers omit it): the body's first byte tells. An event stream
-            # never starts with "<" (an HTML error page) or "{" (a JSON answer).
-            self.mode = "body" if first == 0x3C else "json" if first == 0x7B else "sse"
-
-    def write(self, data: bytes) -> int | None:
-        try:
-            if not self.mode:
-                start = len(data) - len(data.lstrip(_BLANK))
-                if start == len(data) and not self.content_type and self.status < 400:
-                    self.head += data
-                    return None
-                self._choose_mode(data[start] if start < len(data) else 0)
-                if self.head:
-                    data, self.head = self.head + data, b""
-            if self.mode == "sse":
-                if self.stream.write(data) == 0:
-                    self.stopped = True
-                    return 0
-                return None
-            room = _ERROR_BODY_LIMIT - len(self.body)
-            if self.mode == "json":
-                # A whole completion (a server that ignored "stream"): kept, up to the cap if set.
-                if self.limit is not None and len(self.body) + len(data) > self.limit:
-                    raise too_large(self.limit, [])
-                room = len(data)
-            self.body += data[: max(room, 0)]
-            return None
-        except BaseException as exc:  # re-raised unchanged by create_stream once curl has stopped
-            self.exc = exc
-            self.stopped = True
-            return 0
-
-
-def _http_error(status: int, body: bytes) -> dict[str, Any]:
-    try:
-        parsed = orjson.loads(body)
-    except orjson.JSONDecodeError:
-        return {"error": body.decode("utf-8", "replace"), "status": status}
-    if isinstance(parsed, dict) and "error" in parsed:
-        return {"error": parsed["error"], "status": status}
-    return {"error": parsed, "status": status}
-
-
-def _json_answer(body: bytes) -> dict[str, Any]:
-    try:
-        parsed = orjson.loads(body)
-    except orjson.JSONDecodeError:
-        parsed = None
-    if isinstance(parsed, dict):
-        return parsed
-    return {"error": body.decode("utf-8", "replace"), "status": 200}
 
 
 def create_stream(
@@ -133,6 +27,9 @@ def create_stream(
     timeout: float | None = None,
     connect_timeout: float | None = None,
     idle_timeout: float | None = None,
+    proxy: str | None = None,
+    ca_bundle: str | None = None,
+    client_cert: str | tuple[str, str] | None = None,
     curl: Any = None,
     max_event_bytes: int | None = None,
 ) -> dict[str, Any]:
@@ -141,81 +38,64 @@ def create_stream(
     ``on_chunk(chunk)`` is called on this thread for every parsed chunk as it arrives (never for
     ``[DONE]``); returning ``False`` cancels the transfer and the partial result is returned without
     an error. ``base_url`` and ``api_key`` default to ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY`` (then
-    the OpenAI endpoint), like the openai SDK. ``timeout`` bounds the whole transfer and
-    ``connect_timeout`` the connection, in seconds; ``idle_timeout`` gives up on a server that
-    goes silent, which suits long answers that a total ``timeout`` would cut: curl's low-speed
-    check (under one byte a second for that many whole seconds; ``: ping`` keep-alives count),
-    and since curl averages the speed over its last five seconds, silence after a burst is noticed
-    up to about five seconds late. Pass a ``pycurl.Curl`` as ``curl`` to reuse its
-    connection across calls (only the options this call needs are set on it; it is left open).
+    the OpenAI endpoint), like the openai SDK; only http:// and https:// URLs are accepted, and
+    redirects are not followed. ``api_key`` is sent as ``Authorization: Bearer``; an
+    ``Authorization`` in ``headers`` replaces the environment's key (giving it and ``api_key=`` both
+    is an error). ``headers`` is a mapping or a list of ``"Name: value"`` lines.
 
-    The result carries ``"verdict"`` (whether ``[DONE]``, a finish reason and usage arrived). An HTTP
-    status >= 400 returns ``{"error": <the server's error object or body>, "status": code}``; so does
-    a 200 answer that is neither an event stream nor JSON (a body without a Content-Type is judged
-    by its first byte: ``<`` is a page, ``{`` a JSON answer, anything else an event stream). A 200
+    ``timeout`` bounds the whole transfer and ``connect_timeout`` the connection, in seconds (None:
+    no bound; fractions of a millisecond round up). ``idle_timeout`` gives up once that many seconds
+    pass without a byte from the server (``: ping`` keep-alives count), which suits long answers a
+    total ``timeout`` would cut; it is checked every 0.1 s. The wait is interruptible: Ctrl-C
+    (KeyboardInterrupt) is acted on within about 0.1 s even while the server is silent.
+
+    ``proxy`` is a proxy URL, or ``""`` for none; with None, curl follows ``http_proxy``,
+    ``https_proxy``, ``ALL_PROXY`` and ``NO_PROXY`` from the environment (the key travels to an
+    ``https://`` URL through the proxy's tunnel, but to an ``http://`` URL in clear through an http
+    proxy). ``ca_bundle`` is a PEM file of CAs to trust, ``client_cert`` a PEM certificate file (or a
+    ``(cert, key)`` pair of files). ``Accept-Encoding: identity`` is sent, and a body compressed
+    anyway (gzip, deflate, br) is decoded. Pass a ``pycurl.Curl`` as ``curl`` to reuse its
+    connection across calls: what this call set on it (headers with the key, body, callbacks, proxy
+    and TLS files) is cleared afterwards, and the options its owner set are kept.
+
+    The call is one request on a ``fastsse.Client`` of its own, made and closed by it (without the
+    timing record): use a ``Client`` or ``AsyncClient`` to run many at once or keep connections open.
+
+    The result carries ``"verdict"`` (whether ``[DONE]``, a finish reason and usage arrived). Answers
+    that are no stream come back as ``{"error": ..., "status": code}``: an HTTP status >= 400 (the
+    server's error object or body), a 3xx (with ``"location"``: redirects are not followed, so a
+    wrong ``base_url`` shows here), a 204, a 200 body that is neither an event stream nor JSON (one
+    without a Content-Type is judged by its first byte: ``<`` is a page, ``{`` a JSON answer), a 200
+    JSON body holding ``"error"``. A ``Retry-After`` header adds ``"retry_after"`` (seconds). A 200
     JSON answer (a server that ignored ``stream``) is returned as it came; with ``max_event_bytes``
     it may be at most that large (EventTooLarge otherwise).
 
-    It raises TransportError (with ``.result``, the partial aggregate) if the connection is refused,
-    times out or breaks mid-stream; whatever ``on_chunk`` raises, unchanged, after the transfer is
+    It raises ValueError before sending anything if the URL is not http(s), a header name or value
+    (``api_key`` included) holds CR, LF or NUL or is malformed, or a timeout is ``<= 0``;
+    TransportError (with ``.result``, the partial aggregate, and ``.code``, curl's error) if the
+    connection is refused, times out, goes idle, breaks mid-stream or comes with a content encoding
+    curl cannot decode (code 61); whatever ``on_chunk`` raises, unchanged, after the transfer is
     stopped; EventTooLarge if an event passes ``max_event_bytes``; ImportError without pycurl.
     """
-    pycurl = _import_pycurl()
-    base = base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
-    key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
-    body = orjson.dumps({**input, "stream": True})
-    url = base.rstrip("/") + "/" + path.lstrip("/")
+    from .engine import Client
 
-    header_lines = ["Content-Type: application/json", "Accept: text/event-stream", "Expect:"]
-    if key:
-        header_lines.append(f"Authorization: Bearer {key}")
-    if isinstance(headers, Mapping):
-        header_lines += [f"{name}: {value}" for name, value in headers.items()]
-    elif headers:
-        header_lines += list(headers)
-
-    stream = ChatStream(on_chunk, max_event_bytes=max_event_bytes)
-    handle = curl if curl is not None else pycurl.Curl()
-    transfer = _Transfer(stream, max_event_bytes)
-    handle.setopt(pycurl.URL, url)
-    handle.setopt(pycurl.POST, 1)
-    handle.setopt(pycurl.POSTFIELDS, body)
-    handle.setopt(pycurl.POSTFIELDSIZE, len(body))
-    handle.setopt(pycurl.HTTPHEADER, header_lines)
-    handle.setopt(pycurl.WRITEFUNCTION, transfer.write)
-    handle.setopt(pycurl.HEADERFUNCTION, transfer.header)
-    handle.setopt(pycurl.NOSIGNAL, 1)
-    handle.setopt(pycurl.TIMEOUT_MS, int(timeout * 1000) if timeout else 0)
-    handle.setopt(pycurl.CONNECTTIMEOUT_MS, int(connect_timeout * 1000) if connect_timeout else 0)
-    handle.setopt(pycurl.LOW_SPEED_LIMIT, 1 if idle_timeout else 0)
-    handle.setopt(pycurl.LOW_SPEED_TIME, max(1, math.ceil(idle_timeout)) if idle_timeout else 0)
-    try:
-        try:
-            handle.perform()
-        except pycurl.error as err:
-            if transfer.exc is not None:
-                raise transfer.exc from None
-            if not transfer.stopped:
-                code = err.args[0]
-                message = err.args[1] if len(err.args) > 1 else str(err)
-                stream.close()
-                raise TransportError(
-                    f"{url}: {message} (curl error {code})", result=stream.result(), code=code
-                ) from None
-        status = transfer.status or int(handle.getinfo(pycurl.RESPONSE_CODE))
-    finally:
-        if curl is None:
-            handle.close()
-    if transfer.exc is not None:  # raised in the last write, after curl had all the bytes
-        raise transfer.exc
-    if transfer.mode == "body" or status >= 400:
-        return _http_error(status, bytes(transfer.body))
-    if not transfer.mode and transfer.head:  # an untyped body of blanks only: an empty stream
-        stream.write(transfer.head)
-    if transfer.mode == "json":
-        return _json_answer(bytes(transfer.body))
-    stream.close()
-    return stream.result()
+    with Client(max_connections=1, timing=False) as client:
+        return client.create_stream(
+            input,
+            on_chunk,
+            base_url=base_url,
+            api_key=api_key,
+            path=path,
+            headers=headers,
+            timeout=timeout,
+            connect_timeout=connect_timeout,
+            idle_timeout=idle_timeout,
+            proxy=proxy,
+            ca_bundle=ca_bundle,
+            client_cert=client_cert,
+            max_event_bytes=max_event_bytes,
+            curl=curl,
+        )
 
 
 def iter_events(source: Iterable[bytes], /, *, max_event_bytes: int | None = None) -> Iterator[Event]:

@@ -1,0 +1,497 @@
+"""Request setup and response classification for one chat-stream POST over a curl easy handle.
+
+The one place that decides what is sent and what an answer means, shared by ``create_stream`` and
+the many-streams engine, so the two can never disagree:
+
+- ``prepare(input, ...) -> RequestSpec`` validates everything before a byte is sent (URL scheme,
+  header injection, the auth rule, timeouts, TLS and proxy options) and serialises the body once;
+  the spec is immutable and may be reused for any number of transfers.
+- ``apply(curl, spec, response)`` sets the spec's options on an easy handle (new, pooled or the
+  caller's), for ``perform()`` or for a ``CurlMulti`` alike; ``reset(curl, spec)`` clears what
+  ``apply`` set (the credentials above all) before the handle is reused or given back.
+- ``Response(spec, stream)`` is the handle's header and write sink: it tracks the status line and
+  the headers that matter, feeds an event stream to ``stream.write`` and keeps a bounded copy of any
+  other body; ``response.finish(code, message)`` turns the transfer's curl code into the result
+  dict, or raises (TransportError, EventTooLarge, whatever ``on_chunk`` raised).
+
+Nothing here waits: driving the transfer (``perform()``, a wait loop, an event loop) is the caller's.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import math
+import os
+import re
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import orjson
+
+from .._errors import TransportError, too_large
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+ERROR_BODY_LIMIT = 1 << 20  # bytes of an error body (or foreign body) kept for the result
+
+# Only http and https, for the request and for any redirect a caller's handle may follow: other
+# schemes read local files (file://) or send chosen bytes to any port (gopher://, dict://).
+SCHEMES = ("http", "https")
+PROTOCOLS_STR = "http,https"
+PROXY_SCHEMES = ("http", "https", "socks4", "socks4a", "socks5", "socks5h")
+
+# Not advertised: a compressed event stream is only as live as the server's flush of its
+# compressor (many buffer it), and decoding costs CPU on every stream. Whatever arrives encoded
+# anyway (a proxy that compresses) is still decoded by curl: setting ACCEPT_ENCODING to "identity"
+# turns curl's decoder on for gzip, deflate and br (and zstd where built), and an encoding curl
+# cannot decode fails the transfer with CURLE_BAD_CONTENT_ENCODING (61) instead of handing the
+# compressed bytes to the parser.
+ACCEPT_ENCODING = "identity"
+
+# RFC 9110 token characters: a header name is one token.
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+\Z")
+_FORBIDDEN_IN_VALUE = re.compile(r"[\r\n\x00]")
+_CONTROL = re.compile(r"[\x00-\x20\x7f]")
+# Set by fastsse from the body it sends: a caller's value would desynchronise the framing.
+_RESERVED = frozenset({"content-length", "transfer-encoding"})
+_BLANK = b" \t\r\n"
+
+
+@dataclass(frozen=True)
+class RequestSpec:
+    """A validated request, built by ``prepare``; immutable, so one spec may serve many transfers.
+
+    ``url`` is what curl gets; ``display_url`` is the same with any ``user:password@`` replaced, for
+    messages. ``headers`` are curl ``HTTPHEADER`` lines (Authorization included, so never log them).
+    Timeouts are whole milliseconds (0: none); ``idle_timeout`` is seconds (None: none), enforced by
+    the wait loop against ``Response.last_activity``, not by curl.
+    """
+
+    url: str
+    display_url: str
+    body: bytes
+    headers: tuple[str, ...]
+    timeout_ms: int = 0
+    connect_timeout_ms: int = 0
+    idle_timeout: float | None = None
+    proxy: str | None = None
+    ca_bundle: str | None = None
+    client_cert: str | None = None
+    client_key: str | None = None
+    max_event_bytes: int | None = None
+
+    def __repr__(self) -> str:  # the headers hold the key: never print them
+        return f"RequestSpec(url={self.display_url!r}, {len(self.body)} body bytes)"
+
+
+def redact(url: str) -> str:
+    """``url`` with any ``user:password@`` replaced by ``***@``."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "<unparseable URL>"
+    if "@" not in parts.netloc:
+        return url
+    return urlunsplit(parts._replace(netloc="***@" + parts.netloc.rpartition("@")[2]))
+
+
+def _check_url(url: str, what: str) -> str:
+    if not isinstance(url, str):
+        raise TypeError(f"{what} must be a str, not {type(url).__name__}")
+    if _CONTROL.search(url):
+        raise ValueError(f"{what} holds a space or a control character: {redact(url)!r}")
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:
+        raise ValueError(f"{what} is not a URL: {redact(url)!r} ({exc})") from None
+    if parts.scheme.lower() not in SCHEMES:
+        raise ValueError(f"{what} must be an http:// or https:// URL, not {redact(url)!r}")
+    if not parts.hostname:
+        raise ValueError(f"{what} has no host: {redact(url)!r}")
+    return url
+
+
+def _check_header(name: Any, value: Any) -> str:
+    if not isinstance(name, str) or not isinstance(value, str):
+        raise TypeError(f"header names and values must be str, not {name!r}: {type(value).__name__}")
+    if not _TOKEN.match(name):
+        raise ValueError(f"header name {name!r} is not an HTTP token (no colon, space or control character)")
+    if _FORBIDDEN_IN_VALUE.search(value):
+        raise ValueError(f"header {name!r}: its value holds CR, LF or NUL (header injection)")
+    value = value.strip(" \t")
+    if not value:
+        raise ValueError(f"header {name!r} has no value")
+    if not value.isascii():
+        raise ValueError(f"header {name!r}: its value must be ASCII")
+    if name.lower() in _RESERVED:
+        raise ValueError(f"header {name!r} is set by fastsse from the request; it cannot be given")
+    return f"{name}: {value}"
+
+
+def _header_pairs(headers: Mapping[str, str] | Sequence[str] | None) -> list[tuple[Any, Any]]:
+    if headers is None:
+        return []
+    if isinstance(headers, Mapping):
+        return list(headers.items())
+    if isinstance(headers, (str, bytes)):
+        raise TypeError("headers must be a mapping or a sequence of 'Name: value' strings")
+    pairs: list[tuple[Any, Any]] = []
+    for line in headers:
+        if not isinstance(line, str):
+            raise TypeError(f"header lines must be str, not {type(line).__name__}")
+        name, colon, value = line.partition(":")
+        if not colon:
+            raise ValueError(f"header line {line[:40]!r} is not 'Name: value'")
+        pairs.append((name, value))
+    return pairs
+
+
+def _milliseconds(value: Any, what: str) -> int:
+    """Seconds to whole milliseconds, rounded up; None is 0 (no limit). A budget that reached zero
+    must not turn into "wait forever", so ``<= 0`` is an error rather than curl's 0."""
+    if value is None:
+        return 0
+    return math.ceil(_seconds(value, what) * 1000)
+
+
+def _seconds(value: Any, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{what} must be a number of seconds or None, not {type(value).__name__}")
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{what} must be a finite number of seconds > 0 (or None for none), not {value!r}")
+    return float(value)
+
+
+def prepare(
+    input: Mapping[str, Any],
+    /,
+    *,
+    base_url: str | None = None,
+    api_key: str | None = None,
+    path: str = "/chat/completions",
+    headers: Mapping[str, str] | Sequence[str] | None = None,
+    timeout: float | None = None,
+    connect_timeout: float | None = None,
+    idle_timeout: float | None = None,
+    proxy: str | None = None,
+    ca_bundle: str | None = None,
+    client_cert: str | tuple[str, str] | None = None,
+    max_event_bytes: int | None = None,
+) -> RequestSpec:
+    """Validate a chat-stream request and build its ``RequestSpec``; nothing is sent.
+
+    ``base_url`` and ``api_key`` default to ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY``, then the OpenAI
+    endpoint. The body is ``input`` with ``"stream": true`` forced. Auth rule: ``api_key`` becomes
+    ``Authorization: Bearer <key>``; an ``Authorization`` in ``headers`` replaces the key taken from
+    the environment, and passing both it and ``api_key=`` is an error (two credentials, one header).
+
+    It raises ValueError if the URL is not http(s) or holds a control character, a header name is
+    not a token or a value holds CR, LF or NUL (or is empty or not ASCII), a header is one fastsse
+    sets itself (Content-Length, Transfer-Encoding), both ``api_key`` and an Authorization
+    header are given, a timeout is ``<= 0`` or not finite, or ``proxy`` has an unknown scheme;
+    TypeError for arguments of the wrong type (and orjson's for a body it cannot serialise).
+    """
+    if not isinstance(input, Mapping):
+        raise TypeError(f"input must be a mapping (the request body), not {type(input).__name__}")
+    if base_url is not None:
+        base = _check_url(base_url, "base_url")
+    elif os.environ.get("OPENAI_BASE_URL"):
+        base = _check_url(os.environ["OPENAI_BASE_URL"], "base_url (from OPENAI_BASE_URL)")
+    else:
+        base = DEFAULT_BASE_URL
+    if not isinstance(path, str) or _CONTROL.search(path):
+        raise ValueError(f"path must be a str without spaces or control characters, not {path!r}")
+    url = _check_url(base.rstrip("/") + "/" + path.lstrip("/"), "base_url + path")
+
+    lines = ["Content-Type: application/json", "Accept: text/event-stream", "Expect:"]
+    given = [_check_header(name, value) for name, value in _header_pairs(headers)]
+    has_auth = any(line[:14].lower() == "authorization:" for line in given)
+    if api_key is not None and has_auth:
+        raise ValueError("pass either api_key or an Authorization header, not both")
+    key = api_key if api_key is not None else (None if has_auth else os.environ.get("OPENAI_API_KEY"))
+    if key:
+        if not isinstance(key, str):
+            raise TypeError(f"api_key must be a str, not {type(key).__name__}")
+        if _FORBIDDEN_IN_VALUE.search(key):
+            raise ValueError("api_key holds CR, LF or NUL (header injection)")
+        lines.append(_check_header("Authorization", f"Bearer {key}"))
+    lines += given
+
+    if proxy is not None:
+        if not isinstance(proxy, str):
+            raise TypeError(f"proxy must be a str, not {type(proxy).__name__}")
+        if proxy and (_CONTROL.search(proxy) or urlsplit(proxy).scheme.lower() not in PROXY_SCHEMES):
+            raise ValueError(f"proxy must be an http, https or socks URL, or '' for none: {redact(proxy)!r}")
+    cert, cert_key = (client_cert, None) if not isinstance(client_cert, tuple) else client_cert
+    for what, file in (("ca_bundle", ca_bundle), ("client_cert", cert), ("client_cert key", cert_key)):
+        if file is not None and not isinstance(file, (str, os.PathLike)):
+            raise TypeError(f"{what} must be a path, not {type(file).__name__}")
+
+    return RequestSpec(
+        url=url,
+        display_url=redact(url),
+        body=orjson.dumps({**input, "stream": True}),
+        headers=tuple(lines),
+        timeout_ms=_milliseconds(timeout, "timeout"),
+        connect_timeout_ms=_milliseconds(connect_timeout, "connect_timeout"),
+        idle_timeout=None if idle_timeout is None else _seconds(idle_timeout, "idle_timeout"),
+        proxy=proxy,
+        ca_bundle=None if ca_bundle is None else os.fspath(ca_bundle),
+        client_cert=None if cert is None else os.fspath(cert),
+        client_key=None if cert_key is None else os.fspath(cert_key),
+        max_event_bytes=max_event_bytes,
+    )
+
+
+def import_pycurl() -> Any:
+    """The pycurl module; ImportError with the install hint if it is missing."""
+    try:
+        import pycurl
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ImportError(
+            "create_stream needs pycurl: pip install 'fastsse-cython[curl]' (or pip install pycurl)"
+        ) from exc
+    return pycurl
+
+
+def _set_protocols(curl: Any, pycurl: Any, protocols: str | None) -> None:
+    """PROTOCOLS_STR where pycurl knows it (libcurl >= 7.85), else the older bit masks."""
+    if hasattr(pycurl, "PROTOCOLS_STR"):
+        curl.setopt(pycurl.PROTOCOLS_STR, protocols or "all")
+        curl.setopt(pycurl.REDIR_PROTOCOLS_STR, protocols or "http,https,ftp,ftps")
+        return
+    mask = pycurl.PROTO_HTTP | pycurl.PROTO_HTTPS
+    curl.setopt(pycurl.PROTOCOLS, mask if protocols else pycurl.PROTO_ALL)
+    redir = mask | pycurl.PROTO_FTP | pycurl.PROTO_FTPS  # libcurl's default for redirects
+    curl.setopt(pycurl.REDIR_PROTOCOLS, mask if protocols else redir)
+
+
+def apply(curl: Any, spec: RequestSpec, response: Response) -> None:
+    """Set ``spec``'s options and ``response``'s callbacks on the easy handle ``curl``.
+
+    Works for ``curl.perform()`` and for a handle added to a ``CurlMulti``. Options the caller set
+    on its own handle and ``spec`` does not touch (VERBOSE, SHARE, ...) are kept; a caller's
+    FOLLOWLOCATION still only reaches http(s). Call ``reset(curl, spec)`` after the transfer.
+    """
+    pycurl = import_pycurl()
+    curl.setopt(pycurl.URL, spec.url)
+    _set_protocols(curl, pycurl, PROTOCOLS_STR)
+    curl.setopt(pycurl.POST, 1)
+    curl.setopt(pycurl.POSTFIELDS, spec.body)
+    curl.setopt(pycurl.POSTFIELDSIZE, len(spec.body))
+    curl.setopt(pycurl.HTTPHEADER, list(spec.headers))
+    curl.setopt(pycurl.ACCEPT_ENCODING, ACCEPT_ENCODING)
+    curl.setopt(pycurl.WRITEFUNCTION, response.write)
+    curl.setopt(pycurl.HEADERFUNCTION, response.header)
+    curl.setopt(pycurl.NOSIGNAL, 1)
+    curl.setopt(pycurl.TIMEOUT_MS, spec.timeout_ms)
+    curl.setopt(pycurl.CONNECTTIMEOUT_MS, spec.connect_timeout_ms)
+    if spec.proxy is not None:
+        curl.setopt(pycurl.PROXY, spec.proxy)  # "" turns off the environment's proxy as well
+    if spec.ca_bundle is not None:
+        curl.setopt(pycurl.CAINFO, spec.ca_bundle)
+    if spec.client_cert is not None:
+        curl.setopt(pycurl.SSLCERT, spec.client_cert)
+    if spec.client_key is not None:
+        curl.setopt(pycurl.SSLKEY, spec.client_key)
+
+
+def reset(curl: Any, spec: RequestSpec) -> None:
+    """Clear what ``apply(curl, spec, ...)`` set, so the handle's next request (maybe to another host)
+    carries none of it: the headers with the key, the body, the callbacks, the proxy and TLS files.
+    The handle keeps its connection cache and the options its owner set."""
+    pycurl = import_pycurl()
+    curl.setopt(pycurl.HTTPHEADER, [])
+    curl.setopt(pycurl.POSTFIELDS, b"")
+    curl.setopt(pycurl.POSTFIELDSIZE, -1)
+    curl.setopt(pycurl.HTTPGET, 1)
+    curl.unsetopt(pycurl.ACCEPT_ENCODING)
+    _set_protocols(curl, pycurl, None)
+    # Callbacks hold the Response (and through it the stream and on_chunk): drop them.
+    curl.setopt(pycurl.WRITEFUNCTION, _discard)
+    curl.setopt(pycurl.HEADERFUNCTION, _discard)
+    curl.setopt(pycurl.TIMEOUT_MS, 0)
+    curl.setopt(pycurl.CONNECTTIMEOUT_MS, 0)
+    if spec.proxy is not None:
+        curl.unsetopt(pycurl.PROXY)
+    if spec.ca_bundle is not None:
+        curl.unsetopt(pycurl.CAINFO)
+    if spec.client_cert is not None:
+        curl.unsetopt(pycurl.SSLCERT)
+    if spec.client_key is not None:
+        curl.unsetopt(pycurl.SSLKEY)
+
+
+def _discard(data: bytes) -> None:
+    return None
+
+
+def _retry_after(value: str) -> float | None:
+    """Seconds to wait from a Retry-After value (delta-seconds or an HTTP date), None if neither."""
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+class Response:
+    """The header and write callbacks of one transfer, and the classification of its outcome.
+
+    ``status`` and the headers are those of the last header block (a 100 Continue or a proxy's
+    CONNECT answer comes first). ``mode`` says where the body goes: ``"sse"`` to ``stream.write``,
+    ``"json"`` (a non-streaming answer) or ``"body"`` (anything else) into a bounded buffer.
+    ``last_activity`` (``time.monotonic()``) moves with every header line and body write, for an idle
+    check. An exception in a callback is kept in ``exc`` and the transfer is stopped (``stopped``).
+    """
+
+    def __init__(self, spec: RequestSpec, stream: Any) -> None:
+        self.spec = spec
+        self.stream = stream
+        self.status = 0
+        self.content_type = ""
+        self.content_encoding = ""
+        self.location = ""
+        self.retry_after = ""
+        self.mode = ""
+        self.body = bytearray()
+        self.head = b""  # leading blank bytes of an untyped body, held until its first real byte
+        self.stopped = False
+        self.exc: BaseException | None = None
+        self.last_activity = time.monotonic()
+
+    def header(self, line: bytes) -> None:
+        self.last_activity = time.monotonic()
+        if line[:5] == b"HTTP/":
+            parts = line.split(None, 2)
+            self.status = int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 0
+            self.content_type = self.content_encoding = self.location = self.retry_after = ""
+            return
+        name, colon, value = line.partition(b":")
+        if not colon:
+            return
+        name = name.strip().lower()
+        if name == b"content-type":
+            self.content_type = value.strip().decode("latin-1").lower()
+        elif name == b"content-encoding":
+            self.content_encoding = value.strip().decode("latin-1").lower()
+        elif name == b"location":
+            self.location = value.strip().decode("latin-1")
+        elif name == b"retry-after":
+            self.retry_after = value.strip().decode("latin-1")
+
+    def _choose_mode(self, first: int) -> None:
+        if self.status >= 300 or self.status == 204:
+            self.mode = "body"
+        elif self.content_type.startswith("text/event-stream"):
+            self.mode = "sse"
+        elif self.content_type.startswith("application/json"):
+            self.mode = "json"
+        elif self.content_type:
+            self.mode = "body"
+        else:
+            # No Content-Type (some servers omit it): the body's first byte tells. An event stream
+            # never starts with "<" (an HTML error page) or "{" (a JSON answer).
+            self.mode = "body" if first == 0x3C else "json" if first == 0x7B else "sse"
+
+    def write(self, data: bytes) -> int | None:
+        self.last_activity = time.monotonic()
+        try:
+            if not self.mode:
+                start = len(data) - len(data.lstrip(_BLANK))
+                if start == len(data) and not self.content_type and 200 <= self.status < 300:
+                    self.head += data
+                    return None
+                self._choose_mode(data[start] if start < len(data) else 0)
+                if self.head:
+                    data, self.head = self.head + data, b""
+            if self.mode == "sse":
+                if self.stream.write(data) == 0:
+                    self.stopped = True
+                    return 0
+                return None
+            room = ERROR_BODY_LIMIT - len(self.body)
+            if self.mode == "json":
+                # A whole completion (a server that ignored "stream"): kept, up to the cap if set.
+                limit = self.spec.max_event_bytes
+                if limit is not None and len(self.body) + len(data) > limit:
+                    raise too_large(limit, [])
+                room = len(data)
+            self.body += data[: max(room, 0)]
+            return None
+        except BaseException as exc:  # re-raised unchanged by finish() once curl has stopped
+            self.exc = exc
+            self.stopped = True
+            return 0
+
+    def finish(self, code: int = 0, message: str = "") -> dict[str, Any]:
+        """The result of the finished transfer, given curl's result ``code`` (0: OK) and message.
+
+        It raises whatever a callback caught (on_chunk's exception, EventTooLarge) unchanged;
+        TransportError (``.code``, ``.result`` the partial fold) if curl failed and the transfer was
+        not stopped on purpose (curl's 23 after an ``on_chunk`` that returned False is no failure).
+        """
+        if self.exc is not None:
+            exc, self.exc = self.exc, None
+            raise exc
+        if code and not self.stopped:
+            self.stream.close()
+            text = message.replace(self.spec.url, self.spec.display_url) if message else f"curl error {code}"
+            raise TransportError(
+                f"{self.spec.display_url}: {text} (curl error {code})", result=self.stream.result(), code=code
+            )
+        status = self.status
+        if 300 <= status < 400 or status == 204:
+            return self._no_stream(status)
+        if self.mode == "body" or status >= 400:
+            return self._error(status, bytes(self.body))
+        if not self.mode and self.head:  # an untyped body of blanks only: an empty stream
+            self.stream.write(self.head)
+        if self.mode == "json":
+            return self._json_answer(bytes(self.body))
+        self.stream.close()
+        return dict(self.stream.result())
+
+    def _extras(self, result: dict[str, Any]) -> dict[str, Any]:
+        if self.retry_after:
+            seconds = _retry_after(self.retry_after)
+            result["retry_after"] = seconds if seconds is not None else self.retry_after
+        return result
+
+    def _no_stream(self, status: int) -> dict[str, Any]:
+        if status == 204:
+            message = f"{self.spec.display_url} answered 204 No Content: no stream"
+            return self._extras({"error": message, "status": status})
+        where = redact(self.location) if self.location else "nowhere (no Location)"
+        message = (
+            f"{self.spec.display_url} answered {status}, a redirect to {where}, which is not followed: "
+            "base_url is probably wrong (e.g. http:// where https:// is served)"
+        )
+        return self._extras({"error": message, "status": status, "location": self.location})
+
+    def _error(self, status: int, body: bytes) -> dict[str, Any]:
+        try:
+            parsed = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            return self._extras({"error": body.decode("utf-8", "replace"), "status": status})
+        if isinstance(parsed, dict) and "error" in parsed:
+            return self._extras({"error": parsed["error"], "status": status})
+        return self._extras({"error": parsed, "status": status})
+
+    def _json_answer(self, body: bytes) -> dict[str, Any]:
+        try:
+            parsed = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            parsed = None
+        if not isinstance(parsed, dict):
+            return self._extras({"error": body.decode("utf-8", "replace"), "status": self.status})
+        if "error" in parsed:  # an error object with a 200 status: say which status it came with
+            return self._extras({**parsed, "status": self.status})
+        return parsed

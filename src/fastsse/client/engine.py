@@ -1,0 +1,834 @@
+"""Many streams on one thread: ``AsyncClient`` and ``Client`` drive one libcurl multi handle.
+
+libcurl tells us which sockets to watch (``M_SOCKETFUNCTION``) and when to wake it
+(``M_TIMERFUNCTION``); ``AsyncClient`` hands both to the running event loop (``add_reader`` /
+``add_writer`` / ``call_later``), ``Client`` to its own ``selectors`` loop. Either way a read costs
+one Python callback (curl's write callback, which passes the bytes straight to the compiled
+stream) and no thread, task or object per chunk. Each request gets its stream through one
+factory (``_FORMATS``), its options through one request setup, and its result through the same
+classification ``create_stream`` uses.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import selectors
+import time
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+from .._errors import TransportError
+from .._timing import anchor_pair
+from . import stream as _stream_mod
+from ._request import RequestSpec, Response, apply, import_pycurl, prepare, reset
+
+OnChunk = Callable[[dict[str, Any]], "bool | None"]
+
+DEFAULT_MAX_CONNECTIONS = 100
+
+# How long one wait may block: Ctrl-C is acted on when the wait returns (at once where signals
+# interrupt the wait, as on POSIX; within this bound where they do not), and how late an
+# idle_timeout may be noticed.
+_WAIT_SLICE = 0.05
+
+
+def _chat_stream() -> Any:
+    # Looked up on every request: the tests point fastsse.client.stream.ChatStream at one backend.
+    return _stream_mod.__dict__["ChatStream"]
+
+
+# One entry per stream format: the stream class that scans, parses and folds it. Another format
+# (Responses, Messages) is one more entry here.
+_FORMATS: dict[str, Callable[[], Any]] = {"chat": _chat_stream}
+
+
+class _Job:
+    """One request in the engine: its handle, stream, transfer state and timing stamps."""
+
+    __slots__ = (
+        "anchor",
+        "done",
+        "end",
+        "error",
+        "handle",
+        "index",
+        "on_chunk",
+        "options",
+        "own_handle",
+        "queued",
+        "response",
+        "result",
+        "spec",
+        "started",
+        "stream",
+        "waiter",
+    )
+
+    def __init__(self, spec: RequestSpec, options: dict[str, Any], index: int = 0) -> None:
+        self.spec = spec
+        self.options = options  # curl, format, on_chunk
+        self.index = index
+        self.anchor = anchor_pair()
+        self.queued = self.anchor[0]
+        self.started: int | None = None
+        self.end: int | None = None
+        self.handle: Any = None
+        self.own_handle = False  # the caller's curl= handle: never pooled or closed
+        self.stream: Any = None
+        self.response: Response | None = None
+        self.done = False
+        self.result: Any = None  # the result dict, or the exception to raise
+        self.error = False
+        self.waiter: Any = None  # AsyncClient: the future the caller awaits
+
+
+class _Engine:
+    """The multi handle, its pool of easy handles, the queue of requests waiting for a slot."""
+
+    def __init__(
+        self,
+        *,
+        base_url: str | None,
+        api_key: str | None,
+        headers: Mapping[str, str] | Sequence[str] | None,
+        path: str,
+        max_connections: int,
+        timeout: float | None,
+        connect_timeout: float | None,
+        idle_timeout: float | None,
+        proxy: str | None,
+        ca_bundle: str | None,
+        client_cert: str | tuple[str, str] | None,
+        max_event_bytes: int | None,
+        timing: bool,
+    ) -> None:
+        if isinstance(max_connections, bool) or not isinstance(max_connections, int):
+            raise TypeError(f"max_connections must be an int, not {type(max_connections).__name__}")
+        if max_connections < 1:
+            raise ValueError(f"max_connections must be at least 1, not {max_connections}")
+        self.pycurl = pycurl = import_pycurl()
+        self.defaults: dict[str, Any] = {
+            "base_url": base_url,
+            "api_key": api_key,
+            "headers": headers,
+            "path": path,
+            "timeout": timeout,
+            "connect_timeout": connect_timeout,
+            "idle_timeout": idle_timeout,
+            "proxy": proxy,
+            "ca_bundle": ca_bundle,
+            "client_cert": client_cert,
+            "max_event_bytes": max_event_bytes,
+        }
+        # Validated now, so a bad client option fails at construction rather than per request.
+        prepare({}, **self.defaults)
+        self.timing = bool(timing)
+        self.max_connections = max_connections
+        self.multi = pycurl.CurlMulti()
+        self.multi.setopt(pycurl.M_SOCKETFUNCTION, self._on_socket)
+        self.multi.setopt(pycurl.M_TIMERFUNCTION, self._on_timer)
+        self.multi.setopt(pycurl.M_MAX_TOTAL_CONNECTIONS, max_connections)
+        self.multi.setopt(pycurl.M_MAXCONNECTS, max_connections)
+        self.pool: list[Any] = []
+        self.waiting: collections.deque[_Job] = collections.deque()
+        self.active: dict[int, _Job] = {}  # id(handle) -> job
+        self.running = 0
+        self.idle_jobs: set[_Job] = set()  # active jobs with an idle_timeout, checked by the driver
+        self.closed = False
+
+    # the driver's two duties, set by AsyncClient / Client
+
+    def _on_socket(self, what: int, fd: int, multi: Any, data: Any) -> None:
+        raise NotImplementedError
+
+    def _on_timer(self, timeout_ms: int) -> None:
+        raise NotImplementedError
+
+    def _finished(self, job: _Job) -> None:
+        """Called once per job when its result (or exception) is ready."""
+
+    # requests
+
+    def make_job(self, request: Mapping[str, Any], options: Mapping[str, Any], index: int = 0) -> _Job:
+        """Validate one request (ValueError / TypeError now, before anything is queued)."""
+        merged = dict(self.defaults)
+        own: dict[str, Any] = {}
+        for key, value in options.items():
+            if key in ("curl", "format", "on_chunk"):
+                own[key] = value
+            elif key in merged:
+                merged[key] = value
+            else:
+                raise TypeError(f"unknown request option {key!r}")
+        if own.get("format", "chat") not in _FORMATS:
+            raise ValueError(f"unknown format {own['format']!r}; known: {sorted(_FORMATS)}")
+        return _Job(prepare(request, **merged), own, index)
+
+    def submit(self, job: _Job) -> None:
+        if self.closed:
+            raise RuntimeError("the client is closed")
+        if len(self.active) < self.max_connections:
+            self._start(job)
+        else:
+            self.waiting.append(job)
+
+    def _start(self, job: _Job) -> None:
+        pycurl = self.pycurl
+        options = job.options
+        curl = options.get("curl")
+        if curl is not None:
+            handle, job.own_handle = curl, True
+            _keep_connections(self.pycurl, handle)
+        else:
+            handle = self.pool.pop() if self.pool else pycurl.Curl()
+        factory = _FORMATS[options.get("format") or "chat"]
+        spec = job.spec
+        job.handle = handle
+        try:
+            stream = factory()(
+                options.get("on_chunk"), max_event_bytes=spec.max_event_bytes, timing=self.timing
+            )
+            response = Response(spec, stream)
+            apply(handle, spec, response)
+        except BaseException:
+            self._recycle(job, handle)
+            raise
+        job.stream, job.response = stream, response
+        job.started = time.monotonic_ns()
+        self.active[id(handle)] = job
+        if spec.idle_timeout is not None:
+            self.idle_jobs.add(job)
+        self.multi.add_handle(handle)
+
+    def _recycle(self, job: _Job, handle: Any) -> None:
+        self.idle_jobs.discard(job)
+        reset(handle, job.spec)  # the key, the body and the callbacks never outlive the request
+        if job.own_handle:
+            return
+        if self.closed or len(self.pool) >= self.max_connections:
+            handle.close()
+        else:
+            self.pool.append(handle)
+
+    def _admit(self) -> None:
+        while self.waiting and len(self.active) < self.max_connections:
+            job = self.waiting.popleft()
+            try:
+                self._start(job)
+            except BaseException as exc:
+                self._settle(job, exc)
+
+    def _settle(self, job: _Job, outcome: Any) -> None:
+        job.done = True
+        job.result = outcome
+        job.end = time.monotonic_ns()
+        if self.timing and job.stream is not None:
+            timing = job.stream.timing()
+            timing["queued"] = job.queued
+            timing["started"] = job.started
+            timing["end"] = job.end
+            timing["anchor"] = job.anchor
+            if job.handle is not None and job.started is not None:
+                try:
+                    pretransfer = job.handle.getinfo(self.pycurl.PRETRANSFER_TIME_T)
+                except Exception:  # a handle curl never started
+                    pretransfer = 0
+                if pretransfer > 0:
+                    timing["sent"] = job.started + pretransfer * 1000
+            target = outcome.result if isinstance(outcome, TransportError) else outcome
+            if isinstance(target, dict):
+                target["timing"] = timing
+        self._finished(job)
+
+    def _complete(self, handle: Any, code: int, message: str) -> None:
+        job = self.active.pop(id(handle), None)
+        if job is None:
+            return
+        self.multi.remove_handle(handle)
+        outcome: Any
+        assert job.response is not None
+        try:
+            outcome = job.response.finish(code, message)
+        except BaseException as exc:
+            outcome = exc
+        self._settle(job, outcome)
+        self._recycle(job, handle)
+        if isinstance(outcome, BaseException) and not isinstance(outcome, Exception):
+            raise outcome  # Ctrl-C caught inside a callback stops the driver, not one request
+
+    def check_idle(self) -> None:
+        """End the transfers that have been silent for their ``idle_timeout``."""
+        if not self.idle_jobs:
+            return
+        now = time.monotonic()
+        for job in list(self.idle_jobs):
+            response = job.response
+            idle = job.spec.idle_timeout
+            if response is not None and idle is not None and now - response.last_activity >= idle:
+                self._complete(
+                    job.handle, self.pycurl.E_OPERATION_TIMEDOUT, f"no data for {idle:g} s (idle_timeout)"
+                )
+        self._admit()
+
+    def _collect(self) -> None:
+        """Settle every transfer curl reports finished, then admit waiting requests."""
+        while True:
+            queued, ok, failed = self.multi.info_read()
+            for handle in ok:
+                self._complete(handle, 0, "")
+            for handle, code, message in failed:
+                self._complete(handle, code, message)
+            if not queued:
+                break
+        self._admit()
+
+    def cancel(self, job: _Job) -> None:
+        """Stop a job now: its transfer leaves the multi handle and its handle is recycled."""
+        if job.done:
+            return
+        job.done = True
+        job.end = time.monotonic_ns()
+        if job.handle is not None and self.active.pop(id(job.handle), None) is not None:
+            self.multi.remove_handle(job.handle)
+            self._recycle(job, job.handle)
+        else:
+            with contextlib.suppress(ValueError):
+                self.waiting.remove(job)
+        self._admit()
+
+    def action(self, fd: int, mask: int) -> None:
+        _, running = self.multi.socket_action(fd, mask)
+        if running < self.running or self.waiting or running == 0:
+            self.running = running
+            self._collect()
+        self.running = running
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        for job in list(self.active.values()):
+            self.cancel(job)
+        self.waiting.clear()
+        for handle in self.pool:
+            handle.close()
+        self.pool.clear()
+        self.multi.close()
+
+
+_CLIENT_DOC = """
+    Options (keyword-only; each is also accepted per request): ``base_url`` and ``api_key``
+    (default ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY``, then the OpenAI endpoint), ``headers``
+    (a mapping or ``"Name: value"`` lines, sent with every request), ``path``
+    (``"/chat/completions"``), ``timeout`` / ``connect_timeout`` / ``idle_timeout`` (seconds),
+    ``proxy``, ``ca_bundle``, ``client_cert`` and ``max_event_bytes``, all as in ``create_stream``
+    and checked by the same rules (ValueError / TypeError at construction, or when a request with
+    its own options is made). Per request only: ``curl`` (a ``pycurl.Curl`` of your own, used for
+    that transfer and left open, its connection kept). Client-only: ``max_connections`` (transfers at once;
+    more requests wait in a queue, and ``timing["started"] - timing["queued"]`` is that wait;
+    default 100) and ``timing`` (default True: every result carries ``result["timing"]``, a
+    ``fastsse.Timing``; False drops the record and its cost).
+"""
+
+
+def _keep_connections(pycurl: Any, handle: Any) -> None:
+    # A transfer on a multi handle leaves its connection in the multi's cache, which dies with the
+    # client (create_stream's lives for one call). A share holding the connection cache, kept on the
+    # caller's handle, keeps the connection for the handle's next request, as perform() did.
+    if getattr(handle, "_fastsse_share", None) is None:
+        share = pycurl.CurlShare()
+        share.setopt(pycurl.SH_SHARE, pycurl.LOCK_DATA_CONNECT)
+        handle.setopt(pycurl.SHARE, share)
+        handle._fastsse_share = share
+
+
+class AsyncClient:
+    (
+        """``AsyncClient(*, base_url=None, api_key=None, headers=None, path="/chat/completions",
+    max_connections=100, timeout=None, connect_timeout=None, idle_timeout=None, proxy=None,
+    ca_bundle=None, client_cert=None, max_event_bytes=None, timing=True)``
+
+    Many chat streams at once on the running event loop (asyncio's default loop or uvloop): one
+    libcurl multi handle whose sockets and timer the loop watches, no thread per stream.
+    ``async with AsyncClient(...) as client:`` closes every transfer and connection at the end;
+    so does ``await client.aclose()``. Use a client from the loop that first used it.
+
+    Windows' default proactor loop cannot watch sockets (no ``add_reader``): run the client under
+    ``asyncio.WindowsSelectorEventLoopPolicy()`` (or uvloop elsewhere); on a proactor loop the
+    first request raises RuntimeError saying so. ``Client`` works everywhere.
+    """
+        + _CLIENT_DOC
+    )
+
+    def __init__(
+        self,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        headers: Mapping[str, str] | Sequence[str] | None = None,
+        path: str = "/chat/completions",
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        timeout: float | None = None,
+        connect_timeout: float | None = None,
+        idle_timeout: float | None = None,
+        proxy: str | None = None,
+        ca_bundle: str | None = None,
+        client_cert: str | tuple[str, str] | None = None,
+        max_event_bytes: int | None = None,
+        timing: bool = True,
+    ) -> None:
+        self._engine = _AsyncEngine(
+            base_url=base_url,
+            api_key=api_key,
+            headers=headers,
+            path=path,
+            max_connections=max_connections,
+            timeout=timeout,
+            connect_timeout=connect_timeout,
+            idle_timeout=idle_timeout,
+            proxy=proxy,
+            ca_bundle=ca_bundle,
+            client_cert=client_cert,
+            max_event_bytes=max_event_bytes,
+            timing=timing,
+        )
+
+    async def create_stream(
+        self, request: Mapping[str, Any], /, on_chunk: OnChunk | None = None, **options: Any
+    ) -> dict[str, Any]:
+        """``await client.create_stream(request, on_chunk=None, **options) -> dict``
+
+        POST one chat request with ``"stream": true`` and return what ``fastsse.create_stream``
+        returns, plus ``"timing"``. ``on_chunk(chunk)`` runs on the loop's thread for every chunk,
+        as with ``create_stream``; returning False stops this stream. Cancelling the awaiting task
+        removes the transfer at once (its connection is closed, its handle recycled).
+
+        It raises what ``create_stream`` raises (TransportError with ``.result``, EventTooLarge,
+        whatever ``on_chunk`` raised), TypeError for an unknown option, RuntimeError on a closed
+        client or a loop that cannot watch sockets.
+        """
+        engine = self._engine
+        job = engine.make_job(request, {**options, "on_chunk": on_chunk})
+        loop = engine.bind()
+        job.waiter = loop.create_future()
+        engine.submit(job)
+        try:
+            await job.waiter
+        except asyncio.CancelledError:
+            engine.cancel(job)
+            raise
+        outcome = job.result
+        if isinstance(outcome, BaseException):
+            raise outcome
+        assert isinstance(outcome, dict)
+        return outcome
+
+    def stream(self, request: Mapping[str, Any], /, **options: Any) -> AsyncChunkStream:
+        """``client.stream(request, **options) -> AsyncChunkStream``: ``async for chunk in ...``
+        yields each chunk as it arrives; ``.result()`` is the folded answer (with ``"timing"``)
+        once iteration ended. Leaving the loop early cancels the transfer.
+
+        Iterating raises what ``create_stream`` raises.
+        """
+        return AsyncChunkStream(self, request, options)
+
+    async def aclose(self) -> None:
+        """Cancel every transfer, close every connection and the multi handle."""
+        self._engine.close()
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+class AsyncChunkStream:
+    """The chunks of one request as an async iterator; ``result()`` once it has ended."""
+
+    def __init__(self, client: AsyncClient, request: Mapping[str, Any], options: dict[str, Any]) -> None:
+        self._client = client
+        self._request = request
+        self._options = options
+        self._result: dict[str, Any] | None = None
+
+    async def __aiter__(self) -> AsyncIterator[dict[str, Any]]:
+        pending: collections.deque[dict[str, Any]] = collections.deque()
+        loop = asyncio.get_running_loop()
+        wake: list[asyncio.Future[None] | None] = [None]
+
+        def on_chunk(chunk: dict[str, Any]) -> None:
+            pending.append(chunk)
+            waiter = wake[0]
+            if waiter is not None and not waiter.done():
+                waiter.set_result(None)
+
+        task = loop.create_task(self._client.create_stream(self._request, on_chunk, **self._options))
+        task.add_done_callback(lambda _: _wake(wake))
+        try:
+            while True:
+                while pending:
+                    yield pending.popleft()
+                if task.done():
+                    break
+                waiter = wake[0] = loop.create_future()
+                await waiter
+                wake[0] = None
+            while pending:
+                yield pending.popleft()
+            self._result = task.result()
+        finally:
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+
+    def result(self) -> dict[str, Any]:
+        """The folded answer with its verdict and timing. It raises RuntimeError before the end."""
+        if self._result is None:
+            raise RuntimeError("the stream has not ended yet: iterate it to the end first")
+        return self._result
+
+
+def _wake(wake: list[Any]) -> None:
+    waiter = wake[0]
+    if waiter is not None and not waiter.done():
+        waiter.set_result(None)
+
+
+class _AsyncEngine(_Engine):
+    """The engine on an asyncio event loop: curl's sockets become add_reader / add_writer."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.watched: dict[int, int] = {}  # fd -> POLL_* mask being watched
+        self.timer: asyncio.TimerHandle | asyncio.Handle | None = None
+        self.idle_timer: asyncio.TimerHandle | None = None
+
+    def bind(self) -> asyncio.AbstractEventLoop:
+        loop = asyncio.get_running_loop()
+        if self.loop is None:
+            self.loop = loop
+        elif self.loop is not loop:
+            raise RuntimeError("an AsyncClient is bound to the event loop that first used it")
+        return loop
+
+    def _on_socket(self, what: int, fd: int, multi: Any, data: Any) -> None:
+        loop = self.loop
+        assert loop is not None
+        pycurl = self.pycurl
+        old = self.watched.get(fd, 0)
+        new = 0 if what == pycurl.POLL_REMOVE else what
+        if old & pycurl.POLL_IN and not new & pycurl.POLL_IN:
+            loop.remove_reader(fd)
+        if old & pycurl.POLL_OUT and not new & pycurl.POLL_OUT:
+            loop.remove_writer(fd)
+        try:
+            if new & pycurl.POLL_IN and not old & pycurl.POLL_IN:
+                loop.add_reader(fd, self.action, fd, pycurl.CSELECT_IN)
+            if new & pycurl.POLL_OUT and not old & pycurl.POLL_OUT:
+                loop.add_writer(fd, self.action, fd, pycurl.CSELECT_OUT)
+        except NotImplementedError:
+            raise RuntimeError(
+                "this event loop cannot watch sockets (Windows' proactor loop): use "
+                "asyncio.WindowsSelectorEventLoopPolicy(), or fastsse.Client"
+            ) from None
+        if new:
+            self.watched[fd] = new
+        else:
+            self.watched.pop(fd, None)
+
+    def _on_timer(self, timeout_ms: int) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        if timeout_ms < 0 or self.loop is None:
+            return
+        if timeout_ms == 0:
+            self.timer = self.loop.call_soon(self._timeout)
+        else:
+            self.timer = self.loop.call_later(timeout_ms / 1000, self._timeout)
+
+    def _timeout(self) -> None:
+        self.timer = None
+        if not self.closed:
+            self.action(self.pycurl.SOCKET_TIMEOUT, 0)
+
+    def _start(self, job: _Job) -> None:
+        super()._start(job)
+        if self.idle_jobs and self.idle_timer is None and self.loop is not None:
+            self.idle_timer = self.loop.call_later(_WAIT_SLICE, self._idle_tick)
+
+    def _idle_tick(self) -> None:
+        self.idle_timer = None
+        if self.closed:
+            return
+        self.check_idle()
+        if self.idle_jobs and self.loop is not None:
+            self.idle_timer = self.loop.call_later(_WAIT_SLICE, self._idle_tick)
+
+    def _finished(self, job: _Job) -> None:
+        waiter = job.waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        for job in list(self.active.values()) + list(self.waiting):
+            if job.waiter is not None and not job.waiter.done():
+                job.waiter.cancel()
+        super().close()
+        for timer in (self.timer, self.idle_timer):
+            if timer is not None:
+                timer.cancel()
+        self.timer = self.idle_timer = None
+        if self.loop is not None and not self.loop.is_closed():
+            for fd, mask in self.watched.items():
+                if mask & self.pycurl.POLL_IN:
+                    self.loop.remove_reader(fd)
+                if mask & self.pycurl.POLL_OUT:
+                    self.loop.remove_writer(fd)
+        self.watched.clear()
+
+    def action(self, fd: int, mask: int) -> None:
+        if not self.closed:
+            super().action(fd, mask)
+
+
+class Client:
+    (
+        """``Client(*, base_url=None, api_key=None, headers=None, path="/chat/completions",
+    max_connections=100, timeout=None, connect_timeout=None, idle_timeout=None, proxy=None,
+    ca_bundle=None, client_cert=None, max_event_bytes=None, timing=True)``
+
+    The same engine, driven on the calling thread by its own ``selectors`` loop (epoll, kqueue or
+    select): ``create_stream`` for one request, ``run`` for many at once, ``as_completed`` to take
+    them as they end. Ctrl-C (KeyboardInterrupt) stops a call within about 0.1 s, cancelling
+    every transfer it had started. ``with Client(...) as client:`` closes the connections at the
+    end; so does ``close()``.
+
+    One thread at a time: a client keeps no lock, so give each thread its own (they share
+    nothing). ``on_chunk`` runs on the calling thread.
+    """
+        + _CLIENT_DOC
+    )
+
+    def __init__(
+        self,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        headers: Mapping[str, str] | Sequence[str] | None = None,
+        path: str = "/chat/completions",
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        timeout: float | None = None,
+        connect_timeout: float | None = None,
+        idle_timeout: float | None = None,
+        proxy: str | None = None,
+        ca_bundle: str | None = None,
+        client_cert: str | tuple[str, str] | None = None,
+        max_event_bytes: int | None = None,
+        timing: bool = True,
+    ) -> None:
+        self._engine = _SyncEngine(
+            base_url=base_url,
+            api_key=api_key,
+            headers=headers,
+            path=path,
+            max_connections=max_connections,
+            timeout=timeout,
+            connect_timeout=connect_timeout,
+            idle_timeout=idle_timeout,
+            proxy=proxy,
+            ca_bundle=ca_bundle,
+            client_cert=client_cert,
+            max_event_bytes=max_event_bytes,
+            timing=timing,
+        )
+
+    def create_stream(
+        self, request: Mapping[str, Any], /, on_chunk: OnChunk | None = None, **options: Any
+    ) -> dict[str, Any]:
+        """``client.create_stream(request, on_chunk=None, **options) -> dict``
+
+        One request, as ``fastsse.create_stream`` makes it, on this client's connections; the
+        result carries ``"timing"``. Options override the client's for this request (``curl=``, a
+        ``pycurl.Curl`` of your own, is used for the transfer and left open).
+
+        It raises what ``create_stream`` raises, TypeError for an unknown option and
+        KeyboardInterrupt on Ctrl-C (the transfer is cancelled first).
+        """
+        engine = self._engine
+        job = engine.make_job(request, {**options, "on_chunk": on_chunk})
+        for _ in engine.drive([job], 1):
+            pass
+        outcome = job.result
+        if isinstance(outcome, BaseException):
+            raise outcome
+        assert isinstance(outcome, dict)
+        return outcome
+
+    def as_completed(
+        self,
+        requests: Iterable[Mapping[str, Any]],
+        /,
+        on_chunk: Callable[[int, dict[str, Any]], Any] | None = None,
+        *,
+        concurrency: int | None = None,
+    ) -> Iterator[tuple[int, dict[str, Any] | BaseException]]:
+        """``client.as_completed(requests, on_chunk=None, *, concurrency=None)`` yields
+        ``(index, outcome)`` for each request as it ends, at most ``concurrency`` (default
+        ``max_connections``) in flight. An outcome is the result dict, or the exception
+        ``create_stream`` would have raised (a TransportError carries ``.result`` with its timing).
+        ``on_chunk(index, chunk)`` sees every chunk with its request's index.
+
+        It raises TypeError for a request that is not a mapping and KeyboardInterrupt on Ctrl-C
+        (every transfer in flight is cancelled first). Closing the iterator early cancels the rest.
+        """
+        engine = self._engine
+        jobs = []
+        for index, request in enumerate(requests):
+            chunk_cb = None if on_chunk is None else _indexed(on_chunk, index)
+            jobs.append(engine.make_job(request, {"on_chunk": chunk_cb}, index))
+        limit = engine.max_connections if concurrency is None else concurrency
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise ValueError(f"concurrency must be a positive int, not {concurrency!r}")
+        for job in engine.drive(jobs, limit):
+            yield job.index, job.result
+
+    def run(
+        self,
+        requests: Iterable[Mapping[str, Any]],
+        /,
+        on_chunk: Callable[[int, dict[str, Any]], Any] | None = None,
+        *,
+        concurrency: int | None = None,
+    ) -> list[dict[str, Any] | BaseException]:
+        """``client.run(requests, on_chunk=None, *, concurrency=None) -> list``: every request's
+        outcome, in request order (a result dict, or the exception for that request, as in
+        ``as_completed``). A failure of one request never stops the others.
+
+        It raises what ``as_completed`` raises.
+        """
+        items = list(requests)
+        out: list[dict[str, Any] | BaseException] = [{}] * len(items)
+        for index, outcome in self.as_completed(items, on_chunk, concurrency=concurrency):
+            out[index] = outcome
+        return out
+
+    def close(self) -> None:
+        """Close every connection and the multi handle."""
+        self._engine.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _indexed(on_chunk: Callable[[int, dict[str, Any]], Any], index: int) -> OnChunk:
+    def call(chunk: dict[str, Any]) -> Any:
+        return on_chunk(index, chunk)
+
+    return call
+
+
+class _SyncEngine(_Engine):
+    """The engine on its own selector loop, run by the calling thread."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.selector = selectors.DefaultSelector()
+        self.deadline: float | None = None  # when curl wants its timeout action (monotonic s)
+        self.ready: list[_Job] = []
+
+    def _on_socket(self, what: int, fd: int, multi: Any, data: Any) -> None:
+        pycurl = self.pycurl
+        events = 0
+        if what != pycurl.POLL_REMOVE:
+            if what & pycurl.POLL_IN:
+                events |= selectors.EVENT_READ
+            if what & pycurl.POLL_OUT:
+                events |= selectors.EVENT_WRITE
+        try:
+            key = self.selector.get_key(fd)
+        except KeyError:
+            key = None
+        if not events:
+            if key is not None:
+                self.selector.unregister(fd)
+        elif key is None:
+            self.selector.register(fd, events)
+        elif key.events != events:
+            self.selector.modify(fd, events)
+
+    def _on_timer(self, timeout_ms: int) -> None:
+        self.deadline = None if timeout_ms < 0 else time.monotonic() + timeout_ms / 1000
+
+    def _finished(self, job: _Job) -> None:
+        self.ready.append(job)
+
+    def drive(self, jobs: list[_Job], concurrency: int) -> Iterator[_Job]:
+        """Run ``jobs`` with at most ``concurrency`` in flight; yield each as it settles."""
+        if self.closed:
+            raise RuntimeError("the client is closed")
+        pending = collections.deque(jobs)
+        mine: set[int] = set()
+        in_flight = 0
+        pycurl = self.pycurl
+        try:
+            while pending or in_flight:
+                while pending and in_flight < concurrency:
+                    job = pending.popleft()
+                    mine.add(id(job))
+                    in_flight += 1
+                    try:
+                        self.submit(job)
+                    except BaseException as exc:
+                        self._settle(job, exc)
+                while self.ready:
+                    job = self.ready.pop(0)
+                    if id(job) in mine:
+                        mine.discard(id(job))
+                        in_flight -= 1
+                        yield job
+                if not in_flight:
+                    continue
+                now = time.monotonic()
+                wait = _WAIT_SLICE
+                if self.deadline is not None:
+                    wait = min(wait, max(0.0, self.deadline - now))
+                events = self.selector.select(wait) if self.selector.get_map() else _sleep(wait)
+                for key, mask in events:
+                    flags = 0
+                    if mask & selectors.EVENT_READ:
+                        flags |= pycurl.CSELECT_IN
+                    if mask & selectors.EVENT_WRITE:
+                        flags |= pycurl.CSELECT_OUT
+                    self.action(key.fd, flags)
+                if self.deadline is not None and time.monotonic() >= self.deadline:
+                    self.deadline = None
+                    self.action(pycurl.SOCKET_TIMEOUT, 0)
+                self.check_idle()
+        finally:
+            if mine:  # Ctrl-C, an exception, or the caller closed the generator: stop the rest
+                for job in jobs:
+                    if id(job) in mine and not job.done:
+                        self.cancel(job)
+                self.ready = [job for job in self.ready if id(job) not in mine]
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        super().close()
+        self.selector.close()
+
+
+def _sleep(seconds: float) -> list[Any]:
+    time.sleep(seconds)
+    return []

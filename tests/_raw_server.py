@@ -1,0 +1,91 @@
+"""A raw-socket HTTP server on 127.0.0.1 for faults the loopback server cannot script.
+
+It reads each request (head and Content-Length body, kept in ``requests``), then runs
+``script(conn)``, which writes whatever bytes the test wants. ``connections`` counts accepted
+connections, so a test can prove that nothing was sent at all.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Callable
+
+
+class RawServer:
+    """Accepts connections on 127.0.0.1, reads each request, then runs ``script(conn)`` on it."""
+
+    def __init__(self, script: Callable[[socket.socket], None]) -> None:
+        self.script = script
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(4)
+        self.sock.settimeout(0.2)
+        self.port = self.sock.getsockname()[1]
+        self.base_url = f"http://127.0.0.1:{self.port}/v1"
+        self.stop = threading.Event()
+        self.errors: list[BaseException] = []
+        self.requests: list[bytes] = []  # each request's head and body, as received
+        self.connections = 0
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+
+    def _serve(self) -> None:
+        while not self.stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            self.connections += 1
+            with conn:
+                conn.settimeout(10)
+                try:
+                    self._read_request(conn)
+                    self.script(conn)
+                except OSError:
+                    pass  # the client went away: that is what most scripts wait for
+                except BaseException as exc:
+                    self.errors.append(exc)
+
+    def _read_request(self, conn: socket.socket) -> None:
+        data = b""
+        while b"\r\n\r\n" not in data:
+            more = conn.recv(65536)
+            if not more:
+                raise ConnectionError("client closed before sending its request")
+            data += more
+        head, _, body = data.partition(b"\r\n\r\n")
+        length = 0
+        for line in head.split(b"\r\n"):
+            if line.lower().startswith(b"content-length:"):
+                length = int(line.split(b":", 1)[1])
+        while len(body) < length:
+            more = conn.recv(65536)
+            if not more:
+                break
+            body += more
+        self.requests.append(head + b"\r\n\r\n" + body)
+
+    def headers(self, index: int = -1) -> list[tuple[str, str]]:
+        """The header lines of request ``index`` as (lower-case name, value) pairs, in order."""
+        head = self.requests[index].partition(b"\r\n\r\n")[0].decode("latin-1")
+        pairs = []
+        for line in head.split("\r\n")[1:]:
+            name, _, value = line.partition(":")
+            pairs.append((name.strip().lower(), value.strip()))
+        return pairs
+
+    def __enter__(self) -> RawServer:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join(timeout=15)
+        self.sock.close()
+        assert not self.thread.is_alive(), "the raw server did not stop"
+        assert not self.errors, self.errors
+
+
