@@ -28,6 +28,7 @@ from typing import Any, Final
 
 import orjson
 
+from .._timing import chunk_marks
 from . import _peers
 
 SCHEMA: Final = "fastsse.load/1"
@@ -150,26 +151,6 @@ class Record:
         return out
 
 
-def _has_text(value: object) -> bool:
-    return isinstance(value, str) and value != ""
-
-
-def _kind(chunk: dict[str, Any]) -> int:
-    """1 content, 2 reasoning, 3 both, 0 no tokens: the rule of ``fastsse.Timing``'s ``token_kinds``."""
-    kind = 0
-    for choice in chunk.get("choices") or ():
-        if not isinstance(choice, dict):
-            continue
-        delta = choice.get("delta")
-        if not isinstance(delta, dict):
-            continue
-        if _has_text(delta.get("content")) or _has_text(delta.get("refusal")) or delta.get("tool_calls"):
-            kind |= 1
-        if _has_text(delta.get("reasoning_content")) or _has_text(delta.get("reasoning")):
-            kind |= 2
-    return kind
-
-
 def _from_peer(index: int, rec: _peers.PeerRecord, queued: int) -> Record:
     """A peer's record: each chunk counts as its own read (a peer does not show its reads)."""
     out = Record(index=index, queued=queued, started=rec.start_ns, end=rec.end_ns, status=rec.status)
@@ -259,7 +240,7 @@ class _EngineDriver:
     label = "fastsse AsyncClient"
 
     def __init__(self, config: Config, concurrency: int) -> None:
-        from .. import AsyncClient  # type: ignore[attr-defined]
+        from .. import AsyncClient
 
         self.client = AsyncClient(
             base_url=config.url,
@@ -285,7 +266,9 @@ class _EngineDriver:
         if self.lag:
 
             def on_chunk(chunk: dict[str, Any]) -> None:
-                if _kind(chunk):
+                if chunk_marks(chunk)[
+                    0
+                ]:  # the engine's own rule, so the stamps line up with its token chunks
                     sent = chunk.get(STAMP)
                     stamps.append(sent if type(sent) is int else 0)
 

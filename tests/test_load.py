@@ -1,0 +1,250 @@
+"""``python -m fastsse load`` against the scripted server: what it measures is what the script says.
+
+The server runs in its own process (as in a real run, so its timing is not disturbed by the
+client's); expected values come from the script (``fastsse.testing.scripted``): token chunk ``k``
+is sent ``ttft_ms + k * itl_ms`` after the server read the request, never earlier.
+
+Tolerances, and why: the server writes a chunk when its due time has passed (its timer has 1 ms
+granularity) and the machine is shared, so single gaps can be late by several ms; medians are
+robust to that and are held to +-3 ms (ITL) and +25 ms / -0 ms (TTFT: the client's clock starts
+before the request is sent and read, the server's after). What needs no tolerance is held exactly:
+token counts, which chunks are tokens, outcomes, and receive >= send for every chunk.
+"""
+
+from __future__ import annotations
+
+import itertools
+import subprocess
+import sys
+from collections.abc import Iterator
+from types import SimpleNamespace
+from typing import Any
+
+import orjson
+import pytest
+
+from fastsse.cli import load
+from fastsse.testing import spawn_scripted_server
+
+ITL_TOL_MS = 3.0
+TTFT_LATE_MS = 25.0
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[Any]:
+    with spawn_scripted_server(ttft_ms=50, itl_ms=10, chunks=12, loop="asyncio") as srv:
+        yield srv
+
+
+def run(server: Any, *, model: str = "m", client: str = "fastsse", **options: Any) -> dict[str, Any]:
+    settings: dict[str, Any] = {"concurrency": 4, "requests": 8, "loop": "asyncio", "client": client}
+    settings.update(options)
+    return load.run(load.Config(url=server.base_url, model=model, **settings))
+
+
+def completes(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    return [r for r in doc["requests"] if r["outcome"] == "complete"]
+
+
+def test_ttft_and_itl_match_the_script(server: Any, stream_backend: SimpleNamespace) -> None:
+    doc = run(server)
+    s = doc["summary"]
+    assert s["outcomes"] == {"complete": 8}
+    assert 50.0 <= s["ttft_ms"]["p50"] <= 50.0 + TTFT_LATE_MS
+    assert abs(s["itl_ms"]["p50"] - 10.0) <= ITL_TOL_MS
+    assert abs(s["tpot_ms"]["p50"] - 10.0) <= ITL_TOL_MS
+    # 12 single-token chunks: 11 gaps per request, every one measured
+    assert s["itl_ms"]["n"] == 8 * 11
+    assert s["output_tokens"] == 8 * 12
+    # the server stamps every chunk just before writing it: nothing is received before it was sent
+    lags = [lag for r in doc["requests"] for lag in r["lags"]]
+    assert len(lags) == 8 * 12
+    assert min(lags) >= 0
+
+
+def test_role_finish_and_usage_chunks_are_never_tokens(server: Any, stream_backend: SimpleNamespace) -> None:
+    doc = run(server, requests=2, extra_body='{"stream_options": {"include_usage": true}}')
+    for r in completes(doc):
+        assert r["tokens"] == [1] * 12
+        assert r["token_kinds"] == [1] * 12
+        assert r["completion_tokens"] == 12
+        # the role chunk arrives at once, the first token ttft later: the first byte is not a token
+        assert r["first_token"] - r["first_byte"] >= 40_000_000
+        # the finish, usage and [DONE] come with the last token's write: no token after it
+        assert r["last_token"] == r["reads"][r["token_reads"][-1]]
+
+
+@pytest.mark.parametrize(
+    ("extra", "label"),
+    [
+        ('{"stream_options": {"include_usage": true, "continuous_usage_stats": true}}', "continuous usage"),
+        ('{"logprobs": true}', "logprobs"),
+    ],
+)
+def test_multi_token_chunks_give_the_per_token_itl(
+    server: Any, stream_backend: SimpleNamespace, extra: str, label: str
+) -> None:
+    doc = run(server, model="tokens_per_chunk=4,itl_ms=20", extra_body=extra, requests=4)
+    s = doc["summary"]
+    assert s["outcomes"] == {"complete": 4}, label
+    for r in doc["requests"]:
+        assert r["tokens"] == [4] * 12, label
+    # each gap of ~20 ms between chunks of 4 tokens is 4 token gaps of ~5 ms
+    assert abs(s["itl_ms"]["p50"] - 5.0) <= ITL_TOL_MS / 2, label
+    assert s["itl_ms"]["n"] == 4 * 11 * 4
+    assert s["output_tokens"] == 4 * 48
+    assert not s["warnings"]
+
+
+def test_multi_token_chunks_without_counts_warn(server: Any, stream_backend: SimpleNamespace) -> None:
+    doc = run(server, model="tokens_per_chunk=4", requests=2)  # final usage only: 48 reported, 12 countable
+    s = doc["summary"]
+    assert s["output_tokens"] == 2 * 48  # throughput trusts usage
+    assert any("countable" in w for w in s["warnings"])
+
+
+def test_reasoning_first_token_is_timed_apart(server: Any, stream_backend: SimpleNamespace) -> None:
+    doc = run(server, model="reasoning_chunks=5", requests=2)
+    for r in completes(doc):
+        assert r["token_kinds"] == [2] * 5 + [1] * 7
+        assert r["first_token"] == r["first_reasoning"]
+        assert r["first_content"] - r["first_reasoning"] >= 5 * 10_000_000 - 1_000_000  # 5 gaps of 10 ms
+    s = doc["summary"]
+    assert s["ttft_reasoning_ms"]["n"] == 2 and s["ttft_content_ms"]["n"] == 2
+    assert s["ttft_content_ms"]["p50"] > s["ttft_reasoning_ms"]["p50"] + 40
+
+
+def test_truncated_stream_is_incomplete_never_a_success(server: Any, stream_backend: SimpleNamespace) -> None:
+    doc = run(server, model="truncate_after=3", requests=3, concurrency=3)
+    s = doc["summary"]
+    assert s["outcomes"] == {"incomplete": 3}
+    assert s["ttft_ms"]["n"] == 0 and s["output_tokens"] == 0  # a cut stream adds nothing to the figures
+    assert s["requests_per_s"] == 0
+    for r in doc["requests"]:
+        assert r["tokens"] == [1, 1, 1]
+        assert r["cause"].startswith("cut mid-stream")
+
+
+def test_errors_are_counted_by_cause(server: Any, stream_backend: SimpleNamespace) -> None:
+    body = '{"fastsse_script": {"error_after": 2}}'
+    errors = run(server, requests=2, extra_body=body)["summary"]
+    assert errors["outcomes"] == {"error": 2}
+    assert errors["failures_by_cause"] == {"error: error payload in the stream": 2}
+    http = run(server, model="status=503", requests=2)["summary"]
+    assert http["outcomes"] == {"http": 2}
+    assert http["failures_by_cause"] == {"http: http 503": 2}
+
+
+def test_refused_connection_is_failed(stream_backend: SimpleNamespace) -> None:
+    doc = load.run(
+        load.Config(url="http://127.0.0.1:9/v1", model="m", requests=2, concurrency=1, loop="asyncio")
+    )
+    assert doc["summary"]["outcomes"] == {"failed": 2}
+
+
+def test_rate_arrivals_record_queue_time(server: Any, stream_backend: SimpleNamespace) -> None:
+    # 6 requests arriving at 200/s, one slot: each waits for the ~170 ms answer before it
+    doc = run(server, rate=200.0, arrival="constant", concurrency=1, requests=6)
+    queue = doc["summary"]["queue_ms"]
+    assert queue["n"] == 6
+    assert queue["max"] > 500  # the last one waited for about five answers
+    starts = sorted(r["started"] for r in doc["requests"])
+    assert all(b - a >= 150_000_000 for a, b in itertools.pairwise(starts))  # one at a time
+
+
+def test_warmup_requests_are_left_out(server: Any, stream_backend: SimpleNamespace) -> None:
+    doc = run(server, requests=3, warmup=2)
+    assert doc["summary"]["requests"] == 3
+    assert doc["summary"]["warmup_requests"] == 2
+    assert sum(r["warmup"] for r in doc["requests"]) == 2
+
+
+@pytest.mark.parametrize("client", ["aiohttp-vllm", "openai"])
+def test_peer_clients_give_the_same_figures(server: Any, client: str) -> None:
+    pytest.importorskip("aiohttp")
+    doc = run(server, client=client, requests=4)
+    s = doc["summary"]
+    assert s["outcomes"] == {"complete": 4}
+    assert abs(s["itl_ms"]["p50"] - 10.0) <= ITL_TOL_MS
+    assert s["output_tokens"] == 4 * 12
+
+
+def test_dataset_rows_are_sent_as_they_are(server: Any, stream_backend: SimpleNamespace) -> None:
+    rows = (
+        orjson.dumps(
+            {"messages": [{"role": "user", "content": "a"}], "fastsse_script": {"chunks": 3}}
+        ).decode(),
+        orjson.dumps({"prompt": "b", "max_tokens": 5}).decode(),
+    )
+    doc = run(server, model="chunks=none", dataset=rows, requests=4, concurrency=2)
+    assert [sum(r["tokens"]) for r in doc["requests"]] == [3, 5, 3, 5]
+
+
+def test_bad_dataset_line_is_a_value_error(server: Any) -> None:
+    with pytest.raises(ValueError, match="dataset line 1"):
+        run(server, dataset=("[1, 2]",))
+
+
+def test_two_workers_merge_onto_one_clock(server: Any) -> None:
+    doc = run(server, requests=8, concurrency=4, workers=2)
+    assert doc["summary"]["outcomes"] == {"complete": 8}
+    assert sorted(r["index"] for r in doc["requests"]) == list(range(8))
+    assert {r["worker"] for r in doc["requests"]} == {0, 1}
+    assert len({w["pid"] for w in doc["workers"]}) == 2
+    # both workers started at the agreed moment: their first requests began within a few ms
+    firsts = [min(r["started"] for r in doc["requests"] if r["worker"] == w) for w in (0, 1)]
+    assert abs(firsts[0] - firsts[1]) < 100_000_000
+
+
+def test_merge_of_two_documents_shifts_by_their_origins(server: Any, stream_backend: SimpleNamespace) -> None:
+    a = run(server, requests=2)
+    b = run(server, requests=2)
+    merged = load.merge([a, b])
+    assert merged["summary"]["requests"] == 4
+    shift = b["origin_epoch_ns"] - a["origin_epoch_ns"]
+    assert merged["requests"][2]["started"] == b["requests"][0]["started"] + shift
+    with pytest.raises(ValueError):
+        load.merge([{"schema": "other"}])
+
+
+def test_percentile_interpolates_like_numpy() -> None:
+    assert load.percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.5
+    assert load.percentile([10.0], 99) == 10.0
+    assert load.percentile([0.0, 10.0], 90) == 9.0
+
+
+def test_itl_values_spread_a_chunk_gap_over_its_tokens() -> None:
+    record = {"reads": [0, 100, 400, 400], "token_reads": [1, 2, 3], "tokens": [2, 3, 1]}
+    # the first chunk's tokens are TTFT's; then 300 over 3 tokens, then 0 (same read) for 1
+    assert load.itl_values(record) == [100.0, 100.0, 100.0, 0.0]
+
+
+def test_command_line_json_and_exit_status(server: Any, tmp_path: Any) -> None:
+    out = tmp_path / "run.json"
+    cmd = [sys.executable, "-m", "fastsse", "load", server.base_url, "--model", "m", "--requests", "3"]
+    done = subprocess.run(
+        [*cmd, "--json", str(out), "--concurrency", "3"], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert "TTFT" in done.stdout and "ITL (token-weighted)" in done.stdout
+    assert done.stderr == ""  # not a terminal: no progress display
+    doc = orjson.loads(out.read_bytes())
+    assert doc["schema"] == "fastsse.load/1"
+    assert len(doc["requests"]) == 3
+    cut = subprocess.run(
+        [*cmd[:5], "--model", "truncate_after=1", "--requests", "1"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert cut.returncode == 1  # not every request completed
+    bad = subprocess.run([*cmd, "--concurrency", "0"], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "--concurrency" in bad.stderr
+
+
+def test_plot_writes_a_png(server: Any, tmp_path: Any, stream_backend: SimpleNamespace) -> None:
+    pytest.importorskip("matplotlib")
+    doc = run(server, requests=2)
+    path = tmp_path / "load.png"
+    load.plot(doc, str(path))
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
