@@ -64,6 +64,7 @@ def row(doc: dict[str, Any], server_late: dict[str, Any]) -> dict[str, Any]:
         "itl_p99_ms": s["itl_ms"]["p99"],
         "cpu_us_per_chunk": s["client_cpu_s"] / chunks * 1e6,
         "client_busy": s["client_busy"],
+        "loop_delay_p99_ms": s["client_loop_delay_ms"]["p99"],
         "server_late_p99_ms": server_late["p99"] / 1e3,
     }
 
@@ -105,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
             print(
                 f"| {streams} | {r['client']} | {r['lag_p50_ms']:.2f} | {r['lag_p99_ms']:.2f} | "
                 f"{r['itl_p50_ms']:.1f} / {r['itl_p99_ms']:.1f} | {r['cpu_us_per_chunk']:.1f} µs | "
-                f"{r['client_busy']:.0%} | {r['server_late_p99_ms']:.1f} ms |",
+                f"{r['client_busy']:.0%} | {r['loop_delay_p99_ms']:.1f} ms | {r['server_late_p99_ms']:.1f} ms |",
                 flush=True,
             )
             if r["complete"] != streams:

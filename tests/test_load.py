@@ -248,3 +248,33 @@ def test_plot_writes_a_png(server: Any, tmp_path: Any, stream_backend: SimpleNam
     path = tmp_path / "load.png"
     load.plot(doc, str(path))
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_merge_command_line(server: Any, tmp_path: Any, stream_backend: SimpleNamespace, capsys: Any) -> None:
+    paths = []
+    for name in ("a", "b"):
+        path = tmp_path / f"{name}.json"
+        path.write_bytes(orjson.dumps(run(server, requests=2)))
+        paths.append(str(path))
+    out = tmp_path / "all.json"
+    assert load.main(["merge", *paths, "--json", str(out)]) == 0
+    assert "4 requests" in capsys.readouterr().out
+    assert len(orjson.loads(out.read_bytes())["requests"]) == 4
+    (tmp_path / "bad.json").write_bytes(b'{"schema": "x"}')
+    assert load.main(["merge", str(tmp_path / "bad.json")]) == 2
+
+
+def test_a_late_event_loop_is_warned_about() -> None:
+    worker = {"cpu_s": 0.1, "wall_s": 1.0, "loop_delays_ns": [40_000_000] * 100}
+    summary = load.summarize([], [worker])
+    assert summary["client_loop_delay_ms"]["p99"] == 40.0
+    assert any("event loop" in w for w in summary["warnings"])
+    quiet = load.summarize([], [{**worker, "loop_delays_ns": [100_000] * 100}])
+    assert not quiet["warnings"]
+
+
+def test_run_reports_its_event_loop_delay(server: Any, stream_backend: SimpleNamespace) -> None:
+    doc = run(server, requests=4)
+    delay = doc["summary"]["client_loop_delay_ms"]
+    assert delay["n"] >= 10  # 12 x 10 ms chunks + 50 ms: at least ~17 probe wake-ups
+    assert delay["min"] >= 0

@@ -465,7 +465,21 @@ class WorkerResult:
     cpu_s: float
     wall_s: float
     driver: str
+    loop_delays_ns: list[int]  # how late each probe wake-up of the event loop came
     records: list[dict[str, Any]]
+
+
+PROBE_S: Final = 0.01  # the event-loop probe's period
+LOOP_DELAY_WARNING_MS: Final = 10.0
+
+
+async def _probe(delays: list[int], stop: asyncio.Event) -> None:
+    """Wake every PROBE_S and record how late: a loop that cannot keep its timers (busy, or starved
+    of CPU by other processes) delays every read the same way, whatever the CPU figures say."""
+    while not stop.is_set():
+        due = time.monotonic_ns() + int(PROBE_S * 1e9)
+        await asyncio.sleep(PROBE_S)
+        delays.append(max(0, time.monotonic_ns() - due))
 
 
 async def _run_share(config: Config, share: Share, start_epoch_ns: int, counters: Counters) -> WorkerResult:
@@ -486,12 +500,17 @@ async def _run_share(config: Config, share: Share, start_epoch_ns: int, counters
                 driver, body, indexes, share, config, origin, counters, records,
                 count=share.warmup, duration=None, warmup=True, rng=rng,
             )  # fmt: skip
+        delays: list[int] = []
+        stop = asyncio.Event()
+        probe = asyncio.create_task(_probe(delays, stop))
         cpu0, wall0 = time.process_time(), time.monotonic()
         await _phase(
             driver, body, indexes, share, config, origin, counters, records,
             count=share.requests, duration=config.duration, warmup=False, rng=rng,
         )  # fmt: skip
         cpu, wall = time.process_time() - cpu0, time.monotonic() - wall0
+        stop.set()
+        await probe
     return WorkerResult(
         worker=share.worker,
         pid=os.getpid(),
@@ -500,6 +519,7 @@ async def _run_share(config: Config, share: Share, start_epoch_ns: int, counters
         cpu_s=cpu,
         wall_s=wall,
         driver=driver.label,
+        loop_delays_ns=delays,
         records=[r.to_json() for r in sorted(records, key=lambda r: r.index)],
     )
 
@@ -674,6 +694,7 @@ def summarize(records: list[dict[str, Any]], workers: list[dict[str, Any]]) -> d
     cpu = sum(w["cpu_s"] for w in workers)
     wall = max((w["wall_s"] for w in workers), default=0.0)
     busiest = max((w["cpu_s"] / w["wall_s"] for w in workers if w["wall_s"] > 0), default=0.0)
+    loop_delay = _stats([d for w in workers for d in w.get("loop_delays_ns") or ()])
     reads_shared = sum(len(r["token_reads"]) - len(set(r["token_reads"])) for r in measured)
     summary = {
         "requests": len(measured),
@@ -697,6 +718,7 @@ def summarize(records: list[dict[str, Any]], workers: list[dict[str, Any]]) -> d
         "client_cpu_s": cpu,
         "client_busy": busiest,
         "client_wall_s": wall,
+        "client_loop_delay_ms": loop_delay,
         "warnings": [],
     }
     counted = sum(sum(r["tokens"]) for r in ok)
@@ -711,6 +733,12 @@ def summarize(records: list[dict[str, Any]], workers: list[dict[str, Any]]) -> d
         summary["warnings"].append(
             f"the client was busy {busiest:.0%} of a core: its own queueing may be in the latencies "
             "(use --workers, or a lower load)"
+        )
+    if loop_delay["n"] and loop_delay["p99"] > LOOP_DELAY_WARNING_MS:
+        summary["warnings"].append(
+            f"the client's event loop woke up to {loop_delay['p99']:.1f} ms late (p99 of a {PROBE_S * 1e3:g} ms "
+            "timer): reads waited as long, and the latencies include it (a busy client, or a machine "
+            "short of CPU; use --workers, a lower load or a quieter machine)"
         )
     return summary
 
@@ -824,9 +852,11 @@ def format_summary(doc: dict[str, Any]) -> str:
             + "".join(f"{st[q]:>10.2f}" for q in ("mean", "p50", "p90", "p99"))
             + f"{st['n']:>10,}"
         )
+    delay = s["client_loop_delay_ms"]
+    late = f"; event loop late p50 {delay['p50']:.2f} / p99 {delay['p99']:.2f} ms" if delay["n"] else ""
     lines.append(
         f"  client CPU {s['client_cpu_s']:.2f} s over {s['client_wall_s']:.2f} s; busiest worker"
-        f" {s['client_busy']:.0%} of a core"
+        f" {s['client_busy']:.0%} of a core{late}"
     )
     for warning in s["warnings"]:
         lines.append(f"  warning: {warning}")
@@ -905,6 +935,8 @@ def _parser() -> argparse.ArgumentParser:
         prog="python -m fastsse load",
         description="Load an OpenAI-compatible streaming server and measure TTFT, TPOT, ITL, E2E and "
         "throughput with a client that is not the bottleneck (docs/load.md).",
+        epilog="python -m fastsse load merge A.json B.json --json ALL.json merges runs made at the same "
+        "time on several machines onto one clock.",
     )
     p.add_argument("url", help="the API base URL, e.g. http://127.0.0.1:8000/v1")
     p.add_argument("--model", required=True, help="the model name sent in every request")
@@ -1011,8 +1043,40 @@ def config_from_args(args: argparse.Namespace) -> Config:
     )
 
 
+def merge_main(argv: list[str]) -> int:
+    """``python -m fastsse load merge A.json B.json ... [--json OUT] [--plot OUT.png]``."""
+    p = argparse.ArgumentParser(
+        prog="python -m fastsse load merge",
+        description="Merge --json results of runs made at the same time (other machines, other processes) "
+        "onto one clock and summarise them together.",
+    )
+    p.add_argument("files", nargs="+", help="--json documents of schema fastsse.load/1")
+    p.add_argument("--json", metavar="FILE", help="write the merged document")
+    p.add_argument("--plot", metavar="FILE.png", help="plot the merged run")
+    args = p.parse_args(argv)
+    try:
+        docs = []
+        for name in args.files:
+            with open(name, "rb") as f:
+                docs.append(orjson.loads(f.read()))
+        doc = merge(docs)
+    except (OSError, ValueError, KeyError) as exc:
+        print(f"python -m fastsse load merge: {exc}", file=sys.stderr)
+        return 2
+    print(format_summary(doc))
+    if args.json:
+        with open(args.json, "wb") as f:
+            f.write(orjson.dumps(doc))
+    if args.plot:
+        plot(doc, args.plot)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m fastsse load``: run the load, print the summary; 0 when every request completed."""
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["merge"]:
+        return merge_main(argv[1:])
     args = _parser().parse_args(argv)
     try:
         config = config_from_args(args)
