@@ -29,14 +29,14 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def run_one(
-    base_url: str, client: str, streams: int, *, cpu: int | None, timeout: float = 900
+    base_url: str, client: str, streams: int, *, cpu: int | None, warmup: int = 0, timeout: float = 900
 ) -> dict[str, Any]:
     """One load run in its own process (pinned to ``cpu``); returns its ``--json`` document."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "run.json"
         argv = [sys.executable, "-m", "fastsse", "load", base_url, "--model", "scripted"]
         argv += ["--concurrency", str(streams), "--requests", str(streams), "--client", client]
-        argv += ["--json", str(out), "--quiet", "--no-usage"]
+        argv += ["--json", str(out), "--quiet", "--no-usage", "--warmup", str(warmup)]
         if cpu is not None:
             argv = ["taskset", "-c", str(cpu), *argv]
         env = dict(os.environ)
