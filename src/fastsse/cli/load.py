@@ -414,16 +414,17 @@ async def _phase(
     if share.rate:
         tasks = set()
         sent = 0
-        due = time.monotonic()
+        due = time.monotonic_ns()
         while more(sent):
             gap = rng.expovariate(share.rate) if config.arrival == "poisson" else 1.0 / share.rate
-            due += gap
-            pause = due - time.monotonic()
+            due += int(gap * 1e9)
+            pause = (due - time.monotonic_ns()) / 1e9
             if pause > 0:
                 await asyncio.sleep(pause)
             if not more(sent):
                 break
-            task = asyncio.create_task(run(next(indexes), time.monotonic_ns()))
+            # queued is the scheduled arrival: if the client dispatches it late, that shows as queue time
+            task = asyncio.create_task(run(next(indexes), due))
             tasks.add(task)
             task.add_done_callback(tasks.discard)
             sent += 1
