@@ -14,9 +14,11 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import select
 import selectors
+import socket
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from .._errors import TransportError
@@ -299,6 +301,8 @@ class _Engine:
         self._admit()
 
     def action(self, fd: int, mask: int) -> None:
+        if self.closed:  # a readiness callback queued in the same loop turn as close()
+            return
         _, running = self.multi.socket_action(fd, mask)
         if running < self.running or self.waiting or running == 0:
             self.running = running
@@ -426,11 +430,13 @@ class AsyncClient:
         return outcome
 
     def stream(self, request: Mapping[str, Any], /, **options: Any) -> AsyncChunkStream:
-        """``client.stream(request, **options) -> AsyncChunkStream``: ``async for chunk in ...``
-        yields each chunk as it arrives; ``.result()`` is the folded answer (with ``"timing"``)
-        once iteration ended. Leaving the loop early cancels the transfer.
+        """``client.stream(request, **options) -> AsyncChunkStream``: ``async with
+        client.stream(request) as stream: async for chunk in stream: ...`` yields each chunk as it
+        arrives; ``stream.result()`` is the folded answer (with ``"timing"``) once the iteration
+        ended. Leaving the ``async with`` block early cancels the transfer.
 
-        Iterating raises what ``create_stream`` raises.
+        It raises TypeError or ValueError for bad options when iteration starts; iterating raises
+        what ``create_stream`` raises.
         """
         return AsyncChunkStream(self, request, options)
 
@@ -446,44 +452,72 @@ class AsyncClient:
 
 
 class AsyncChunkStream:
-    """The chunks of one request as an async iterator; ``result()`` once it has ended."""
+    """The chunks of one request as an async iterator (made by ``AsyncClient.stream``).
+
+    ``async for chunk in stream`` starts the request and yields each chunk as it arrives; it
+    raises at the end what ``create_stream`` would have raised. ``result()`` is the folded answer
+    once the iteration ended. ``aclose()`` (or leaving ``async with stream:``) cancels the transfer
+    at once; a loop left with ``break`` outside ``async with`` keeps its transfer running until
+    the stream is closed or the client is.
+    """
 
     def __init__(self, client: AsyncClient, request: Mapping[str, Any], options: dict[str, Any]) -> None:
         self._client = client
         self._request = request
         self._options = options
         self._result: dict[str, Any] | None = None
+        self._pending: collections.deque[dict[str, Any]] = collections.deque()
+        self._task: asyncio.Task[dict[str, Any]] | None = None
+        self._waiter: asyncio.Future[None] | None = None
 
-    async def __aiter__(self) -> AsyncIterator[dict[str, Any]]:
-        pending: collections.deque[dict[str, Any]] = collections.deque()
+    def _on_chunk(self, chunk: dict[str, Any]) -> None:
+        self._pending.append(chunk)
+        self._wake()
+
+    def _wake(self, _: object = None) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def __aiter__(self) -> AsyncChunkStream:
+        return self
+
+    async def __anext__(self) -> dict[str, Any]:
         loop = asyncio.get_running_loop()
-        wake: list[asyncio.Future[None] | None] = [None]
-
-        def on_chunk(chunk: dict[str, Any]) -> None:
-            pending.append(chunk)
-            waiter = wake[0]
-            if waiter is not None and not waiter.done():
-                waiter.set_result(None)
-
-        task = loop.create_task(self._client.create_stream(self._request, on_chunk, **self._options))
-        task.add_done_callback(lambda _: _wake(wake))
-        try:
-            while True:
-                while pending:
-                    yield pending.popleft()
-                if task.done():
-                    break
-                waiter = wake[0] = loop.create_future()
+        if self._task is None:
+            self._task = loop.create_task(
+                self._client.create_stream(self._request, self._on_chunk, **self._options)
+            )
+            self._task.add_done_callback(self._wake)
+        while True:
+            if self._pending:
+                return self._pending.popleft()
+            if self._task.done():
+                if self._result is None:
+                    self._result = self._task.result()
+                raise StopAsyncIteration
+            waiter = self._waiter = loop.create_future()
+            try:
                 await waiter
-                wake[0] = None
-            while pending:
-                yield pending.popleft()
-            self._result = task.result()
-        finally:
-            if not task.done():
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+            except asyncio.CancelledError:
+                self._task.cancel()
+                raise
+            finally:
+                self._waiter = None
+
+    async def aclose(self) -> None:
+        """Cancel the transfer if it is still running."""
+        task = self._task
+        if task is not None and not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def __aenter__(self) -> AsyncChunkStream:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
 
     def result(self) -> dict[str, Any]:
         """The folded answer with its verdict and timing. It raises RuntimeError before the end."""
@@ -492,10 +526,25 @@ class AsyncChunkStream:
         return self._result
 
 
-def _wake(wake: list[Any]) -> None:
-    waiter = wake[0]
-    if waiter is not None and not waiter.done():
-        waiter.set_result(None)
+def _check_loop(loop: asyncio.AbstractEventLoop) -> None:
+    # Windows' proactor loop has add_reader but raises NotImplementedError from it; find out here,
+    # where the error can reach the caller, rather than inside curl's socket callback.
+    a, b = socket.socketpair()
+    try:
+        loop.add_reader(a.fileno(), _nothing)
+        loop.remove_reader(a.fileno())
+    except NotImplementedError:
+        raise RuntimeError(
+            "this event loop cannot watch sockets (Windows' proactor loop has no add_reader): run "
+            "AsyncClient under asyncio.WindowsSelectorEventLoopPolicy(), or use fastsse.Client"
+        ) from None
+    finally:
+        a.close()
+        b.close()
+
+
+def _nothing() -> None:
+    return None
 
 
 class _AsyncEngine(_Engine):
@@ -505,12 +554,15 @@ class _AsyncEngine(_Engine):
         super().__init__(**kwargs)
         self.loop: asyncio.AbstractEventLoop | None = None
         self.watched: dict[int, int] = {}  # fd -> POLL_* mask being watched
-        self.timer: asyncio.TimerHandle | asyncio.Handle | None = None
+        self.timer: asyncio.TimerHandle | None = None
+        self.timer_due = 0.0  # loop time the timer fires at
+        self.wanted: float | None = None  # loop time curl last asked to be woken at
         self.idle_timer: asyncio.TimerHandle | None = None
 
     def bind(self) -> asyncio.AbstractEventLoop:
         loop = asyncio.get_running_loop()
         if self.loop is None:
+            _check_loop(loop)
             self.loop = loop
         elif self.loop is not loop:
             raise RuntimeError("an AsyncClient is bound to the event loop that first used it")
@@ -542,20 +594,31 @@ class _AsyncEngine(_Engine):
             self.watched.pop(fd, None)
 
     def _on_timer(self, timeout_ms: int) -> None:
-        if self.timer is not None:
-            self.timer.cancel()
-            self.timer = None
-        if timeout_ms < 0 or self.loop is None:
+        # curl moves its timer on nearly every read; a loop timer is only replaced when curl wants
+        # to be woken earlier than it fires. One that fires early checks ``wanted`` and waits on.
+        loop = self.loop
+        if timeout_ms < 0 or loop is None:
+            self.wanted = None
             return
-        if timeout_ms == 0:
-            self.timer = self.loop.call_soon(self._timeout)
-        else:
-            self.timer = self.loop.call_later(timeout_ms / 1000, self._timeout)
+        due = self.wanted = loop.time() + timeout_ms / 1000
+        if self.timer is not None:
+            if self.timer_due <= due:
+                return
+            self.timer.cancel()
+        self.timer_due = due
+        self.timer = loop.call_at(due, self._timeout)
 
     def _timeout(self) -> None:
         self.timer = None
-        if not self.closed:
-            self.action(self.pycurl.SOCKET_TIMEOUT, 0)
+        wanted = self.wanted
+        if self.closed or wanted is None or self.loop is None:
+            return
+        if wanted > self.loop.time() + 0.0005:
+            self.timer_due = wanted
+            self.timer = self.loop.call_at(wanted, self._timeout)
+            return
+        self.wanted = None
+        self.action(self.pycurl.SOCKET_TIMEOUT, 0)
 
     def _start(self, job: _Job) -> None:
         super()._start(job)
@@ -593,10 +656,6 @@ class _AsyncEngine(_Engine):
                 if mask & self.pycurl.POLL_OUT:
                     self.loop.remove_writer(fd)
         self.watched.clear()
-
-    def action(self, fd: int, mask: int) -> None:
-        if not self.closed:
-            super().action(fd, mask)
 
 
 class Client:
@@ -739,39 +798,78 @@ def _indexed(on_chunk: Callable[[int, dict[str, Any]], Any], index: int) -> OnCh
 
 
 class _SyncEngine(_Engine):
-    """The engine on its own selector loop, run by the calling thread."""
+    """The engine on its own poll loop, run by the calling thread: epoll where there is one (its
+    ``poll`` hands back bare ``(fd, events)`` pairs), the platform's ``selectors`` elsewhere."""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.selector = selectors.DefaultSelector()
+        self.epoll = select.epoll() if hasattr(select, "epoll") else None
+        self.selector = None if self.epoll is not None else selectors.DefaultSelector()
+        self.registered: dict[int, int] = {}  # fd -> the events it is registered for
         self.deadline: float | None = None  # when curl wants its timeout action (monotonic s)
-        self.ready: list[_Job] = []
+        self.ready: collections.deque[_Job] = collections.deque()
 
     def _on_socket(self, what: int, fd: int, multi: Any, data: Any) -> None:
         pycurl = self.pycurl
         events = 0
         if what != pycurl.POLL_REMOVE:
             if what & pycurl.POLL_IN:
-                events |= selectors.EVENT_READ
+                events |= _READ
             if what & pycurl.POLL_OUT:
-                events |= selectors.EVENT_WRITE
-        try:
-            key = self.selector.get_key(fd)
-        except KeyError:
-            key = None
-        if not events:
-            if key is not None:
-                self.selector.unregister(fd)
-        elif key is None:
-            self.selector.register(fd, events)
-        elif key.events != events:
-            self.selector.modify(fd, events)
+                events |= _WRITE
+        old = self.registered.get(fd)
+        if old == events:
+            return
+        epoll = self.epoll
+        if epoll is not None:
+            flags = (_EPOLL_IN if events & _READ else 0) | (select.EPOLLOUT if events & _WRITE else 0)
+            if not events:
+                with contextlib.suppress(OSError):  # curl may have closed it already
+                    epoll.unregister(fd)
+            elif old is None:
+                try:
+                    epoll.register(fd, flags)
+                except FileExistsError:  # a new socket under a number we never heard removed
+                    epoll.modify(fd, flags)
+            else:
+                try:
+                    epoll.modify(fd, flags)
+                except FileNotFoundError:  # the old socket closed; this is a new one
+                    epoll.register(fd, flags)
+        else:
+            assert self.selector is not None
+            if old is not None:
+                with contextlib.suppress(KeyError, ValueError, OSError):
+                    self.selector.unregister(fd)
+            if events:
+                self.selector.register(fd, events)
+        if events:
+            self.registered[fd] = events
+        else:
+            self.registered.pop(fd, None)
 
     def _on_timer(self, timeout_ms: int) -> None:
         self.deadline = None if timeout_ms < 0 else time.monotonic() + timeout_ms / 1000
 
     def _finished(self, job: _Job) -> None:
         self.ready.append(job)
+
+    def _wait(self, timeout: float) -> None:
+        """Wait up to ``timeout`` seconds for socket events and hand them to curl."""
+        action = self.action
+        cselect_in, cselect_out = self.pycurl.CSELECT_IN, self.pycurl.CSELECT_OUT
+        if self.epoll is not None:
+            for fd, ev in self.epoll.poll(timeout):
+                action(
+                    fd, (cselect_in if ev & _EPOLL_IN else 0) | (cselect_out if ev & select.EPOLLOUT else 0)
+                )
+            return
+        assert self.selector is not None
+        if not self.registered:  # select() on nothing fails on Windows
+            time.sleep(timeout)
+            return
+        for key, mask in self.selector.select(timeout):
+            action(key.fd, (cselect_in if mask & _READ else 0) | (cselect_out if mask & _WRITE else 0))
 
     def drive(self, jobs: list[_Job], concurrency: int) -> Iterator[_Job]:
         """Run ``jobs`` with at most ``concurrency`` in flight; yield each as it settles."""
@@ -792,43 +890,44 @@ class _SyncEngine(_Engine):
                     except BaseException as exc:
                         self._settle(job, exc)
                 while self.ready:
-                    job = self.ready.pop(0)
+                    job = self.ready.popleft()
                     if id(job) in mine:
                         mine.discard(id(job))
                         in_flight -= 1
                         yield job
                 if not in_flight:
                     continue
-                now = time.monotonic()
                 wait = _WAIT_SLICE
                 if self.deadline is not None:
-                    wait = min(wait, max(0.0, self.deadline - now))
-                events = self.selector.select(wait) if self.selector.get_map() else _sleep(wait)
-                for key, mask in events:
-                    flags = 0
-                    if mask & selectors.EVENT_READ:
-                        flags |= pycurl.CSELECT_IN
-                    if mask & selectors.EVENT_WRITE:
-                        flags |= pycurl.CSELECT_OUT
-                    self.action(key.fd, flags)
+                    wait = min(wait, max(0.0, self.deadline - time.monotonic()))
+                self._wait(wait)
                 if self.deadline is not None and time.monotonic() >= self.deadline:
                     self.deadline = None
                     self.action(pycurl.SOCKET_TIMEOUT, 0)
-                self.check_idle()
+                if self.idle_jobs:
+                    self.check_idle()
         finally:
             if mine:  # Ctrl-C, an exception, or the caller closed the generator: stop the rest
                 for job in jobs:
                     if id(job) in mine and not job.done:
                         self.cancel(job)
-                self.ready = [job for job in self.ready if id(job) not in mine]
+                self.ready = collections.deque(job for job in self.ready if id(job) not in mine)
 
     def close(self) -> None:
         if self.closed:
             return
         super().close()
-        self.selector.close()
+        if self.epoll is not None:
+            self.epoll.close()
+        if self.selector is not None:
+            self.selector.close()
+        self.registered.clear()
 
 
-def _sleep(seconds: float) -> list[Any]:
-    time.sleep(seconds)
-    return []
+_READ, _WRITE = selectors.EVENT_READ, selectors.EVENT_WRITE
+# Error and hang-up wake curl as a read would: it reads, and learns what happened.
+_EPOLL_IN = (
+    (select.EPOLLIN | select.EPOLLERR | select.EPOLLHUP | select.EPOLLRDHUP)
+    if hasattr(select, "epoll")
+    else 0
+)

@@ -364,6 +364,9 @@ def _error_body(status: int, message: str, type_: str, code: str | None) -> byte
 
 class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
+    # A many-streams client opens hundreds of connections at once; the default backlog (5) drops
+    # the rest of the burst's SYNs and each retry costs the client a second.
+    request_queue_size = 1024
     block_on_close = False
     app: LoopbackServer
 
