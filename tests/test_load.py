@@ -305,3 +305,30 @@ def test_poisson_arrivals_follow_the_seed(server: Any, stream_backend: SimpleNam
     assert gaps(a) == gaps(b)
     assert all(r["started"] >= r["queued"] for r in a["requests"])
     assert a["summary"]["outcomes"] == {"complete": 5}
+
+
+@pytest.mark.parametrize(
+    ("model", "outcome", "tokens"),
+    [
+        ("plain", "complete", 15),  # written in 1-11 byte pieces: events split across reads
+        ("crlf", "complete", 15),  # CRLF line endings and a ": ping" comment first
+        ("slow-2", "complete", 15),  # ": ping" comments between the tokens
+        ("plain:bulk", "complete", 15),  # the whole stream in one write: tokens share a read
+        ("disconnect", "incomplete", 6),  # half an event, then the connection closes
+        ("error", "error", 6),
+    ],
+)
+def test_framing_that_broke_other_suites(
+    stream_backend: SimpleNamespace, model: str, outcome: str, tokens: int
+) -> None:
+    from fastsse.testing import serve_in_thread
+
+    with serve_in_thread(pause=0) as loopback:
+        doc = load.run(
+            load.Config(url=loopback.base_url, model=model, requests=2, concurrency=2, loop="asyncio")
+        )
+    assert doc["summary"]["outcomes"] == {outcome: 2}
+    for r in doc["requests"]:
+        assert sum(r["tokens"]) == tokens
+        if model == "plain:bulk":
+            assert len(set(r["token_reads"])) < len(r["token_reads"])  # marked as sharing a read
