@@ -65,6 +65,7 @@ def row(doc: dict[str, Any], server_late: dict[str, Any]) -> dict[str, Any]:
         "cpu_us_per_chunk": s["client_cpu_s"] / chunks * 1e6,
         "client_busy": s["client_busy"],
         "loop_delay_p99_ms": s["client_loop_delay_ms"]["p99"],
+        "client_preempted": s["client_preempted"],
         "server_late_p99_ms": server_late["p99"] / 1e3,
     }
 
@@ -88,9 +89,10 @@ def main(argv: list[str] | None = None) -> int:
     pin = (os.cpu_count() or 1) > 1
     rows = []
     print(
-        "| streams | client | lag p50 (ms) | lag p99 (ms) | ITL p50 / p99 (ms) | client CPU per chunk | client busy | server late p99 |"
+        "| streams | client | lag p50 (ms) | lag p99 (ms) | ITL p50 / p99 (ms) | client CPU per chunk "
+        "| client busy | loop late p99 | server late p99 |"
     )
-    print("|---:|---|---:|---:|---:|---:|---:|---:|")
+    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|")
     for streams in [int(n) for n in args.streams.split(",")]:
         for client in args.clients.split(","):
             with spawn_scripted_server(

@@ -267,10 +267,13 @@ def test_merge_command_line(server: Any, tmp_path: Any, stream_backend: SimpleNa
 
 
 def test_a_late_event_loop_is_warned_about() -> None:
-    worker = {"cpu_s": 0.1, "wall_s": 1.0, "loop_delays_ns": [40_000_000] * 100}
+    worker = {"cpu_s": 0.1, "wall_s": 1.0, "loop_delays_ns": [40_000_000] * 100, "preempted": 500}
     summary = load.summarize([], [worker])
     assert summary["client_loop_delay_ms"]["p99"] == 40.0
-    assert any("event loop" in w for w in summary["warnings"])
+    assert summary["client_preempted"] == 500
+    assert any("event loop" in w and "other processes" in w for w in summary["warnings"])
+    busy = load.summarize([], [{**worker, "cpu_s": 0.9}])
+    assert any("event loop" in w and "was busy" in w for w in busy["warnings"])
     quiet = load.summarize([], [{**worker, "loop_delays_ns": [100_000] * 100}])
     assert not quiet["warnings"]
 

@@ -467,6 +467,7 @@ class WorkerResult:
     wall_s: float
     driver: str
     loop_delays_ns: list[int]  # how late each probe wake-up of the event loop came
+    preempted: int  # involuntary context switches during the measured phase (-1: not known here)
     records: list[dict[str, Any]]
 
 
@@ -504,12 +505,14 @@ async def _run_share(config: Config, share: Share, start_epoch_ns: int, counters
         delays: list[int] = []
         stop = asyncio.Event()
         probe = asyncio.create_task(_probe(delays, stop))
+        switches0 = _involuntary_switches()
         cpu0, wall0 = time.process_time(), time.monotonic()
         await _phase(
             driver, body, indexes, share, config, origin, counters, records,
             count=share.requests, duration=config.duration, warmup=False, rng=rng,
         )  # fmt: skip
         cpu, wall = time.process_time() - cpu0, time.monotonic() - wall0
+        switches = _involuntary_switches()
         stop.set()
         await probe
     return WorkerResult(
@@ -521,8 +524,18 @@ async def _run_share(config: Config, share: Share, start_epoch_ns: int, counters
         wall_s=wall,
         driver=driver.label,
         loop_delays_ns=delays,
+        preempted=switches - switches0 if switches0 >= 0 else -1,
         records=[r.to_json() for r in sorted(records, key=lambda r: r.index)],
     )
+
+
+def _involuntary_switches() -> int:
+    """The process's involuntary context switches so far: the kernel took the CPU away (-1: unknown)."""
+    try:
+        import resource
+    except ImportError:  # Windows
+        return -1
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_nivcsw)
 
 
 def _new_loop(kind: str) -> asyncio.AbstractEventLoop:
@@ -696,6 +709,8 @@ def summarize(records: list[dict[str, Any]], workers: list[dict[str, Any]]) -> d
     wall = max((w["wall_s"] for w in workers), default=0.0)
     busiest = max((w["cpu_s"] / w["wall_s"] for w in workers if w["wall_s"] > 0), default=0.0)
     loop_delay = _stats([d for w in workers for d in w.get("loop_delays_ns") or ()])
+    known = [w["preempted"] for w in workers if w.get("preempted", -1) >= 0]
+    preempted = sum(known) if known else -1
     reads_shared = sum(len(r["token_reads"]) - len(set(r["token_reads"])) for r in measured)
     summary = {
         "requests": len(measured),
@@ -720,6 +735,7 @@ def summarize(records: list[dict[str, Any]], workers: list[dict[str, Any]]) -> d
         "client_busy": busiest,
         "client_wall_s": wall,
         "client_loop_delay_ms": loop_delay,
+        "client_preempted": preempted,
         "warnings": [],
     }
     counted = sum(sum(r["tokens"]) for r in ok)
@@ -736,10 +752,17 @@ def summarize(records: list[dict[str, Any]], workers: list[dict[str, Any]]) -> d
             "(use --workers, or a lower load)"
         )
     if loop_delay["n"] and loop_delay["p99"] > LOOP_DELAY_WARNING_MS:
+        why = (
+            "the client itself was busy: use --workers or a lower load"
+            if busiest > BUSY_WARNING
+            else f"the client used only {busiest:.0%} of a core and was preempted {preempted:,} times: "
+            "other processes took its CPU; use a quieter machine or pin the client to a free core"
+            if preempted >= 0
+            else f"the client used only {busiest:.0%} of a core: other processes took its CPU"
+        )
         summary["warnings"].append(
             f"the client's event loop woke up to {loop_delay['p99']:.1f} ms late (p99 of a {PROBE_S * 1e3:g} ms "
-            "timer): reads waited as long, and the latencies include it (a busy client, or a machine "
-            "short of CPU; use --workers, a lower load or a quieter machine)"
+            f"timer); reads waited as long and the latencies include it: {why}"
         )
     return summary
 
@@ -855,6 +878,8 @@ def format_summary(doc: dict[str, Any]) -> str:
         )
     delay = s["client_loop_delay_ms"]
     late = f"; event loop late p50 {delay['p50']:.2f} / p99 {delay['p99']:.2f} ms" if delay["n"] else ""
+    if s["client_preempted"] >= 0:
+        late += f"; preempted {s['client_preempted']:,} times"
     lines.append(
         f"  client CPU {s['client_cpu_s']:.2f} s over {s['client_wall_s']:.2f} s; busiest worker"
         f" {s['client_busy']:.0%} of a core{late}"
