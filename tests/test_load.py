@@ -180,6 +180,10 @@ def test_dataset_rows_are_sent_as_they_are(server: Any, stream_backend: SimpleNa
     )
     doc = run(server, model="chunks=none", dataset=rows, requests=4, concurrency=2)
     assert [sum(r["tokens"]) for r in doc["requests"]] == [3, 5, 3, 5]
+    # a whole body goes as it is (no usage asked for it); a prompt line gets include_usage
+    assert [r["completion_tokens"] for r in doc["requests"]] == [None, 5, None, 5]
+    body = load._bodies(load.Config(url="u", model="m", dataset=rows, max_tokens=7))
+    assert body(0) == {**orjson.loads(rows[0]), "model": "m", "stream": True, "max_tokens": 7}
 
 
 def test_bad_dataset_line_is_a_value_error(server: Any) -> None:

@@ -81,10 +81,12 @@ def _bodies(config: Config) -> Callable[[int], dict[str, Any]]:
     prompt_only = {"prompt", "max_tokens"}
 
     def body(i: int) -> dict[str, Any]:
+        whole = False
         if rows:
             row = rows[i % len(rows)]
             if "messages" in row or not set(row) <= prompt_only:
                 out = dict(row)  # a request body: sent as it is, unknown fields included
+                whole = True
             else:
                 out = {"messages": [{"role": "user", "content": str(row.get("prompt", ""))}]}
                 if row.get("max_tokens") is not None:
@@ -93,7 +95,7 @@ def _bodies(config: Config) -> Callable[[int], dict[str, Any]]:
             out = {"messages": [{"role": "user", "content": config.prompt}]}
         if config.max_tokens is not None and "max_tokens" not in out:
             out["max_tokens"] = config.max_tokens
-        if config.usage:
+        if config.usage and not whole:
             options = dict(out.get("stream_options") or {})
             options.setdefault("include_usage", True)
             out["stream_options"] = options
