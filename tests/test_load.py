@@ -13,6 +13,7 @@ token counts, which chunks are tokens, outcomes, and receive >= send for every c
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import subprocess
 import sys
@@ -124,7 +125,7 @@ def test_truncated_stream_is_incomplete_never_a_success(server: Any, stream_back
     assert s["requests_per_s"] == 0
     for r in doc["requests"]:
         assert r["tokens"] == [1, 1, 1]
-        assert r["cause"].startswith("cut mid-stream")
+        assert r["cause"] == "cut mid-stream (curl 18)"
 
 
 def test_errors_are_counted_by_cause(server: Any, stream_backend: SimpleNamespace) -> None:
@@ -142,6 +143,19 @@ def test_refused_connection_is_failed(stream_backend: SimpleNamespace) -> None:
         load.Config(url="http://127.0.0.1:9/v1", model="m", requests=2, concurrency=1, loop="asyncio")
     )
     assert doc["summary"]["outcomes"] == {"failed": 2}
+    assert doc["summary"]["failures_by_cause"] == {"failed: connection refused (curl 7)": 2}
+
+
+def test_own_authorization_header_is_sent_instead_of_the_key(stream_backend: SimpleNamespace) -> None:
+    from fastsse.testing import serve_in_thread
+
+    with serve_in_thread(api_key="sekrit") as loopback:
+        config = load.Config(
+            url=loopback.base_url, model="plain", requests=1, loop="asyncio", api_key="wrong"
+        )
+        assert load.run(config)["summary"]["outcomes"] == {"http": 1}
+        mine = dataclasses.replace(config, headers=(("Authorization", "Bearer sekrit"),))
+        assert load.run(mine)["summary"]["outcomes"] == {"complete": 1}
 
 
 def test_rate_arrivals_record_queue_time(server: Any, stream_backend: SimpleNamespace) -> None:

@@ -192,6 +192,18 @@ def _firsts(out: Record) -> None:
         out.first_token, out.last_token = times[0], times[-1]
 
 
+# the curl results a load run meets, by what they mean for the request
+_CURL_CAUSES: Final = {
+    6: "host not found",
+    7: "connection refused",
+    18: "cut mid-stream",
+    28: "timed out",
+    52: "empty reply",
+    55: "send failed",
+    56: "connection reset",
+}
+
+
 def _from_result(index: int, result: dict[str, Any], sent_stamps: list[int], queued: int, exc: Any) -> Record:
     """A record from the engine's result (or the partial result a TransportError carries)."""
     out = Record(index=index, queued=queued)
@@ -216,11 +228,12 @@ def _from_result(index: int, result: dict[str, Any], sent_stamps: list[int], que
     verdict = result.get("verdict") or {}
     if exc is not None:
         code = getattr(exc, "code", None)
-        text = f"curl {code}" if code is not None else type(exc).__name__
-        if out.reads:
-            out.outcome, out.cause = INCOMPLETE, f"cut mid-stream ({text})"
-        else:
-            out.outcome, out.cause = FAILED, text
+        text = (
+            f"{_CURL_CAUSES.get(code, 'transport error')} (curl {code})"
+            if code is not None
+            else type(exc).__name__
+        )
+        out.outcome, out.cause = (INCOMPLETE if out.reads else FAILED), text
     elif isinstance(status, int) and status >= 400:
         out.outcome, out.cause = HTTP_ERROR, f"http {status}"
     elif verdict.get("error"):
@@ -244,9 +257,10 @@ class _EngineDriver:
     def __init__(self, config: Config, concurrency: int) -> None:
         from .. import AsyncClient
 
+        own_auth = any(name.lower() == "authorization" for name, _ in config.headers)
         self.client = AsyncClient(
             base_url=config.url,
-            api_key=config.api_key or "x",
+            api_key=None if own_auth else config.api_key,  # both at once is refused by the request setup
             headers=dict(config.headers) or None,
             max_connections=concurrency,
             timeout=config.timeout,
