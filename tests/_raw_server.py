@@ -2,12 +2,14 @@
 
 It reads each request (head and Content-Length body, kept in ``requests``), then runs
 ``script(conn)``, which writes whatever bytes the test wants. ``connections`` counts accepted
-connections, so a test can prove that nothing was sent at all.
+connections, so a test can prove that nothing was sent at all. With ``tls`` (a server
+context) each connection is wrapped first; ``peer_certs`` records the client certificates.
 """
 
 from __future__ import annotations
 
 import socket
+import ssl
 import threading
 from collections.abc import Callable
 
@@ -15,8 +17,10 @@ from collections.abc import Callable
 class RawServer:
     """Accepts connections on 127.0.0.1, reads each request, then runs ``script(conn)`` on it."""
 
-    def __init__(self, script: Callable[[socket.socket], None]) -> None:
+    def __init__(self, script: Callable[[socket.socket], None], *, tls: ssl.SSLContext | None = None) -> None:
         self.script = script
+        self.tls = tls
+        self.peer_certs: list[dict[str, str] | None] = []  # subject of each TLS client certificate
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.sock.bind(("127.0.0.1", 0))
@@ -39,6 +43,12 @@ class RawServer:
             except OSError:
                 return
             self.connections += 1
+            if self.tls is not None:
+                try:
+                    conn = self._handshake(conn)
+                except (OSError, ssl.SSLError):
+                    conn.close()
+                    continue  # a refused handshake is what some tests want
             with conn:
                 conn.settimeout(10)
                 try:
@@ -48,6 +58,15 @@ class RawServer:
                     pass  # the client went away: that is what most scripts wait for
                 except BaseException as exc:
                     self.errors.append(exc)
+
+    def _handshake(self, conn: socket.socket) -> socket.socket:
+        assert self.tls is not None
+        conn.settimeout(10)
+        tls = self.tls.wrap_socket(conn, server_side=True)
+        cert = tls.getpeercert()
+        subject = {k: v for rdn in cert.get("subject", ()) for k, v in rdn} if cert else None
+        self.peer_certs.append({"CN": subject["commonName"]} if subject else None)
+        return tls
 
     def _read_request(self, conn: socket.socket) -> None:
         data = b""
@@ -87,5 +106,3 @@ class RawServer:
         self.sock.close()
         assert not self.thread.is_alive(), "the raw server did not stop"
         assert not self.errors, self.errors
-
-

@@ -268,6 +268,89 @@ def test_a_loop_that_cannot_watch_sockets_is_refused_clearly(scripted: Any) -> N
     asyncio.run(main())
 
 
+# HTTP/2
+
+
+@pytest.fixture(scope="module")
+def h2_server() -> Iterator[Any]:
+    """An ASGI app under hypercorn, which speaks HTTP/2 to a client that opens with its preface."""
+    pytest.importorskip("hypercorn")
+    from hypercorn.asyncio import serve
+    from hypercorn.config import Config
+
+    from fastsse.encode import ChatChunkEncoder
+
+    seen: list[tuple[Any, str]] = []
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
+        seen.append((scope["client"], scope["http_version"]))
+        enc = ChatChunkEncoder(id="h2", model="m", created=1)
+        head = [(b"content-type", b"text/event-stream")]
+        await send({"type": "http.response.start", "status": 200, "headers": head})
+        events = (
+            [enc.role("assistant")]
+            + [enc.content(f" t{i}") for i in range(5)]
+            + [enc.finish("stop"), enc.done()]
+        )
+        for event in events:
+            await send({"type": "http.response.body", "body": event, "more_body": True})
+            await asyncio.sleep(0.005)
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    config = Config()
+    config.bind = [f"127.0.0.1:{port}"]
+    config.accesslog = config.errorlog = None
+    stop: list[Any] = []
+
+    def run() -> None:
+        async def main() -> None:
+            event = asyncio.Event()
+            stop.append((asyncio.get_running_loop(), event))
+            await serve(app, config, shutdown_trigger=event.wait)  # type: ignore[arg-type]
+
+        asyncio.run(main())
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.2).close()
+            break
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+    yield f"http://127.0.0.1:{port}/v1", seen
+    loop, event = stop[0]
+    loop.call_soon_threadsafe(event.set)
+    thread.join(10)
+
+
+def test_http2_multiplexes_streams_on_one_connection(
+    h2_server: Any, stream_backend: Any, run: Callable[[Any], Any]
+) -> None:
+    base_url, seen = h2_server
+
+    async def main() -> list[dict[str, Any]]:
+        async with fastsse.AsyncClient(base_url=base_url, api_key="x", http2=True, timeout=30) as client:
+            return await asyncio.gather(*(client.create_stream(request("m")) for _ in range(20)))
+
+    del seen[:]
+    results = run(main())
+    assert all(content(r) == " t0 t1 t2 t3 t4" and r["verdict"]["complete"] for r in results)
+    assert {version for _, version in seen} == {"2"}
+    assert len({client for client, _ in seen}) == 1  # twenty streams, one connection
+    with fastsse.Client(base_url=base_url, api_key="x", http2=True, timeout=30) as client:
+        outcomes = client.run([request("m")] * 5)
+    assert all(isinstance(o, dict) and o["verdict"]["complete"] for o in outcomes)
+
+
 # isolation
 
 
@@ -448,12 +531,12 @@ def test_timing_matches_the_script(scripted: Any, stream_backend: Any, driver: s
     assert t["first_content"] == t["reads"][t["token_reads"][2]]
     # the server's schedule starts when it has read the request: the first token is due ttft later
     ttft = (t["first_reasoning"] - t["sent"]) / 1e6
-    assert ttft_ms - 1 <= ttft <= ttft_ms + 60
+    assert ttft_ms - 5 <= ttft <= ttft_ms + 150  # the server may write a due chunk a little early
     gaps = [
         (t["reads"][b] - t["reads"][a]) / 1e6
         for a, b in zip(t["token_reads"], t["token_reads"][1:], strict=False)
     ]
-    assert sorted(gaps)[len(gaps) // 2] == pytest.approx(itl_ms, abs=8)
+    assert sorted(gaps)[len(gaps) // 2] == pytest.approx(itl_ms, abs=15)
     mono, epoch = t["anchor"]
     assert abs(epoch + (t["end"] - mono) - time.time_ns()) < 5 * 10**9
     message = result["choices"][0]["message"]

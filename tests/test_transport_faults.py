@@ -177,7 +177,7 @@ def test_idle_timeout_ends_a_silent_stream(stream_backend: Any) -> None:
         _, exc, elapsed = timed(lambda: call(raw.base_url, timeout=None, idle_timeout=1))
     assert isinstance(exc, fastsse.TransportError), exc
     assert exc.code == pycurl.E_OPERATION_TIMEDOUT
-    assert elapsed < 1 + 6 + MARGIN  # curl averages the speed over its last ~5 s
+    assert 1 <= elapsed < 1 + MARGIN  # the last byte's time against a clock, not curl's speed average
     assert exc.result["choices"][0]["message"]["content"] == "Hello"
 
 

@@ -25,7 +25,9 @@ class Timing(TypedDict):
     - ``queued``: the request was handed to the client (``create_stream`` / ``stream`` / ``run``).
     - ``started``: it got a connection slot (``max_connections``) and its transfer began;
       ``started - queued`` is the time it waited for a slot.
-    - ``sent``: the request went out (curl's pre-transfer point: after connect and TLS).
+    - ``sent``: the request went out: ``started`` plus curl's pre-transfer time (connect, TLS
+      and writing the request; microsecond precision). curl stamps it after the write returns,
+      so on a busy machine the server may have read the request a little before ``sent``.
     - ``first_byte``: the first read of the response body (``reads[0]``).
     - ``first_content``: the read that brought the first content token (content, refusal, legacy
       ``text``, a tool call's name or arguments), i.e. the end of time to first token.

@@ -689,42 +689,37 @@ def _format(findings: list[Finding], source: str, size: int, events: int) -> str
     return "\n".join(lines)
 
 
-def _chat_url(url: str) -> str:
-    url = url.rstrip("/")
-    return url if url.endswith("/chat/completions") else url + "/chat/completions"
-
-
 def _fetch(args: argparse.Namespace, checker: StreamChecker) -> tuple[int, str, bytes]:
-    """POST a small streaming chat request; feed the body to ``checker`` as it arrives."""
-    import os
+    """POST a small streaming chat request; feed the body to ``checker`` as it arrives.
 
-    import pycurl
+    The request is set up by the client's ``prepare`` / ``apply`` (scheme and header checks, auth,
+    protocols, content decoding), as for ``create_stream``; only the body goes elsewhere: every
+    byte of a non-error answer reaches the linter, whatever its Content-Type.
+    """
+    from .client._request import Response, apply, import_pycurl, prepare
 
+    pycurl = import_pycurl()
     request: dict[str, Any] = {
         "model": args.model,
         "messages": [{"role": "user", "content": "Say hello in one short sentence."}],
-        "stream": True,
     }
     if args.expect_usage:
         request["stream_options"] = {"include_usage": True}
-    headers = ["Content-Type: application/json", "Accept: text/event-stream"]
-    api_key = args.api_key or os.environ.get("OPENAI_API_KEY")
-    if api_key:
-        headers.append(f"Authorization: Bearer {api_key}")
-    content_type: list[str] = []
+    base = args.url.rstrip("/")
+    if base.endswith("/chat/completions"):
+        base = base[: -len("/chat/completions")]
+    spec = prepare(
+        request,
+        base_url=base,
+        api_key=args.api_key or None,
+        timeout=args.timeout,
+        connect_timeout=min(args.timeout, 10.0),
+    )
+    response = Response(spec, None)
     body = bytearray()
-    status = [0]  # of the last status line: a 100 Continue comes before the real one
-
-    def on_header(line: bytes) -> None:
-        if line.startswith(b"HTTP/"):
-            parts = line.split()
-            status[0] = int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 0
-            content_type.clear()
-        elif line.lower().startswith(b"content-type:"):
-            content_type.append(line.split(b":", 1)[1].strip().decode("latin-1"))
 
     def on_body(chunk: bytes) -> None:
-        if status[0] >= 400:
+        if response.status >= 400:
             if len(body) < 65536:
                 body.extend(chunk)
         else:
@@ -732,20 +727,12 @@ def _fetch(args: argparse.Namespace, checker: StreamChecker) -> tuple[int, str, 
 
     curl = pycurl.Curl()
     try:
-        curl.setopt(pycurl.URL, _chat_url(args.url))
-        curl.setopt(pycurl.POST, 1)
-        curl.setopt(pycurl.POSTFIELDS, orjson.dumps(request))
-        curl.setopt(pycurl.HTTPHEADER, headers)
+        apply(curl, spec, response)
         curl.setopt(pycurl.WRITEFUNCTION, on_body)
-        curl.setopt(pycurl.HEADERFUNCTION, on_header)
-        curl.setopt(pycurl.CONNECTTIMEOUT_MS, int(min(args.timeout, 10.0) * 1000))
-        curl.setopt(pycurl.TIMEOUT_MS, int(args.timeout * 1000))
-        curl.setopt(pycurl.NOSIGNAL, 1)
         curl.perform()
-        code = curl.getinfo(pycurl.RESPONSE_CODE)
     finally:
         curl.close()
-    return code, content_type[-1] if content_type else "", bytes(body)
+    return response.status, response.content_type, bytes(body)
 
 
 def main(argv: list[str] | None = None) -> int:

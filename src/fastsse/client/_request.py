@@ -20,6 +20,7 @@ Nothing here waits: driving the transfer (``perform()``, a wait loop, an event l
 from __future__ import annotations
 
 import email.utils
+import importlib
 import math
 import os
 import re
@@ -208,7 +209,7 @@ def prepare(
     lines = ["Content-Type: application/json", "Accept: text/event-stream", "Expect:"]
     given = [_check_header(name, value) for name, value in _header_pairs(headers)]
     has_auth = any(line[:14].lower() == "authorization:" for line in given)
-    if api_key is not None and has_auth:
+    if api_key and has_auth:
         raise ValueError("pass either api_key or an Authorization header, not both")
     key = api_key if api_key is not None else (None if has_auth else os.environ.get("OPENAI_API_KEY"))
     if key:
@@ -248,12 +249,12 @@ def prepare(
 def import_pycurl() -> Any:
     """The pycurl module; ImportError with the install hint if it is missing."""
     try:
-        import pycurl
+        # import_module: pycurl ships no type stubs, and every use here is dynamic anyway
+        return importlib.import_module("pycurl")
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise ImportError(
             "create_stream needs pycurl: pip install 'fastsse-cython[curl]' (or pip install pycurl)"
         ) from exc
-    return pycurl
 
 
 def _set_protocols(curl: Any, pycurl: Any, protocols: str | None) -> None:
@@ -300,10 +301,16 @@ def apply(curl: Any, spec: RequestSpec, response: Response) -> None:
 
 def reset(curl: Any, spec: RequestSpec) -> None:
     """Clear what ``apply(curl, spec, ...)`` set, so the handle's next request (maybe to another host)
-    carries none of it: the headers with the key, the body, the callbacks, the proxy and TLS files.
-    The handle keeps its connection cache and the options its owner set."""
+    carries none of it: the headers with the key, the body, the callbacks, the proxy and CA file.
+    The handle keeps its connection cache and the options its owner set, except after a spec with
+    a client certificate: pycurl cannot unset one, so then the whole handle is ``curl.reset()``."""
     pycurl = import_pycurl()
-    curl.setopt(pycurl.HTTPHEADER, [])
+    if spec.client_cert is not None or spec.client_key is not None:
+        # pycurl cannot unset SSLCERT / SSLKEY: only a full reset forgets a client certificate
+        # (create_stream refuses client_cert on a caller's handle, so this is a pooled handle).
+        curl.reset()
+        return
+    curl.unsetopt(pycurl.HTTPHEADER)  # setopt(HTTPHEADER, []) would leave the old list in place
     curl.setopt(pycurl.POSTFIELDS, b"")
     curl.setopt(pycurl.POSTFIELDSIZE, -1)
     curl.setopt(pycurl.HTTPGET, 1)
@@ -318,10 +325,6 @@ def reset(curl: Any, spec: RequestSpec) -> None:
         curl.unsetopt(pycurl.PROXY)
     if spec.ca_bundle is not None:
         curl.unsetopt(pycurl.CAINFO)
-    if spec.client_cert is not None:
-        curl.unsetopt(pycurl.SSLCERT)
-    if spec.client_key is not None:
-        curl.unsetopt(pycurl.SSLKEY)
 
 
 def _discard(data: bytes) -> None:
@@ -367,7 +370,16 @@ class Response:
         self.exc: BaseException | None = None
         self.last_activity = time.monotonic()
 
-    def header(self, line: bytes) -> None:
+    def header(self, line: bytes) -> int | None:
+        try:
+            self._header(line)
+            return None
+        except BaseException as exc:  # e.g. a KeyboardInterrupt: pycurl would only print it
+            self.exc = exc
+            self.stopped = True
+            return 0
+
+    def _header(self, line: bytes) -> None:
         self.last_activity = time.monotonic()
         if line[:5] == b"HTTP/":
             parts = line.split(None, 2)

@@ -2,7 +2,8 @@
 
 libcurl tells us which sockets to watch (``M_SOCKETFUNCTION``) and when to wake it
 (``M_TIMERFUNCTION``); ``AsyncClient`` hands both to the running event loop (``add_reader`` /
-``add_writer`` / ``call_later``), ``Client`` to its own ``selectors`` loop. Either way a read costs
+``add_writer`` / ``call_later``), ``Client`` to its own poll loop (epoll, else ``selectors``).
+Either way a read costs
 one Python callback (curl's write callback, which passes the bytes straight to the compiled
 stream) and no thread, task or object per chunk. Each request gets its stream through one
 factory (``_FORMATS``), its options through one request setup, and its result through the same
@@ -105,6 +106,7 @@ class _Engine:
         client_cert: str | tuple[str, str] | None,
         max_event_bytes: int | None,
         timing: bool,
+        http2: bool = False,
     ) -> None:
         if isinstance(max_connections, bool) or not isinstance(max_connections, int):
             raise TypeError(f"max_connections must be an int, not {type(max_connections).__name__}")
@@ -127,16 +129,19 @@ class _Engine:
         # Validated now, so a bad client option fails at construction rather than per request.
         prepare({}, **self.defaults)
         self.timing = bool(timing)
+        self.http2 = bool(http2)
         self.max_connections = max_connections
         self.multi = pycurl.CurlMulti()
         self.multi.setopt(pycurl.M_SOCKETFUNCTION, self._on_socket)
         self.multi.setopt(pycurl.M_TIMERFUNCTION, self._on_timer)
         self.multi.setopt(pycurl.M_MAX_TOTAL_CONNECTIONS, max_connections)
         self.multi.setopt(pycurl.M_MAXCONNECTS, max_connections)
+        self.multi.setopt(pycurl.M_PIPELINING, pycurl.PIPE_MULTIPLEX)
         self.pool: list[Any] = []
         self.waiting: collections.deque[_Job] = collections.deque()
         self.active: dict[int, _Job] = {}  # id(handle) -> job
         self.running = 0
+        self.callback_exc: BaseException | None = None  # raised in a socket/timer callback
         self.idle_jobs: set[_Job] = set()  # active jobs with an idle_timeout, checked by the driver
         self.closed = False
 
@@ -166,7 +171,11 @@ class _Engine:
                 raise TypeError(f"unknown request option {key!r}")
         if own.get("format", "chat") not in _FORMATS:
             raise ValueError(f"unknown format {own['format']!r}; known: {sorted(_FORMATS)}")
-        return _Job(prepare(request, **merged), own, index)
+        spec = prepare(request, **merged)
+        if own.get("curl") is not None and merged["client_cert"] is not None:
+            # pycurl cannot unset a certificate, so it would outlive the request on the caller's handle
+            raise ValueError("client_cert cannot be used with curl=: set SSLCERT / SSLKEY on your own handle")
+        return _Job(spec, own, index)
 
     def submit(self, job: _Job) -> None:
         if self.closed:
@@ -194,6 +203,16 @@ class _Engine:
             )
             response = Response(spec, stream)
             apply(handle, spec, response)
+            if self.http2 and not job.own_handle:
+                # h2c by prior knowledge on http:// (no upgrade round trip), ALPN on https://;
+                # PIPEWAIT: a request waits for a connection being opened to multiplex on it
+                # rather than opening its own.
+                plain = spec.url[:5].lower() == "http:"
+                version = (
+                    pycurl.CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE if plain else pycurl.CURL_HTTP_VERSION_2TLS
+                )
+                handle.setopt(pycurl.HTTP_VERSION, version)
+                handle.setopt(pycurl.PIPEWAIT, 1)
         except BaseException:
             self._recycle(job, handle)
             raise
@@ -304,10 +323,19 @@ class _Engine:
         if self.closed:  # a readiness callback queued in the same loop turn as close()
             return
         _, running = self.multi.socket_action(fd, mask)
+        if self.callback_exc is not None:
+            self._raise_callback_exc()
         if running < self.running or self.waiting or running == 0:
             self.running = running
             self._collect()
         self.running = running
+
+    def _raise_callback_exc(self) -> None:
+        # pycurl only prints what a socket or timer callback raises: the callbacks keep it (a
+        # Ctrl-C landing in one) and it is raised here, once curl has returned.
+        exc, self.callback_exc = self.callback_exc, None
+        if exc is not None:
+            raise exc
 
     def close(self) -> None:
         if self.closed:
@@ -333,7 +361,12 @@ _CLIENT_DOC = """
     that transfer and left open, its connection kept). Client-only: ``max_connections`` (transfers at once;
     more requests wait in a queue, and ``timing["started"] - timing["queued"]`` is that wait;
     default 100) and ``timing`` (default True: every result carries ``result["timing"]``, a
-    ``fastsse.Timing``; False drops the record and its cost).
+    ``fastsse.Timing``; False drops the record and its cost), ``http2`` (default False: HTTP/2
+    for every request of the client, by prior knowledge on ``http://`` and ALPN on ``https://``,
+    requests multiplexed on shared connections, waiting for one being opened rather than opening
+    their own; ``max_connections`` still bounds the transfers in flight; a ``curl=`` handle keeps
+    its own settings. Without it curl's defaults hold: HTTP/1.1 on ``http://``, HTTP/2 when the
+    server offers it on ``https://``).
 """
 
 
@@ -352,7 +385,7 @@ class AsyncClient:
     (
         """``AsyncClient(*, base_url=None, api_key=None, headers=None, path="/chat/completions",
     max_connections=100, timeout=None, connect_timeout=None, idle_timeout=None, proxy=None,
-    ca_bundle=None, client_cert=None, max_event_bytes=None, timing=True)``
+    ca_bundle=None, client_cert=None, max_event_bytes=None, timing=True, http2=False)``
 
     Many chat streams at once on the running event loop (asyncio's default loop or uvloop): one
     libcurl multi handle whose sockets and timer the loop watches, no thread per stream.
@@ -382,6 +415,7 @@ class AsyncClient:
         client_cert: str | tuple[str, str] | None = None,
         max_event_bytes: int | None = None,
         timing: bool = True,
+        http2: bool = False,
     ) -> None:
         self._engine = _AsyncEngine(
             base_url=base_url,
@@ -397,6 +431,7 @@ class AsyncClient:
             client_cert=client_cert,
             max_event_bytes=max_event_bytes,
             timing=timing,
+            http2=http2,
         )
 
     async def create_stream(
@@ -569,6 +604,12 @@ class _AsyncEngine(_Engine):
         return loop
 
     def _on_socket(self, what: int, fd: int, multi: Any, data: Any) -> None:
+        try:
+            self._watch(what, fd)
+        except BaseException as exc:
+            self.callback_exc = exc
+
+    def _watch(self, what: int, fd: int) -> None:
         loop = self.loop
         assert loop is not None
         pycurl = self.pycurl
@@ -596,6 +637,12 @@ class _AsyncEngine(_Engine):
     def _on_timer(self, timeout_ms: int) -> None:
         # curl moves its timer on nearly every read; a loop timer is only replaced when curl wants
         # to be woken earlier than it fires. One that fires early checks ``wanted`` and waits on.
+        try:
+            self._arm(timeout_ms)
+        except BaseException as exc:
+            self.callback_exc = exc
+
+    def _arm(self, timeout_ms: int) -> None:
         loop = self.loop
         if timeout_ms < 0 or loop is None:
             self.wanted = None
@@ -662,10 +709,10 @@ class Client:
     (
         """``Client(*, base_url=None, api_key=None, headers=None, path="/chat/completions",
     max_connections=100, timeout=None, connect_timeout=None, idle_timeout=None, proxy=None,
-    ca_bundle=None, client_cert=None, max_event_bytes=None, timing=True)``
+    ca_bundle=None, client_cert=None, max_event_bytes=None, timing=True, http2=False)``
 
-    The same engine, driven on the calling thread by its own ``selectors`` loop (epoll, kqueue or
-    select): ``create_stream`` for one request, ``run`` for many at once, ``as_completed`` to take
+    The same engine, driven on the calling thread by its own poll loop (epoll where there is
+    one, else the platform's ``selectors``: kqueue, select): ``create_stream`` for one request, ``run`` for many at once, ``as_completed`` to take
     them as they end. Ctrl-C (KeyboardInterrupt) stops a call within about 0.1 s, cancelling
     every transfer it had started. ``with Client(...) as client:`` closes the connections at the
     end; so does ``close()``.
@@ -692,6 +739,7 @@ class Client:
         client_cert: str | tuple[str, str] | None = None,
         max_event_bytes: int | None = None,
         timing: bool = True,
+        http2: bool = False,
     ) -> None:
         self._engine = _SyncEngine(
             base_url=base_url,
@@ -707,6 +755,7 @@ class Client:
             client_cert=client_cert,
             max_event_bytes=max_event_bytes,
             timing=timing,
+            http2=http2,
         )
 
     def create_stream(
@@ -810,6 +859,12 @@ class _SyncEngine(_Engine):
         self.ready: collections.deque[_Job] = collections.deque()
 
     def _on_socket(self, what: int, fd: int, multi: Any, data: Any) -> None:
+        try:
+            self._watch(what, fd)
+        except BaseException as exc:
+            self.callback_exc = exc
+
+    def _watch(self, what: int, fd: int) -> None:
         pycurl = self.pycurl
         events = 0
         if what != pycurl.POLL_REMOVE:
@@ -849,7 +904,10 @@ class _SyncEngine(_Engine):
             self.registered.pop(fd, None)
 
     def _on_timer(self, timeout_ms: int) -> None:
-        self.deadline = None if timeout_ms < 0 else time.monotonic() + timeout_ms / 1000
+        try:
+            self.deadline = None if timeout_ms < 0 else time.monotonic() + timeout_ms / 1000
+        except BaseException as exc:
+            self.callback_exc = exc
 
     def _finished(self, job: _Job) -> None:
         self.ready.append(job)
@@ -906,6 +964,8 @@ class _SyncEngine(_Engine):
                     self.action(pycurl.SOCKET_TIMEOUT, 0)
                 if self.idle_jobs:
                     self.check_idle()
+                if self.callback_exc is not None:
+                    self._raise_callback_exc()
         finally:
             if mine:  # Ctrl-C, an exception, or the caller closed the generator: stop the rest
                 for job in jobs:

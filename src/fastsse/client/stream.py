@@ -56,7 +56,8 @@ def create_stream(
     ``(cert, key)`` pair of files). ``Accept-Encoding: identity`` is sent, and a body compressed
     anyway (gzip, deflate, br) is decoded. Pass a ``pycurl.Curl`` as ``curl`` to reuse its
     connection across calls: what this call set on it (headers with the key, body, callbacks, proxy
-    and TLS files) is cleared afterwards, and the options its owner set are kept.
+    and CA file) is cleared afterwards, and the options its owner set are kept (``client_cert`` is
+    refused with it: pycurl cannot unset a certificate, so set your own on your handle).
 
     The call is one request on a ``fastsse.Client`` of its own, made and closed by it (without the
     timing record): use a ``Client`` or ``AsyncClient`` to run many at once or keep connections open.
@@ -71,7 +72,8 @@ def create_stream(
     it may be at most that large (EventTooLarge otherwise).
 
     It raises ValueError before sending anything if the URL is not http(s), a header name or value
-    (``api_key`` included) holds CR, LF or NUL or is malformed, or a timeout is ``<= 0``;
+    (``api_key`` included) holds CR, LF or NUL or is malformed, a timeout is ``<= 0``, or
+    ``client_cert`` comes with ``curl``;
     TransportError (with ``.result``, the partial aggregate, and ``.code``, curl's error) if the
     connection is refused, times out, goes idle, breaks mid-stream or comes with a content encoding
     curl cannot decode (code 61); whatever ``on_chunk`` raises, unchanged, after the transfer is

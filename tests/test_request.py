@@ -1,0 +1,165 @@
+"""client._request, the request setup shared by create_stream and the many-streams engine: what
+``prepare`` builds, how ``Response`` classifies an answer, and ``apply``/``reset`` on a real handle.
+
+The classification tests drive ``Response``'s callbacks with the header lines and body pieces curl
+would hand them (the raw-server tests in test_transport_hardening.py do it over sockets)."""
+
+from __future__ import annotations
+
+import time
+from email.utils import formatdate
+from typing import Any
+
+import pycurl
+import pytest
+
+import fastsse
+from _raw_server import RawServer
+from fastsse.client._request import RequestSpec, Response, apply, prepare, redact, reset
+
+REQUEST = {"model": "m", "messages": []}
+
+
+@pytest.fixture(autouse=True)
+def clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+
+
+def test_prepare_builds_the_request() -> None:
+    spec = prepare(
+        REQUEST,
+        base_url="http://127.0.0.1:1/v1/",
+        api_key="sk-1",
+        headers={"X-A": " b "},
+        timeout=2.5,
+        connect_timeout=0.0001,
+        idle_timeout=3,
+    )
+    assert spec.url == "http://127.0.0.1:1/v1/chat/completions"
+    assert spec.body == b'{"model":"m","messages":[],"stream":true}'
+    assert spec.headers == (
+        "Content-Type: application/json",
+        "Accept: text/event-stream",
+        "Expect:",
+        "Authorization: Bearer sk-1",
+        "X-A: b",
+    )
+    assert (spec.timeout_ms, spec.connect_timeout_ms, spec.idle_timeout) == (2500, 1, 3.0)
+    assert prepare(REQUEST, timeout=1.0001).timeout_ms == 1001  # rounded up, never down
+    assert prepare(REQUEST).url == "https://api.openai.com/v1/chat/completions"
+    assert prepare({**REQUEST, "stream": False}).body.endswith(b'"stream":true}')
+
+
+def test_spec_is_immutable_and_never_prints_the_key() -> None:
+    spec = prepare(REQUEST, base_url="https://u:pw@h.test/v1", api_key="sk-secret")
+    assert "sk-secret" not in repr(spec) and "pw" not in repr(spec)
+    assert spec.display_url == "https://***@h.test/v1/chat/completions"
+    with pytest.raises(AttributeError):
+        spec.url = "http://other/"  # type: ignore[misc]
+
+
+def test_redact() -> None:
+    assert redact("http://a:b@h:1/p?q") == "http://***@h:1/p?q"
+    assert redact("http://h/p") == "http://h/p"
+
+
+def test_an_empty_api_key_sends_none() -> None:
+    assert not any(h.startswith("Authorization") for h in prepare(REQUEST, api_key="").headers)
+    spec = prepare(REQUEST, api_key="", headers={"Authorization": "Basic x"})
+    assert [h for h in spec.headers if h.startswith("Authorization")] == ["Authorization: Basic x"]
+
+
+@pytest.mark.parametrize("bad", [{"X-A": "é"}, {"X-A": 1}, "X-A: b", [b"X-A: b"]])
+def test_header_types_and_charset(bad: Any) -> None:
+    with pytest.raises((TypeError, ValueError)):
+        prepare(REQUEST, headers=bad)
+
+
+def response(backend: Any, *header_lines: bytes) -> Response:
+    spec = prepare(REQUEST, base_url="http://u:pw@h.test/v1")
+    resp = Response(spec, backend.ChatStream())
+    for line in header_lines:
+        resp.header(line + b"\r\n")
+    return resp
+
+
+def test_last_header_block_wins(backend: Any) -> None:
+    resp = response(
+        backend,
+        b"HTTP/1.1 100 Continue",
+        b"",
+        b"HTTP/2 429",
+        b"Retry-After: 3",
+        b"content-type: APPLICATION/JSON",
+    )
+    assert (resp.status, resp.content_type, resp.retry_after) == (429, "application/json", "3")
+    resp.write(b'{"error": {"message": "m"}}')
+    assert resp.finish() == {"error": {"message": "m"}, "status": 429, "retry_after": 3.0}
+
+
+def test_retry_after_forms(backend: Any) -> None:
+    soon = formatdate(time.time() + 30, usegmt=True).encode()
+    for value, want in ((b"0", 0.0), (b"120", 120.0), (b"soon", "soon")):
+        resp = response(backend, b"HTTP/1.1 503 Busy", b"Retry-After: " + value)
+        assert resp.finish()["retry_after"] == want
+    dated = response(backend, b"HTTP/1.1 503 Busy", b"Retry-After: " + soon).finish()["retry_after"]
+    assert 20 <= dated <= 31
+
+
+def test_redirect_and_no_content(backend: Any) -> None:
+    moved = response(
+        backend, b"HTTP/1.1 308 Permanent", b"Location: https://h.test/v1/chat/completions"
+    ).finish()
+    assert moved["status"] == 308 and moved["location"] == "https://h.test/v1/chat/completions"
+    assert "pw" not in moved["error"] and "***@h.test" in moved["error"]
+    empty = response(backend, b"HTTP/1.1 204 No Content").finish()
+    assert empty["status"] == 204 and "choices" not in empty
+
+
+def test_transport_error_is_redacted_and_partial(backend: Any) -> None:
+    resp = response(backend, b"HTTP/1.1 200 OK", b"Content-Type: text/event-stream")
+    resp.write(b'data: {"choices":[{"index":0,"delta":{"content":"Hi"}}]}\n\ndata: {')
+    with pytest.raises(fastsse.TransportError) as info:
+        resp.finish(pycurl.E_PARTIAL_FILE, "transfer closed for http://u:pw@h.test/v1/chat/completions")
+    assert "pw" not in str(info.value) and info.value.code == pycurl.E_PARTIAL_FILE
+    assert info.value.result["choices"][0]["message"]["content"] == "Hi"
+
+
+def test_a_stop_on_purpose_is_no_error(backend: Any) -> None:
+    spec = prepare(REQUEST)
+    resp = Response(spec, backend.ChatStream(lambda chunk: False))
+    resp.header(b"HTTP/1.1 200 OK\r\n")
+    resp.header(b"Content-Type: text/event-stream\r\n")
+    assert resp.write(b'data: {"choices":[{"index":0,"delta":{"content":"Hi"}}]}\n\n') == 0
+    result = resp.finish(pycurl.E_WRITE_ERROR, "Failure writing output")
+    assert result["choices"][0]["message"]["content"] == "Hi" and result["verdict"]["aborted"] is True
+
+
+def test_apply_and_reset_on_a_real_handle(backend: Any) -> None:
+    def ok(conn: Any) -> None:
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: 0\r\n\r\n")
+
+    with RawServer(ok) as raw:
+        spec = prepare(REQUEST, base_url=raw.base_url, api_key="sk-secret", headers={"X-T": "1"}, timeout=5)
+        curl = pycurl.Curl()
+        try:
+            resp = Response(spec, backend.ChatStream())
+            apply(curl, spec, resp)
+            curl.perform()
+            assert resp.finish()["choices"] == []
+            reset(curl, spec)
+            curl.setopt(pycurl.URL, raw.base_url + "/models")
+            curl.setopt(pycurl.WRITEFUNCTION, lambda data: None)
+            curl.perform()
+        finally:
+            curl.close()
+    first, second = raw.requests
+    assert first.startswith(b"POST /v1/chat/completions ") and b"Bearer sk-secret" in first
+    assert b"X-T: 1" in first and b"Accept-Encoding: identity" in first
+    assert second.startswith(b"GET /v1/models ")
+    assert b"sk-secret" not in second and b"X-T" not in second and b"Accept-Encoding" not in second
+
+
+def test_spec_type_is_exported_for_the_engine() -> None:
+    assert isinstance(prepare(REQUEST), RequestSpec)
