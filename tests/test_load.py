@@ -353,3 +353,84 @@ def test_framing_that_broke_other_suites(
         assert sum(r["tokens"]) == tokens
         if model == "plain:bulk":
             assert len(set(r["token_reads"])) < len(r["token_reads"])  # marked as sharing a read
+
+
+@pytest.fixture(scope="module")
+def h2_url() -> Iterator[tuple[str, list[Any]]]:
+    """A streaming ASGI app under hypercorn, which answers HTTP/2 to a client that opens with its preface."""
+    pytest.importorskip("hypercorn")
+    import asyncio
+    import socket
+    import threading
+    import time
+
+    from hypercorn.asyncio import serve
+    from hypercorn.config import Config
+
+    from fastsse.encode import ChatChunkEncoder
+
+    seen: list[Any] = []
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
+        seen.append((scope["client"], scope["http_version"]))
+        enc = ChatChunkEncoder(id="h2", model="m", created=1)
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-type", b"text/event-stream")],
+            }
+        )
+        for event in [enc.role(), *(enc.content(f" t{i}") for i in range(4)), enc.finish("stop"), enc.done()]:
+            await send({"type": "http.response.body", "body": event, "more_body": True})
+            await asyncio.sleep(0.005)
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    config = Config()
+    config.bind = [f"127.0.0.1:{port}"]
+    config.accesslog = config.errorlog = None
+    stop: list[Any] = []
+
+    async def main() -> None:
+        event = asyncio.Event()
+        stop.append((asyncio.get_running_loop(), event))
+        await serve(app, config, shutdown_trigger=event.wait)  # type: ignore[arg-type]
+
+    thread = threading.Thread(target=asyncio.run, args=(main(),), daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.2).close()
+            break
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+    yield f"http://127.0.0.1:{port}/v1", seen
+    loop, event = stop[0]
+    loop.call_soon_threadsafe(event.set)
+    thread.join(10)
+
+
+def test_http2_streams_share_one_connection(
+    h2_url: tuple[str, list[Any]], stream_backend: SimpleNamespace
+) -> None:
+    url, seen = h2_url
+    del seen[:]
+    doc = load.run(load.Config(url=url, model="m", requests=10, concurrency=10, loop="asyncio", http2=True))
+    assert doc["summary"]["outcomes"] == {"complete": 10}
+    assert doc["summary"]["output_tokens"] == 40
+    assert {version for _, version in seen} == {"2"}
+    assert len({client for client, _ in seen}) == 1  # ten streams, one connection
+
+
+def test_http2_is_refused_for_a_peer() -> None:
+    args = load._parser().parse_args(["http://x/v1", "--model", "m", "--http2", "--client", "openai"])
+    with pytest.raises(ValueError, match="--http2"):
+        load.config_from_args(args)

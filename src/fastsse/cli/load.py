@@ -67,6 +67,7 @@ class Config:
     lag: bool = True
     loop: str = "auto"
     workers: int = 1
+    http2: bool = False
 
 
 def _bodies(config: Config) -> Callable[[int], dict[str, Any]]:
@@ -264,6 +265,7 @@ class _EngineDriver:
             headers=dict(config.headers) or None,
             max_connections=concurrency,
             timeout=config.timeout,
+            http2=config.http2,
         )
         self.lag = config.lag
 
@@ -1019,6 +1021,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--workers", type=int, default=1, help="processes, each with its own client (default 1)")
     p.add_argument(
+        "--http2",
+        action="store_true",
+        help="speak HTTP/2, streams multiplexed on shared connections (fastsse only)",
+    )
+    p.add_argument(
         "--json", metavar="FILE", help="write the summary and every request record (schema fastsse.load/1)"
     )
     p.add_argument(
@@ -1038,6 +1045,8 @@ def config_from_args(args: argparse.Namespace) -> Config:
         raise ValueError("--workers must be >= 1")
     if args.requests is not None and args.requests < 0:
         raise ValueError("--requests must be >= 0")
+    if args.http2 and args.client != "fastsse":
+        raise ValueError("--http2 needs --client fastsse (the peers speak HTTP/1.1 here)")
     if args.concurrency is not None and args.concurrency < args.workers:
         raise ValueError("--concurrency must be at least --workers (each worker needs a slot)")
     headers = []
@@ -1082,6 +1091,7 @@ def config_from_args(args: argparse.Namespace) -> Config:
         lag=not args.no_lag,
         loop=args.loop,
         workers=args.workers,
+        http2=args.http2,
     )
 
 
