@@ -17,6 +17,7 @@ COMMANDS = {
     "serve": ("fastsse.testing.server", "run the OpenAI-compatible loopback streaming server"),
     "check": ("fastsse.check", "lint a captured stream or a live endpoint for OpenAI stream conformance"),
     "bench": ("fastsse.cli.bench", "compare fastsse with the pure-Python backend and the peers"),
+    "load": ("fastsse.cli.load", "load an OpenAI-compatible server: TTFT, TPOT, ITL, E2E, throughput"),
 }
 
 

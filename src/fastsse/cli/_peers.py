@@ -9,8 +9,9 @@ usage with ``completion_tokens``, else its ``logprobs.content`` entries, else 1 
 non-empty ``content`` or ``reasoning_content``/``reasoning``, else 0). Role-only, finish and
 usage-only chunks are recorded with 0 tokens.
 
-- ``aiohttp-vllm``: aiohttp, the response read line by line, ``data: `` removed, stdlib
-  ``json.loads``, the stamp taken after parsing: the framing vLLM's ``bench serve`` uses.
+- ``aiohttp-vllm``: aiohttp, each read decoded and split at blank lines, ``data: `` removed, the
+  stamp taken, stdlib ``json.loads``: the framing of vLLM's ``bench serve`` (its chat request
+  function, 2026).
 - ``openai``: the openai SDK's ``AsyncOpenAI``, ``async for chunk in stream``.
 - ``httpx-sse``: ``httpx.AsyncClient`` with ``httpx_sse.aconnect_sse``, ``orjson.loads`` per event.
 - ``fastsse-aiohttp``: aiohttp's byte stream through ``fastsse.aiter_chunks``.
@@ -27,6 +28,7 @@ projects.
 from __future__ import annotations
 
 import asyncio
+import codecs
 import dataclasses
 import importlib
 import json
@@ -123,7 +125,8 @@ class Peer:
 
 
 class _AiohttpVllm(Peer):
-    """aiohttp, read line by line, ``data: `` removed, ``json.loads``, stamped after parsing (vLLM's framing)."""
+    """aiohttp as vLLM's ``bench serve`` frames a stream: every read decoded, split at blank lines,
+    ``data: `` removed, stamped, then ``json.loads``."""
 
     async def __aenter__(self) -> Peer:
         aiohttp = _need("aiohttp", "aiohttp")
@@ -144,19 +147,25 @@ class _AiohttpVllm(Peer):
                     rec.error = f"http {response.status}"
                     await response.read()
                     return rec
-                async for line in response.content:
-                    line = line.strip()
-                    if not line or line.startswith(b":"):
-                        continue
-                    text = line.decode("utf-8").removeprefix("data: ")
-                    if text == "[DONE]":
-                        rec.done = True
-                        continue
-                    data = json.loads(text)
-                    rec.add(data, time.monotonic_ns())  # after parsing, as vLLM stamps
-                    if isinstance(data, dict) and "error" in data:
-                        rec.error = "stream error"
-        except Exception as exc:
+                decoder = codecs.getincrementaldecoder("utf-8")()
+                pending = ""
+                async for raw in response.content.iter_any():
+                    pending += decoder.decode(raw)
+                    *events, pending = pending.split("\n\n")
+                    for event in events:
+                        event = event.strip()
+                        if not event or event.startswith(":"):
+                            continue
+                        text = event.removeprefix("data: ")
+                        if text == "[DONE]":
+                            rec.done = True
+                            continue
+                        now = time.monotonic_ns()  # taken per message, before parsing, as vLLM does
+                        data = json.loads(text)
+                        rec.add(data, now)
+                        if isinstance(data, dict) and "error" in data:
+                            rec.error = "stream error"
+        except Exception as exc:  # a peer's failure is recorded, the run goes on
             rec.error = f"{type(exc).__name__}: {exc}"
         finally:
             rec.end_ns = time.monotonic_ns()

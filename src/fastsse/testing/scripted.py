@@ -802,13 +802,27 @@ def main(argv: list[str] | None = None) -> int:
         "--loop",
         choices=("auto", "asyncio", "uvloop"),
         default="auto",
-        help="event loop: auto takes uvloop when it is installed (it writes about twice as fast)",
+        help="event loop: auto takes uvloop when installed (at 1,024 streams it kept to its schedule far better)",
     )
     parser.add_argument("--quiet", action="store_true", help="print only the address line")
+    helps = {
+        "ttft_ms": "ms from the request to the first token chunk (default 50)",
+        "itl_ms": "ms between token chunks (default 20)",
+        "chunks": "token chunks (default: from max_tokens, else 100)",
+        "tokens_per_chunk": "tokens in each chunk (default 1)",
+        "reasoning_chunks": "the first N chunks are reasoning_content (default 0)",
+        "usage": "none, final or continuous (default: as stream_options asks)",
+        "logprobs": "true: one logprobs entry per token (default: as the request asks)",
+        "events_per_write": "events per HTTP chunk (default 1)",
+        "truncate_after": "cut the connection after N token chunks",
+        "error_after": "an error payload after N token chunks, no [DONE]",
+        "status": "answer this HTTP error status instead",
+        "stamp": "false: no fastsse_sent_ns stamp (default true)",
+    }
     for field in dataclasses.fields(Script):
         kind = str if field.name in ("usage", "logprobs", "stamp") else int if field.name in _INTS else float
         parser.add_argument(
-            f"--{field.name.replace('_', '-')}", type=kind, default=None, help=f"default {field.default}"
+            f"--{field.name.replace('_', '-')}", type=kind, default=None, help=helps[field.name]
         )
     args = parser.parse_args(argv)
     try:

@@ -1,0 +1,436 @@
+"""``python -m fastsse load`` against the scripted server: what it measures is what the script says.
+
+The server runs in its own process (as in a real run, so its timing is not disturbed by the
+client's); expected values come from the script (``fastsse.testing.scripted``): token chunk ``k``
+is sent ``ttft_ms + k * itl_ms`` after the server read the request, never earlier.
+
+Tolerances, and why: the server writes a chunk when its due time has passed (its timer has 1 ms
+granularity) and the machine is shared, so single gaps can be late by several ms; medians are
+robust to that and are held to +-3 ms (ITL) and +25 ms / -0 ms (TTFT: the client's clock starts
+before the request is sent and read, the server's after). What needs no tolerance is held exactly:
+token counts, which chunks are tokens, outcomes, and receive >= send for every chunk.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import subprocess
+import sys
+from collections.abc import Iterator
+from types import SimpleNamespace
+from typing import Any
+
+import orjson
+import pytest
+
+from fastsse.cli import load
+from fastsse.testing import spawn_scripted_server
+
+ITL_TOL_MS = 3.0
+TTFT_LATE_MS = 25.0
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[Any]:
+    with spawn_scripted_server(ttft_ms=50, itl_ms=10, chunks=12, loop="asyncio") as srv:
+        yield srv
+
+
+def run(server: Any, *, model: str = "m", client: str = "fastsse", **options: Any) -> dict[str, Any]:
+    settings: dict[str, Any] = {"concurrency": 4, "requests": 8, "loop": "asyncio", "client": client}
+    settings.update(options)
+    return load.run(load.Config(url=server.base_url, model=model, **settings))
+
+
+def completes(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    return [r for r in doc["requests"] if r["outcome"] == "complete"]
+
+
+def test_ttft_and_itl_match_the_script(server: Any, stream_backend: SimpleNamespace) -> None:
+    doc = run(server)
+    s = doc["summary"]
+    assert s["outcomes"] == {"complete": 8}
+    assert 50.0 <= s["ttft_ms"]["p50"] <= 50.0 + TTFT_LATE_MS
+    assert abs(s["itl_ms"]["p50"] - 10.0) <= ITL_TOL_MS
+    assert abs(s["tpot_ms"]["p50"] - 10.0) <= ITL_TOL_MS
+    # 12 single-token chunks: 11 gaps per request, every one measured
+    assert s["itl_ms"]["n"] == 8 * 11
+    assert s["output_tokens"] == 8 * 12
+    # the server stamps every chunk just before writing it: nothing is received before it was sent
+    lags = [lag for r in doc["requests"] for lag in r["lags"]]
+    assert len(lags) == 8 * 12
+    assert min(lags) >= 0
+
+
+def test_role_finish_and_usage_chunks_are_never_tokens(server: Any, stream_backend: SimpleNamespace) -> None:
+    doc = run(server, requests=2, extra_body='{"stream_options": {"include_usage": true}}')
+    for r in completes(doc):
+        assert r["tokens"] == [1] * 12
+        assert r["token_kinds"] == [1] * 12
+        assert r["completion_tokens"] == 12
+        # the role chunk arrives at once, the first token ttft later: the first byte is not a token
+        assert r["first_byte"] < r["first_token"]
+        assert r["first_token"] - r["started"] >= 50_000_000  # the server is never early
+        # the finish, usage and [DONE] come with the last token's write: no token after it
+        assert r["last_token"] == r["reads"][r["token_reads"][-1]]
+
+
+@pytest.mark.parametrize(
+    ("extra", "label"),
+    [
+        ('{"stream_options": {"include_usage": true, "continuous_usage_stats": true}}', "continuous usage"),
+        ('{"logprobs": true}', "logprobs"),
+    ],
+)
+def test_multi_token_chunks_give_the_per_token_itl(
+    server: Any, stream_backend: SimpleNamespace, extra: str, label: str
+) -> None:
+    doc = run(server, model="tokens_per_chunk=4,itl_ms=20", extra_body=extra, requests=4)
+    s = doc["summary"]
+    assert s["outcomes"] == {"complete": 4}, label
+    for r in doc["requests"]:
+        assert r["tokens"] == [4] * 12, label
+    # each gap of ~20 ms between chunks of 4 tokens is 4 token gaps of ~5 ms
+    assert abs(s["itl_ms"]["p50"] - 5.0) <= ITL_TOL_MS / 2, label
+    assert s["itl_ms"]["n"] == 4 * 11 * 4
+    assert s["output_tokens"] == 4 * 48
+    assert not s["warnings"]
+
+
+def test_multi_token_chunks_without_counts_warn(server: Any, stream_backend: SimpleNamespace) -> None:
+    doc = run(server, model="tokens_per_chunk=4", requests=2)  # final usage only: 48 reported, 12 countable
+    s = doc["summary"]
+    assert s["output_tokens"] == 2 * 48  # throughput trusts usage
+    assert any("countable" in w for w in s["warnings"])
+
+
+def test_reasoning_first_token_is_timed_apart(server: Any, stream_backend: SimpleNamespace) -> None:
+    doc = run(server, model="reasoning_chunks=5", requests=2)
+    for r in completes(doc):
+        assert r["token_kinds"] == [2] * 5 + [1] * 7
+        assert r["first_token"] == r["first_reasoning"]
+        assert r["first_reasoning"] - r["started"] >= 50_000_000  # never early: chunk 0 at 50 ms
+        assert r["first_content"] - r["started"] >= 100_000_000  # chunk 5 at 50 + 5 x 10 ms
+    s = doc["summary"]
+    assert s["ttft_reasoning_ms"]["n"] == 2 and s["ttft_content_ms"]["n"] == 2
+    assert s["ttft_content_ms"]["p50"] > s["ttft_reasoning_ms"]["p50"] + 40
+
+
+def test_truncated_stream_is_incomplete_never_a_success(server: Any, stream_backend: SimpleNamespace) -> None:
+    doc = run(server, model="truncate_after=3", requests=3, concurrency=3)
+    s = doc["summary"]
+    assert s["outcomes"] == {"incomplete": 3}
+    assert s["ttft_ms"]["n"] == 0 and s["output_tokens"] == 0  # a cut stream adds nothing to the figures
+    assert s["requests_per_s"] == 0
+    for r in doc["requests"]:
+        assert r["tokens"] == [1, 1, 1]
+        assert r["cause"] == "cut mid-stream (curl 18)"
+
+
+def test_errors_are_counted_by_cause(server: Any, stream_backend: SimpleNamespace) -> None:
+    body = '{"fastsse_script": {"error_after": 2}}'
+    errors = run(server, requests=2, extra_body=body)["summary"]
+    assert errors["outcomes"] == {"error": 2}
+    assert errors["failures_by_cause"] == {"error: error payload in the stream": 2}
+    http = run(server, model="status=503", requests=2)["summary"]
+    assert http["outcomes"] == {"http": 2}
+    assert http["failures_by_cause"] == {"http: http 503": 2}
+
+
+def test_refused_connection_is_failed(stream_backend: SimpleNamespace) -> None:
+    doc = load.run(
+        load.Config(url="http://127.0.0.1:9/v1", model="m", requests=2, concurrency=1, loop="asyncio")
+    )
+    assert doc["summary"]["outcomes"] == {"failed": 2}
+    assert doc["summary"]["failures_by_cause"] == {"failed: connection refused (curl 7)": 2}
+
+
+def test_own_authorization_header_is_sent_instead_of_the_key(stream_backend: SimpleNamespace) -> None:
+    from fastsse.testing import serve_in_thread
+
+    with serve_in_thread(api_key="sekrit") as loopback:
+        config = load.Config(
+            url=loopback.base_url, model="plain", requests=1, loop="asyncio", api_key="wrong"
+        )
+        assert load.run(config)["summary"]["outcomes"] == {"http": 1}
+        mine = dataclasses.replace(config, headers=(("Authorization", "Bearer sekrit"),))
+        assert load.run(mine)["summary"]["outcomes"] == {"complete": 1}
+
+
+def test_rate_arrivals_record_queue_time(server: Any, stream_backend: SimpleNamespace) -> None:
+    # 6 requests arriving at 200/s, one slot: each waits for the ~170 ms answer before it
+    doc = run(server, rate=200.0, arrival="constant", concurrency=1, requests=6)
+    queue = doc["summary"]["queue_ms"]
+    assert queue["n"] == 6
+    assert queue["max"] > 500  # the last one waited for about five answers
+    starts = sorted(r["started"] for r in doc["requests"])
+    assert all(b - a >= 150_000_000 for a, b in itertools.pairwise(starts))  # one at a time
+
+
+def test_warmup_requests_are_left_out(server: Any, stream_backend: SimpleNamespace) -> None:
+    doc = run(server, requests=3, warmup=2)
+    assert doc["summary"]["requests"] == 3
+    assert doc["summary"]["warmup_requests"] == 2
+    assert sum(r["warmup"] for r in doc["requests"]) == 2
+
+
+@pytest.mark.parametrize("client", ["aiohttp-vllm", "openai"])
+def test_peer_clients_give_the_same_figures(server: Any, client: str) -> None:
+    pytest.importorskip("aiohttp")
+    doc = run(server, client=client, requests=4)
+    s = doc["summary"]
+    assert s["outcomes"] == {"complete": 4}
+    assert abs(s["itl_ms"]["p50"] - 10.0) <= ITL_TOL_MS
+    assert s["output_tokens"] == 4 * 12
+
+
+def test_dataset_rows_are_sent_as_they_are(server: Any, stream_backend: SimpleNamespace) -> None:
+    rows = (
+        orjson.dumps(
+            {"messages": [{"role": "user", "content": "a"}], "fastsse_script": {"chunks": 3}}
+        ).decode(),
+        orjson.dumps({"prompt": "b", "max_tokens": 5}).decode(),
+    )
+    doc = run(server, model="chunks=none", dataset=rows, requests=4, concurrency=2)
+    assert [sum(r["tokens"]) for r in doc["requests"]] == [3, 5, 3, 5]
+    # a whole body goes as it is (no usage asked for it); a prompt line gets include_usage
+    assert [r["completion_tokens"] for r in doc["requests"]] == [None, 5, None, 5]
+    body = load._bodies(load.Config(url="u", model="m", dataset=rows, max_tokens=7))
+    assert body(0) == {**orjson.loads(rows[0]), "model": "m", "stream": True, "max_tokens": 7}
+
+
+def test_bad_dataset_line_is_a_value_error(server: Any) -> None:
+    with pytest.raises(ValueError, match="dataset line 1"):
+        run(server, dataset=("[1, 2]",))
+
+
+def test_two_workers_merge_onto_one_clock(server: Any) -> None:
+    doc = run(server, requests=8, concurrency=4, workers=2)
+    assert doc["summary"]["outcomes"] == {"complete": 8}
+    assert sorted(r["index"] for r in doc["requests"]) == list(range(8))
+    assert {r["worker"] for r in doc["requests"]} == {0, 1}
+    assert len({w["pid"] for w in doc["workers"]}) == 2
+    # both workers started at the agreed moment: their first requests began within a few ms
+    firsts = [min(r["started"] for r in doc["requests"] if r["worker"] == w) for w in (0, 1)]
+    assert abs(firsts[0] - firsts[1]) < 400_000_000
+
+
+def test_merge_of_two_documents_shifts_by_their_origins(server: Any, stream_backend: SimpleNamespace) -> None:
+    a = run(server, requests=2)
+    b = run(server, requests=2)
+    merged = load.merge([a, b])
+    assert merged["summary"]["requests"] == 4
+    shift = b["origin_epoch_ns"] - a["origin_epoch_ns"]
+    assert merged["requests"][2]["started"] == b["requests"][0]["started"] + shift
+    with pytest.raises(ValueError):
+        load.merge([{"schema": "other"}])
+
+
+def test_percentile_interpolates_like_numpy() -> None:
+    assert load.percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.5
+    assert load.percentile([10.0], 99) == 10.0
+    assert load.percentile([0.0, 10.0], 90) == 9.0
+
+
+def test_itl_values_spread_a_chunk_gap_over_its_tokens() -> None:
+    record = {"reads": [0, 100, 400, 400], "token_reads": [1, 2, 3], "tokens": [2, 3, 1]}
+    # the first chunk's tokens are TTFT's; then 300 over 3 tokens, then 0 (same read) for 1
+    assert load.itl_values(record) == [100.0, 100.0, 100.0, 0.0]
+
+
+def test_command_line_json_and_exit_status(server: Any, tmp_path: Any) -> None:
+    out = tmp_path / "run.json"
+    cmd = [sys.executable, "-m", "fastsse", "load", server.base_url, "--model", "m", "--requests", "3"]
+    done = subprocess.run(
+        [*cmd, "--json", str(out), "--concurrency", "3"], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert "TTFT" in done.stdout and "ITL (token-weighted)" in done.stdout
+    assert done.stderr == ""  # not a terminal: no progress display
+    doc = orjson.loads(out.read_bytes())
+    assert doc["schema"] == "fastsse.load/1"
+    assert len(doc["requests"]) == 3
+    cut = subprocess.run(
+        [*cmd[:5], "--model", "truncate_after=1", "--requests", "1"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert cut.returncode == 1  # not every request completed
+    bad = subprocess.run([*cmd, "--concurrency", "0"], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "--concurrency" in bad.stderr
+
+
+def test_plot_writes_a_png(server: Any, tmp_path: Any, stream_backend: SimpleNamespace) -> None:
+    pytest.importorskip("matplotlib")
+    doc = run(server, requests=2)
+    path = tmp_path / "load.png"
+    load.plot(doc, str(path))
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_merge_command_line(server: Any, tmp_path: Any, stream_backend: SimpleNamespace, capsys: Any) -> None:
+    paths = []
+    for name in ("a", "b"):
+        path = tmp_path / f"{name}.json"
+        path.write_bytes(orjson.dumps(run(server, requests=2)))
+        paths.append(str(path))
+    out = tmp_path / "all.json"
+    assert load.main(["merge", *paths, "--json", str(out)]) == 0
+    assert "4 requests" in capsys.readouterr().out
+    assert len(orjson.loads(out.read_bytes())["requests"]) == 4
+    (tmp_path / "bad.json").write_bytes(b'{"schema": "x"}')
+    assert load.main(["merge", str(tmp_path / "bad.json")]) == 2
+
+
+def test_a_late_event_loop_is_warned_about() -> None:
+    worker = {"cpu_s": 0.1, "wall_s": 1.0, "loop_delays_ns": [40_000_000] * 100, "preempted": 500}
+    summary = load.summarize([], [worker])
+    assert summary["client_loop_delay_ms"]["p99"] == 40.0
+    assert summary["client_preempted"] == 500
+    assert any("event loop" in w and "other processes" in w for w in summary["warnings"])
+    busy = load.summarize([], [{**worker, "cpu_s": 0.9}])
+    assert any("event loop" in w and "was busy" in w for w in busy["warnings"])
+    quiet = load.summarize([], [{**worker, "loop_delays_ns": [100_000] * 100}])
+    assert not quiet["warnings"]
+
+
+def test_run_reports_its_event_loop_delay(server: Any, stream_backend: SimpleNamespace) -> None:
+    doc = run(server, requests=4)
+    delay = doc["summary"]["client_loop_delay_ms"]
+    assert delay["n"] >= 10  # 12 x 10 ms chunks + 50 ms: at least ~17 probe wake-ups
+    assert delay["min"] >= 0
+
+
+def test_duration_stops_sending_and_lets_requests_finish(
+    server: Any, stream_backend: SimpleNamespace
+) -> None:
+    # closed loop, 2 users, 0.3 s: each request takes ~170 ms, so each user sends 2 and both finish
+    doc = run(server, requests=None, duration=0.3, concurrency=2)
+    starts = [r["started"] for r in doc["requests"]]
+    assert 2 <= len(starts) <= 6
+    assert max(starts) - min(starts) < 300_000_000 + 50_000_000
+    assert doc["summary"]["outcomes"] == {"complete": len(starts)}
+
+
+def test_poisson_arrivals_follow_the_seed(server: Any, stream_backend: SimpleNamespace) -> None:
+    a = run(server, rate=50.0, concurrency=None, requests=5, seed=7)
+    b = run(server, rate=50.0, concurrency=None, requests=5, seed=7)
+
+    def gaps(doc: dict[str, Any]) -> list[int]:
+        queued = sorted(r["queued"] for r in doc["requests"])
+        return [y - x for x, y in itertools.pairwise(queued)]
+
+    # the same seed draws the same arrival schedule; a late dispatch is queue time, not a moved arrival
+    assert gaps(a) == gaps(b)
+    assert all(r["started"] >= r["queued"] for r in a["requests"])
+    assert a["summary"]["outcomes"] == {"complete": 5}
+
+
+@pytest.mark.parametrize(
+    ("model", "outcome", "tokens"),
+    [
+        ("plain", "complete", 15),  # written in 1-11 byte pieces: events split across reads
+        ("crlf", "complete", 15),  # CRLF line endings and a ": ping" comment first
+        ("slow-2", "complete", 15),  # ": ping" comments between the tokens
+        ("plain:bulk", "complete", 15),  # the whole stream in one write: tokens share a read
+        ("disconnect", "incomplete", 6),  # half an event, then the connection closes
+        ("error", "error", 6),
+    ],
+)
+def test_framing_that_broke_other_suites(
+    stream_backend: SimpleNamespace, model: str, outcome: str, tokens: int
+) -> None:
+    from fastsse.testing import serve_in_thread
+
+    with serve_in_thread(pause=0) as loopback:
+        doc = load.run(
+            load.Config(url=loopback.base_url, model=model, requests=2, concurrency=2, loop="asyncio")
+        )
+    assert doc["summary"]["outcomes"] == {outcome: 2}
+    for r in doc["requests"]:
+        assert sum(r["tokens"]) == tokens
+        if model == "plain:bulk":
+            assert len(set(r["token_reads"])) < len(r["token_reads"])  # marked as sharing a read
+
+
+@pytest.fixture(scope="module")
+def h2_url() -> Iterator[tuple[str, list[Any]]]:
+    """A streaming ASGI app under hypercorn, which answers HTTP/2 to a client that opens with its preface."""
+    pytest.importorskip("hypercorn")
+    import asyncio
+    import socket
+    import threading
+    import time
+
+    from hypercorn.asyncio import serve
+    from hypercorn.config import Config
+
+    from fastsse.encode import ChatChunkEncoder
+
+    seen: list[Any] = []
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
+        seen.append((scope["client"], scope["http_version"]))
+        enc = ChatChunkEncoder(id="h2", model="m", created=1)
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-type", b"text/event-stream")],
+            }
+        )
+        for event in [enc.role(), *(enc.content(f" t{i}") for i in range(4)), enc.finish("stop"), enc.done()]:
+            await send({"type": "http.response.body", "body": event, "more_body": True})
+            await asyncio.sleep(0.005)
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    config = Config()
+    config.bind = [f"127.0.0.1:{port}"]
+    config.accesslog = config.errorlog = None
+    stop: list[Any] = []
+
+    async def main() -> None:
+        event = asyncio.Event()
+        stop.append((asyncio.get_running_loop(), event))
+        await serve(app, config, shutdown_trigger=event.wait)  # type: ignore[arg-type]
+
+    thread = threading.Thread(target=asyncio.run, args=(main(),), daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.2).close()
+            break
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+    yield f"http://127.0.0.1:{port}/v1", seen
+    loop, event = stop[0]
+    loop.call_soon_threadsafe(event.set)
+    thread.join(10)
+
+
+def test_http2_streams_share_one_connection(
+    h2_url: tuple[str, list[Any]], stream_backend: SimpleNamespace
+) -> None:
+    url, seen = h2_url
+    del seen[:]
+    doc = load.run(load.Config(url=url, model="m", requests=10, concurrency=10, loop="asyncio", http2=True))
+    assert doc["summary"]["outcomes"] == {"complete": 10}
+    assert doc["summary"]["output_tokens"] == 40
+    assert {version for _, version in seen} == {"2"}
+    assert len({client for client, _ in seen}) == 1  # ten streams, one connection
+
+
+def test_http2_is_refused_for_a_peer() -> None:
+    args = load._parser().parse_args(["http://x/v1", "--model", "m", "--http2", "--client", "openai"])
+    with pytest.raises(ValueError, match="--http2"):
+        load.config_from_args(args)
