@@ -823,8 +823,8 @@ class _Chain:
     def write(self, data: bytes | bytearray | memoryview, /) -> bytes:
         return self._second.write(self._first.write(data))
 
-    def close(self) -> bytes:
-        return self._second.write(self._first.close()) + self._second.close()
+    def close(self, *, truncated: bool = False) -> bytes:
+        return self._second.write(self._first.close(truncated=truncated)) + self._second.close()
 
     def result(self) -> dict[str, Any]:
         """The upstream's fold (the first translator's), with its verdict."""
