@@ -189,6 +189,15 @@ def test_missing_role_is_added_to_the_first_chunk(backend: SimpleNamespace) -> N
     assert relay(backend, upstream) == expected + STOP + DONE
 
 
+def test_role_goes_on_the_first_chunk_with_a_delta(backend: SimpleNamespace) -> None:
+    # The fuzzer's finding: a first entry for choice 0 without a usable delta (its key mangled)
+    # opens the choice in the fold, but no role reached the client; the compiled fast path used to
+    # forward the next chunk untouched while the twin added the role to it.
+    upstream = chunk('{"index":0,"dexlta":{"role":"assistant"},"finish_reason":null}') + HI + STOP + DONE
+    expected = chunk('{"index":0,"delta":{"role":"assistant","content":"Hi"},"finish_reason":null}')
+    assert events(relay(backend, upstream))[1:] == events(expected + STOP + DONE)
+
+
 def test_tool_call_id_name_and_type_are_sent_once(backend: SimpleNamespace) -> None:
     first = '{"index":0,"id":"call_1","type":"function","function":{"name":"f","arguments":""}}'
     again = '{"index":0,"id":"call_1","type":"function","function":{"name":"f","arguments":"{}"}}'

@@ -143,6 +143,7 @@ Upstream bytes in, compliant bytes out, folded on the way: one per proxied strea
 
     cdef object _agg
     cdef object _core
+    cdef dict _seen  # the core's choices: the indexes it has repaired a first chunk of
     cdef bint _comments
     cdef bint _fast           # the fast path may run (no on_chunk, no field it cannot see to drop)
     cdef bint _drop_any
@@ -187,6 +188,7 @@ Upstream bytes in, compliant bytes out, folded on the way: one per proxied strea
         drop = check_options(usage, model, id, drop_fields)
         self._agg = ChatAggregator()
         self._core = RelayCore(self._agg, usage=usage, model=model, id=id, drop_fields=drop, on_chunk=on_chunk)
+        self._seen = self._core.choices
         self._comments = bool(comments)
         self._drop_any = bool(drop)
         # a field the reader classifies itself is not among the values it hands over, so dropping
@@ -388,8 +390,8 @@ Upstream bytes in, compliant bytes out, folded on the way: one per proxied strea
             cp = &plan.choices[i]
             if cp.index < 0 or not cp.has_delta:
                 continue  # the core leaves a choice without an index or a delta as it is
-            if cp.role.p != NULL:
-                return 0
+            if cp.role.p != NULL or cp.index not in self._seen:
+                return 0  # a role to check, or the choice's first delta: the core adds the role
             if cp.finish.p != NULL:
                 if cp.finish.n:
                     return 0  # a final chunk: the core checks and may split it
