@@ -3,8 +3,9 @@
 """Compiled Messages fold and MessagesStream; ``_messages_py.py`` is the readable twin and the
 reference. Each payload goes through ``orjson.loads`` and one dispatch on the event type; text
 and tool-input fragments are kept in per-block lists joined once, and tool input is parsed once
-at ``content_block_stop``. MessagesStream subclasses the compiled Decoder and folds inside its
-event hook. The cold half (result assembly, the verdict) is shared Python in ``_messages.py``.
+at ``content_block_stop``. MessagesStream subclasses the shared compiled FoldStream (a Decoder, in
+``_fold_stream_c``) and folds inside its event hook. The cold half (result assembly, the verdict)
+is shared Python in ``_messages.py``.
 """
 
 cimport cython
@@ -16,19 +17,16 @@ from cpython.unicode cimport PyUnicode_GET_LENGTH
 from cpython.object cimport PyObject
 from libc.string cimport memcmp
 
-from ._decoder_c cimport Decoder
+from ._fold_stream_c cimport FoldStream, event_name, payload_is_done
 from ._reader_c cimport Span, after_value, decode, read_key, read_plain, read_string, read_uint, skip_ws, span_is
 
 import orjson
-from time import monotonic_ns as _monotonic_ns
 
-from ._errors import too_large
-from ._fold import CONTENT, REASONING, anchor_pair
+from ._fold import CONTENT, REASONING
 from ._fold import MAX_DEPARTURES, MAX_INDEX, format_verdict_dict, is_done, joined, loads as _loads_slow
 from ._messages import BLOCK_OF_DELTA, build_message, event_error, tool_input
 from ._messages import make_verdict as _make_verdict
 from ._messages import token_kind as _token_kind
-from ._timing import build_timing
 
 cdef long long _MAX_INDEX = MAX_INDEX
 cdef int CONTENT_C = CONTENT
@@ -76,27 +74,11 @@ cdef inline object _get(dict d, str key):
     return None if found is NULL else <object>found
 
 
-cdef bint _payload_is_done(const char* p, Py_ssize_t n) noexcept:
-    while n > 0 and (p[0] == 32 or p[0] == 9 or p[0] == 10 or p[0] == 13):
-        p += 1
-        n -= 1
-    while n > 0 and (p[n - 1] == 32 or p[n - 1] == 9 or p[n - 1] == 10 or p[n - 1] == 13):
-        n -= 1
-    return n == 6 and memcmp(p, b"[DONE]", 6) == 0
-
-
 cdef bint _is_done(object payload) except -1:
     # [DONE] is short: only a short payload pays for the Python check.
     if type(payload) is bytes:
-        return _payload_is_done(PyBytes_AS_STRING(payload), PyBytes_GET_SIZE(payload))
+        return payload_is_done(PyBytes_AS_STRING(payload), PyBytes_GET_SIZE(payload))
     return len(payload) <= 64 and is_done(payload)
-
-
-cdef object _event_name(const char* etype, Py_ssize_t tn):
-    # The ``event:`` line's name, None when absent or the default "message".
-    if tn == 0 or (tn == 7 and memcmp(etype, b"message", 7) == 0):
-        return None
-    return PyBytes_FromStringAndSize(etype, tn).decode("utf-8", "replace")
 
 
 cdef _check_payload(object payload):
@@ -568,7 +550,7 @@ Folds the events of an Anthropic Messages stream into the message the API return
 
 
 @cython.final
-cdef class MessagesStream(Decoder):
+cdef class MessagesStream(FoldStream):
     """MessagesStream(on_chunk=None, *, max_event_bytes=None)
 --
 
@@ -578,69 +560,11 @@ Scans, parses and folds an Anthropic Messages stream in one pass, for pycurl's
     (``fastsse._messages_py.MessagesStream``).
     """
 
-    cdef MessagesAggregator _agg
-    cdef object _on_chunk
-    cdef bint _finished
-    cdef bint _aborted
-    cdef bint _too_large
-    cdef bint _closed
-    cdef bint _eof_truncated
-    cdef bint _writing
-    cdef bint _timed
-    cdef list _anchor
-    cdef list _reads
-    cdef list _token_reads
-    cdef list _tokens
-    cdef list _token_kinds
-
     def __init__(
         self, on_chunk: OnEvent | None = None, *, max_event_bytes: int | None = None, timing: bool = False
     ) -> None:
-        Decoder.__init__(self, max_event_bytes=max_event_bytes)
-        self._timed = bool(timing)
-        self._anchor = anchor_pair() if timing else [0, 0]
-        self._reads = []
-        self._token_reads = []
-        self._tokens = []
-        self._token_kinds = []
+        FoldStream.__init__(self, on_chunk, max_event_bytes=max_event_bytes, timing=timing)
         self._agg = MessagesAggregator()
-        self._on_chunk = on_chunk
-
-    @cython.binding(False)
-    def write(self, data: bytes | bytearray | memoryview, /) -> int | None:
-        """Scan, parse and fold the next bytes: None to go on, 0 once the stream has stopped."""
-        if self._finished or self._closed:
-            return 0
-        if self._writing:
-            raise RuntimeError("MessagesStream.write() called again from inside on_chunk")
-        if self._timed:
-            PyList_Append(self._reads, _monotonic_ns())  # as the bytes arrive, before any is parsed
-        self._writing = True
-        self._overflowed = False
-        try:
-            self._feed_object(data)
-        finally:
-            self._writing = False
-        if self._overflowed:
-            self._too_large = True
-            self._finished = True
-            raise too_large(self._limit, [])
-        return 0 if self._finished else None
-
-    def feed(self, data: bytes | bytearray | memoryview, /) -> list[Event]:
-        """``write`` under the Decoder's name: events are folded, so it returns ``[]``."""
-        self.write(data)
-        return []
-
-    def close(self, *, truncated: bool = False) -> list[Event]:
-        """Mark the end of the byte stream; returns ``[]`` (events are folded, not returned).
-        ``truncated=True`` says the transfer broke (a transport error): without its terminal event
-        the stream is then reported truncated even if it ended on an event boundary."""
-        if not self._closed:
-            self._closed = True
-            Decoder.close(self)
-            self._eof_truncated = (self._truncated or truncated) and not self._finished
-        return []
 
     def result(self) -> dict[str, Any]:
         """The folded message so far, with ``"verdict"`` (as plain data): a new dict on every call."""
@@ -649,45 +573,19 @@ Scans, parses and folds an Anthropic Messages stream in one pass, for pycurl's
         return out
 
     @property
-    def verdict(self) -> FormatVerdict:
-        """How complete the stream is so far (``complete``, ``terminal``, ``why``, ...)."""
-        return self._agg._verdict(self._aborted, self._too_large, self._eof_truncated)
-
-    def timing(self):
-        """The timing record so far (a new ``fastsse.Timing`` dict on every call), or None when
-        the stream was made without ``timing=True``; the request stamps are left to a client."""
-        arrays = self._timing_arrays()
-        return None if arrays is None else build_timing(*arrays)
-
-    def _timing_arrays(self):
-        # With timing=True: (reads, token_reads, tokens, token_kinds, anchor), copies, in the shape
-        # of the chat stream's timing record (one token per text or reasoning delta event).
-        if not self._timed:
-            return None
-        return (list(self._reads), list(self._token_reads), list(self._tokens), list(self._token_kinds), list(self._anchor))
-
-    cdef int _token(self, int kind) except -1:
-        PyList_Append(self._token_reads, len(self._reads) - 1)
-        PyList_Append(self._tokens, 1)
-        PyList_Append(self._token_kinds, kind)
-        return 0
-
-    @property
     def aggregator(self) -> MessagesAggregator:
         """The ``MessagesAggregator`` this stream folds into."""
         return self._agg
 
     cdef int _on_event(self, const char* data, Py_ssize_t n, const char* etype, Py_ssize_t tn) except -1:
-        cdef MessagesAggregator agg = self._agg
-        cdef object event
+        cdef MessagesAggregator agg = <MessagesAggregator>self._agg
         cdef int taken
-        cdef bint stop
         if self._overflowed:
             return 1
         if agg._terminal or agg._error is not None:
             agg._ignored += 1
             return 0
-        if _payload_is_done(data, n):
+        if payload_is_done(data, n):
             return 0
         if self._on_chunk is None:
             taken = agg._fast(data, n, etype, tn)
@@ -695,25 +593,14 @@ Scans, parses and folds an Anthropic Messages stream in one pass, for pycurl's
                 if self._timed and taken > 1:
                     self._token(taken - 1)
                 return 0
-        event = agg._parse_take(PyBytes_FromStringAndSize(data, n), _event_name(etype, tn))
-        if event is None:
-            return 0
-        if self._timed:
-            kind = _token_kind(event)
-            if kind:
-                self._token(kind)
-        stop = agg._error is not None
-        on_chunk = self._on_chunk
-        if on_chunk is not None:
-            try:
-                answer = on_chunk(event)
-                if answer is not None and not answer:
-                    self._aborted = True
-                    stop = True
-            except BaseException:
-                self._aborted = True
-                self._finished = True
-                raise
-        if stop:
-            self._finished = True
-        return stop
+        return self._deliver(agg._parse_take(PyBytes_FromStringAndSize(data, n), event_name(etype, tn)))
+
+    cdef int _kind(self, object event) except -1:
+        return _token_kind(event)
+
+    cdef bint _stops_on_error(self) except -1:
+        # The Messages API ends a stream with its error event.
+        return (<MessagesAggregator>self._agg)._error is not None
+
+    cdef object _verdict_now(self):
+        return (<MessagesAggregator>self._agg)._verdict(self._aborted, self._too_large, self._eof_truncated)
