@@ -21,7 +21,7 @@ import pytest
 
 import fastsse
 
-COMPILED = ("_decoder_c", "_aggregator_c", "_fold_stream_c", "_responses_c", "_messages_c")
+COMPILED = ("_decoder_c", "_aggregator_c", "_fold_stream_c", "_responses_c", "_messages_c", "_relay_c")
 SOURCE_TREE = Path(__file__).resolve().parent.parent / "src" / "fastsse"
 
 
@@ -60,7 +60,7 @@ def test_gil_stays_disabled_after_import() -> None:
     # An extension without the free-threading declaration makes CPython turn the GIL back on (with a
     # RuntimeWarning) when it is imported; a subprocess keeps that from leaking into this run.
     code = (
-        "import sys, fastsse, fastsse._decoder_c, fastsse._aggregator_c, fastsse._fold_stream_c, fastsse._responses_c, fastsse._messages_c\n"
+        "import sys, fastsse, fastsse._decoder_c, fastsse._aggregator_c, fastsse._fold_stream_c, fastsse._responses_c, fastsse._messages_c, fastsse._relay_c\n"
         "fastsse.get_backend('cython')\n"
         "print(sys._is_gil_enabled())\n"
     )
