@@ -9,11 +9,11 @@ from typing import Any
 
 import orjson
 
-from ._fold import MAX_DEPARTURES, FormatVerdict, is_done, is_index, joined, loads
+from ._fold import FormatVerdict, is_done, is_index, joined, loads
 from ._messages import BLOCK_OF_DELTA, build_message, event_error, tool_input
 from ._messages import make_verdict as _make_verdict
 from ._messages import token_kind as _token_kind
-from ._responses_py import FoldStream, OnEvent, _check_payload
+from ._responses_py import FoldCounters, FoldStream, OnEvent, _check_payload
 
 
 class _Block:
@@ -33,7 +33,7 @@ class _Block:
         self.stopped = False
 
 
-class MessagesAggregator:
+class MessagesAggregator(FoldCounters):
     """Folds the events of an Anthropic Messages stream into the message the API returns without
     streaming. One aggregator per stream; not safe to share between threads.
 
@@ -109,34 +109,14 @@ class MessagesAggregator:
         return "message_stop" if self._terminal else None
 
     @property
-    def error(self) -> Any:
-        """The error of an ``error`` event, or None."""
-        return self._error
-
-    @property
     def deltas(self) -> int:
         """Content deltas folded so far."""
         return self._deltas
 
     @property
-    def skipped(self) -> int:
-        """Payloads skipped because they were not a JSON object."""
-        return self._skipped
-
-    @property
     def ignored(self) -> int:
         """Payloads ignored because they came after ``message_stop`` or an error."""
         return self._ignored
-
-    @property
-    def malformed(self) -> int:
-        """Values of the wrong type dropped from otherwise usable events."""
-        return self._malformed
-
-    @property
-    def verdict(self) -> FormatVerdict:
-        """How complete the stream is so far (``complete``, ``terminal``, ``why``, ...)."""
-        return self._verdict(False, False, False)
 
     # Internal entry points shared with MessagesStream
 
@@ -156,10 +136,6 @@ class MessagesAggregator:
             too_big,
             truncated,
         )
-
-    def _depart(self, what: str) -> None:
-        if what not in self._departures and len(self._departures) < MAX_DEPARTURES:
-            self._departures[what] = None
 
     def _fold(self, payload: Any, name: str | None) -> dict[str, Any] | None:
         if self._terminal or self._error is not None:

@@ -69,7 +69,44 @@ def _merge(held: dict[str, Any], new: dict[str, Any], skip: tuple[str, ...] = ()
             held[key] = value
 
 
-class ResponsesAggregator:
+class FoldCounters:
+    """What both format aggregators report the same way (the Python twin's share; each compiled
+    aggregator declares its own): the error, the counters, the verdict and the departures."""
+
+    _error: Any
+    _skipped: int
+    _malformed: int
+    _departures: dict[str, None]
+
+    def _verdict(self, aborted: bool, too_big: bool, truncated: bool) -> FormatVerdict:
+        raise NotImplementedError
+
+    @property
+    def error(self) -> Any:
+        """The error of an ``error`` event, or None."""
+        return self._error
+
+    @property
+    def skipped(self) -> int:
+        """Payloads skipped because they were not a JSON object."""
+        return self._skipped
+
+    @property
+    def malformed(self) -> int:
+        """Values of the wrong type dropped from otherwise usable events."""
+        return self._malformed
+
+    @property
+    def verdict(self) -> FormatVerdict:
+        """How complete the stream is so far (``complete``, ``terminal``, ``why``, ...)."""
+        return self._verdict(False, False, False)
+
+    def _depart(self, what: str) -> None:
+        if what not in self._departures and len(self._departures) < MAX_DEPARTURES:
+            self._departures[what] = None
+
+
+class ResponsesAggregator(FoldCounters):
     """Folds the events of an OpenAI Responses stream into the object the API returns without
     streaming. One aggregator per stream; not safe to share between threads.
 
@@ -153,34 +190,14 @@ class ResponsesAggregator:
         return self._terminal
 
     @property
-    def error(self) -> Any:
-        """The error of an ``error`` event, or None."""
-        return self._error
-
-    @property
     def deltas(self) -> int:
         """Text deltas folded so far (output, refusal, reasoning, arguments, code)."""
         return self._deltas
 
     @property
-    def skipped(self) -> int:
-        """Payloads skipped because they were not a JSON object."""
-        return self._skipped
-
-    @property
     def ignored(self) -> int:
         """Payloads ignored because they came after the terminal event."""
         return self._ignored
-
-    @property
-    def malformed(self) -> int:
-        """Values of the wrong type dropped from otherwise usable events."""
-        return self._malformed
-
-    @property
-    def verdict(self) -> FormatVerdict:
-        """How complete the stream is so far (``complete``, ``terminal``, ``why``, ...)."""
-        return self._verdict(False, False, False)
 
     # Internal entry points shared with ResponsesStream
 
@@ -198,10 +215,6 @@ class ResponsesAggregator:
             too_big,
             truncated,
         )
-
-    def _depart(self, what: str) -> None:
-        if what not in self._departures and len(self._departures) < MAX_DEPARTURES:
-            self._departures[what] = None
 
     def _fold(self, payload: Any, name: str | None) -> dict[str, Any] | None:
         """Parse and fold one payload; the event dict, or None if skipped, ignored or [DONE]."""
