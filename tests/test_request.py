@@ -51,6 +51,22 @@ def test_prepare_builds_the_request() -> None:
     assert prepare({**REQUEST, "stream": False}).body.endswith(b'"stream":true}')
 
 
+def test_a_given_header_replaces_the_default_of_its_name() -> None:
+    chat = prepare({}, base_url="http://127.0.0.1:9/v1", headers={"accept": "application/json"})
+    assert [h for h in chat.headers if h.lower().startswith("accept:")] == ["accept: application/json"]
+    messages = prepare(
+        {},
+        api="messages",
+        base_url="http://127.0.0.1:9/v1",
+        api_key="k",
+        headers=["anthropic-version: 2024-01-01"],
+    )
+    assert [h for h in messages.headers if h.lower().startswith("anthropic-version:")] == [
+        "anthropic-version: 2024-01-01"
+    ]
+    assert "x-api-key: k" in messages.headers and "Content-Type: application/json" in messages.headers
+
+
 def test_spec_is_immutable_and_never_prints_the_key() -> None:
     spec = prepare(REQUEST, base_url="https://u:pw@h.test/v1", api_key="sk-secret")
     assert "sk-secret" not in repr(spec) and "pw" not in repr(spec)

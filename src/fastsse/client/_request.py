@@ -231,9 +231,10 @@ def prepare(
             raise ValueError("api_key must be ASCII text and not only blanks")
     else:
         key = None
-    lines = fmt.headers(key)  # the key is checked above, before it reaches a header line
-    if fmt.name == "messages" and any(line[:18].lower() == "anthropic-version:" for line in given):
-        lines = [line for line in lines if not line.lower().startswith("anthropic-version:")]
+    # A header the caller gives replaces fastsse's default of that name (anthropic-version,
+    # Accept, ...) rather than going out twice. The key is checked above, before it reaches a line.
+    named = {line.split(":", 1)[0].lower() for line in given}
+    lines = [line for line in fmt.headers(key) if line.split(":", 1)[0].lower() not in named]
     lines += given
 
     if proxy is not None:
