@@ -24,7 +24,16 @@ def _flag(name):
 NO_EXTENSIONS = _flag("FASTSSE_NO_EXTENSIONS") or platform.python_implementation() != "CPython"
 STRICT = _flag("FASTSSE_REQUIRE_EXTENSIONS") or _flag("CIBUILDWHEEL")
 DEBUG = _flag("FASTSSE_DEBUG_BUILD")
-MODULES = ("_decoder_c", "_aggregator_c", "_fold_stream_c", "_responses_c", "_messages_c", "_relay_c")
+MODULES = (
+    "_decoder_c",
+    "_aggregator_c",
+    "_fold_stream_c",
+    "_responses_c",
+    "_messages_c",
+    "_relay_c",
+    "_to_chat_c",
+    "_translate_c",
+)
 DIRECTIVES = {
     "language_level": "3",
     "embedsignature": True,

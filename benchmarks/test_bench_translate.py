@@ -74,9 +74,10 @@ def test_translate(benchmark, corpora, monkeypatch, corpus, source, target, name
         backend = get_backend(name)
     except ImportError:
         pytest.skip("the compiled backend is not built")
-    monkeypatch.setattr(fastsse.translate, "ChatStream", backend.ChatStream)
-    monkeypatch.setattr(fastsse.translate, "MessagesStream", backend.MessagesStream)
-    monkeypatch.setattr(fastsse.translate, "ResponsesStream", backend.ResponsesStream)
+    monkeypatch.setattr(fastsse.translate, "ChatToMessages", backend.ChatToMessages)
+    monkeypatch.setattr(fastsse.translate, "ChatToResponses", backend.ChatToResponses)
+    monkeypatch.setattr(fastsse.translate, "MessagesToChat", backend.MessagesToChat)
+    monkeypatch.setattr(fastsse.translate, "ResponsesToChat", backend.ResponsesToChat)
     run = _translate(source, target)
     expected = run(reads)
     assert expected > 0

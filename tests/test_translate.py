@@ -14,13 +14,7 @@ from hypothesis import strategies as st
 
 import fastsse.translate
 from fastsse import ChatChunkEncoder, check_stream, get_backend
-from fastsse.translate import (
-    ChatToMessages,
-    ChatToResponses,
-    MessagesToChat,
-    ResponsesToChat,
-    translator,
-)
+from fastsse.translate import translator
 
 CREATED = 1_700_000_000
 
@@ -28,9 +22,10 @@ CREATED = 1_700_000_000
 @pytest.fixture
 def tb(backend: SimpleNamespace, monkeypatch: pytest.MonkeyPatch) -> SimpleNamespace:
     """Point the translators at one backend's fused streams."""
-    monkeypatch.setattr(fastsse.translate, "ChatStream", backend.ChatStream)
-    monkeypatch.setattr(fastsse.translate, "MessagesStream", backend.MessagesStream)
-    monkeypatch.setattr(fastsse.translate, "ResponsesStream", backend.ResponsesStream)
+    monkeypatch.setattr(fastsse.translate, "ChatToMessages", backend.ChatToMessages)
+    monkeypatch.setattr(fastsse.translate, "ChatToResponses", backend.ChatToResponses)
+    monkeypatch.setattr(fastsse.translate, "MessagesToChat", backend.MessagesToChat)
+    monkeypatch.setattr(fastsse.translate, "ResponsesToChat", backend.ResponsesToChat)
     return backend
 
 
@@ -107,7 +102,7 @@ MIXED = chat(
 
 
 def test_chat_to_messages_carries_everything(tb: SimpleNamespace) -> None:
-    out = run(ChatToMessages(), MIXED)
+    out = run(tb.ChatToMessages(), MIXED)
     assert events(out) == [
         ("message_start", {"type": "message_start", "message": {"id": "chatcmpl-1", "type": "message", "role": "assistant", "content": [], "model": "m", "stop_reason": None, "stop_sequence": None, "usage": {"input_tokens": 0, "output_tokens": 0}}}),
         ("content_block_start", {"type": "content_block_start", "index": 0, "content_block": {"type": "thinking", "thinking": "", "signature": ""}}),
@@ -125,7 +120,7 @@ def test_chat_to_messages_carries_everything(tb: SimpleNamespace) -> None:
 
 
 def test_chat_to_messages_tools_keep_names_and_input(tb: SimpleNamespace) -> None:
-    out = run(ChatToMessages(), TOOLS)
+    out = run(tb.ChatToMessages(), TOOLS)
     got = events(out)
     starts = [p["content_block"] for t, p in got if t == "content_block_start"]
     assert starts == [
@@ -144,8 +139,8 @@ def test_chat_to_messages_tools_keep_names_and_input(tb: SimpleNamespace) -> Non
 
 def test_output_starts_with_the_first_upstream_chunk(tb: SimpleNamespace) -> None:
     for t, first in (
-        (ChatToMessages(), b"event: message_start\n"),
-        (ChatToResponses(), b"event: response.created\n"),
+        (tb.ChatToMessages(), b"event: message_start\n"),
+        (tb.ChatToResponses(), b"event: response.created\n"),
     ):
         cut = MIXED.index(b"data:", 10)
         assert t.write(MIXED[:cut]).startswith(first)  # the role chunk alone
@@ -153,7 +148,7 @@ def test_output_starts_with_the_first_upstream_chunk(tb: SimpleNamespace) -> Non
         assert b"Think" in t.write(MIXED[cut:second])  # the thinking is not held back
 
 
-@pytest.mark.parametrize("make", [ChatToMessages, ChatToResponses])
+@pytest.mark.parametrize("make", ["ChatToMessages", "ChatToResponses"])
 @pytest.mark.parametrize(
     "body",
     [
@@ -162,8 +157,8 @@ def test_output_starts_with_the_first_upstream_chunk(tb: SimpleNamespace) -> Non
         chat({"content": "Hello"}, usage=USAGE)[:-9],  # cut inside [DONE]
     ],
 )
-def test_a_truncated_upstream_stays_truncated(tb: SimpleNamespace, make: Any, body: bytes) -> None:
-    t = make()
+def test_a_truncated_upstream_stays_truncated(tb: SimpleNamespace, make: str, body: bytes) -> None:
+    t = getattr(tb, make)()
     out = run(t, body, 5)
     kinds = [k for k, _ in events(out)]
     assert not {
@@ -177,15 +172,15 @@ def test_a_truncated_upstream_stays_truncated(tb: SimpleNamespace, make: Any, bo
     assert t.verdict.complete is False
 
 
-@pytest.mark.parametrize("make", [ChatToMessages, ChatToResponses])
-def test_a_finished_upstream_without_done_ends_whole(tb: SimpleNamespace, make: Any) -> None:
+@pytest.mark.parametrize("make", ["ChatToMessages", "ChatToResponses"])
+def test_a_finished_upstream_without_done_ends_whole(tb: SimpleNamespace, make: str) -> None:
     # every choice finished and the bytes ended cleanly: the answer is whole (the verdict's rule),
     # so the target's terminal event is sent; a broken transfer at the same point is not
     body = chat({"content": "Hel"}, finish="stop", usage=USAGE, done=False)
-    t = make()
+    t = getattr(tb, make)()
     kinds = {k for k, _ in events(run(t, body, 5))}
     assert {"message_stop", "response.completed"} & kinds and t.verdict.complete
-    cut = make()
+    cut = getattr(tb, make)()
     out = cut.write(body) + cut.close(truncated=True)
     assert not {"message_stop", "response.completed"} & {k for k, _ in events(out)}
     assert cut.verdict.complete is False
@@ -200,9 +195,9 @@ def test_error_mid_stream(tb: SimpleNamespace) -> None:
         + b"\n\n"
     )
     body += chat({"content": "never"})  # nothing after the error may come out
-    m = events(run(ChatToMessages(), body, 3))
+    m = events(run(tb.ChatToMessages(), body, 3))
     assert m[-1] == ("error", {"type": "error", "error": {"type": "server_error", "message": "overloaded"}})
-    r = events(run(ChatToResponses(), body, 3))
+    r = events(run(tb.ChatToResponses(), body, 3))
     assert r[-1][0] == "response.failed"
     assert r[-1][1]["response"]["error"] == {"code": "busy", "message": "overloaded"}
     assert r[-1][1]["response"]["output"][0]["content"][0]["text"] == "Hi"
@@ -216,14 +211,14 @@ def test_finish_reasons_map(tb: SimpleNamespace) -> None:
         ("stop", "end_turn", ("response.completed", None)),
     ):
         body = chat({"content": "x"}, finish=finish, usage=USAGE)
-        assert events(run(ChatToMessages(), body))[-2][1]["delta"]["stop_reason"] == stop
-        kind, payload = events(run(ChatToResponses(), body))[-1]
+        assert events(run(tb.ChatToMessages(), body))[-2][1]["delta"]["stop_reason"] == stop
+        kind, payload = events(run(tb.ChatToResponses(), body))[-1]
         details = payload["response"]["incomplete_details"]
         assert (kind, details and details["reason"]) == terminal
 
 
 def test_chat_to_responses_tools_and_usage(tb: SimpleNamespace) -> None:
-    out = run(ChatToResponses(), TOOLS, 4)
+    out = run(tb.ChatToResponses(), TOOLS, 4)
     final = events(out)[-1][1]["response"]
     assert final["status"] == "completed"
     assert [(o["type"], o.get("name"), o.get("call_id"), o.get("arguments")) for o in final["output"]] == [
@@ -239,7 +234,7 @@ def test_chat_to_responses_tools_and_usage(tb: SimpleNamespace) -> None:
 
 
 def test_the_fold_comes_from_the_same_pass(tb: SimpleNamespace) -> None:
-    t = ChatToMessages()
+    t = tb.ChatToMessages()
     run(t, TOOLS, 7)
     result = t.result()
     assert result["choices"][0]["message"]["tool_calls"][1]["function"]["arguments"] == '{"tz": "CET"}'
@@ -251,7 +246,7 @@ def test_other_choices_are_dropped_and_counted(tb: SimpleNamespace) -> None:
     enc = ChatChunkEncoder(id="c", model="m", created=CREATED)
     body = enc.role() + enc.role(index=1) + enc.content("a") + enc.content("b", index=1)
     body += enc.finish() + enc.finish(index=1) + enc.done()
-    t = ChatToResponses()
+    t = tb.ChatToResponses()
     out = run(t, body)
     assert events(out)[-1][1]["response"]["output"][0]["content"][0]["text"] == "a"
     assert t.dropped == 3  # choice 1's role, content and finish chunks
@@ -316,10 +311,10 @@ def test_round_trip_preserves_the_fold(tb: SimpleNamespace, body: bytes, via: st
 
 def test_refusal_round_trip_through_responses(tb: SimpleNamespace) -> None:
     body = chat({"refusal": "I can't."}, usage=USAGE)
-    back = run(ResponsesToChat(created=CREATED), run(ChatToResponses(), body))
+    back = run(tb.ResponsesToChat(created=CREATED), run(tb.ChatToResponses(), body))
     assert fold(back) == fold(body)
     # Messages has no refusal field: the text arrives as content
-    via_messages = run(MessagesToChat(created=CREATED), run(ChatToMessages(), body))
+    via_messages = run(tb.MessagesToChat(created=CREATED), run(tb.ChatToMessages(), body))
     assert fold(via_messages)["choices"][0]["message"]["content"] == "I can't."
 
 
@@ -348,7 +343,7 @@ def test_messages_to_chat(tb: SimpleNamespace) -> None:
             e("message_stop", {"type": "message_stop"}),
         ]
     )  # fmt: skip
-    t = MessagesToChat(created=CREATED)
+    t = tb.MessagesToChat(created=CREATED)
     out = run(t, body, 9)
     assert fold(out) == {
         "id": "msg_9",
@@ -387,11 +382,11 @@ def test_messages_to_chat_error_and_truncation(tb: SimpleNamespace) -> None:
     error = (
         b'event: error\ndata: {"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}\n\n'
     )
-    t = MessagesToChat(created=CREATED)
+    t = tb.MessagesToChat(created=CREATED)
     out = run(t, start + block + delta + error + delta)
     assert out.endswith(b'data: {"error":{"type":"overloaded_error","message":"Overloaded"}}\n\n')
     assert out.count(b'"Hi"') == 1 and t.error == {"type": "overloaded_error", "message": "Overloaded"}
-    t = MessagesToChat(created=CREATED)
+    t = tb.MessagesToChat(created=CREATED)
     out = run(t, start + block + delta + delta[:20], 4)
     assert b"[DONE]" not in out and b'finish_reason":"' not in out and not t.complete
 
@@ -414,7 +409,7 @@ def test_responses_to_chat_tolerates_what_servers_do(tb: SimpleNamespace) -> Non
             e({"type": "response.completed", "response": {"id": "resp_1", "status": "completed", "usage": {"input_tokens": 4, "output_tokens": 6, "total_tokens": 10}}}),
         ]
     )  # fmt: skip
-    t = ResponsesToChat()
+    t = tb.ResponsesToChat()
     out = run(t, body, 6)
     result = fold(out)
     message = result["choices"][0]["message"]
@@ -433,32 +428,32 @@ def test_responses_to_chat_tolerates_what_servers_do(tb: SimpleNamespace) -> Non
 def test_responses_to_chat_failures(tb: SimpleNamespace) -> None:
     created = b'data: {"type":"response.created","response":{"id":"r","model":"g"}}\n\n'
     failed = b'event: response.failed\ndata: {"type":"response.failed","response":{"id":"r","status":"failed","error":{"code":"server_error","message":"boom"}}}\n\n'
-    t = ResponsesToChat(created=CREATED)
+    t = tb.ResponsesToChat(created=CREATED)
     assert run(t, created + failed).endswith(b'data: {"error":{"code":"server_error","message":"boom"}}\n\n')
     plain_error = (
         b'event: error\ndata: {"type":"error","code":"rate_limit","message":"slow down","param":null}\n\n'
     )
-    t = ResponsesToChat(created=CREATED)
+    t = tb.ResponsesToChat(created=CREATED)
     run(t, created + plain_error)
     assert t.error == {"code": "rate_limit", "message": "slow down", "param": None}
-    t = ResponsesToChat(created=CREATED)
+    t = tb.ResponsesToChat(created=CREATED)
     assert b"[DONE]" not in run(t, created + b'data: {"type":"response.output_text.delta","delta":"x"}\n\n')
 
 
 def test_messages_and_responses_through_chat(tb: SimpleNamespace) -> None:
-    messages = run(ChatToMessages(), TOOLS)
+    messages = run(tb.ChatToMessages(), TOOLS)
     responses = run(translator("messages", "responses"), messages, 5)
     assert check_stream(responses, api="responses") == []
     final = events(responses)[-1][1]["response"]
     assert [o.get("name") for o in final["output"]] == [None, "get_weather", "get_time"]
     again = run(translator("responses", "messages"), responses, 7)
     assert check_stream(again, api="messages") == []
-    assert fold(run(MessagesToChat(created=CREATED), again)) == fold(
-        run(MessagesToChat(created=CREATED), messages)
+    assert fold(run(tb.MessagesToChat(created=CREATED), again)) == fold(
+        run(tb.MessagesToChat(created=CREATED), messages)
     )
 
 
-def test_translator_arguments() -> None:
+def test_translator_arguments(tb: SimpleNamespace) -> None:
     with pytest.raises(ValueError, match="unknown API"):
         translator("chat", "gemini")
     with pytest.raises(ValueError, match="nothing to translate"):
@@ -466,7 +461,7 @@ def test_translator_arguments() -> None:
     with pytest.raises(TypeError):
         translator("chat", "messages", created=1)
     with pytest.raises(TypeError):
-        ChatToMessages().write("text")  # type: ignore[arg-type]
+        tb.ChatToMessages().write("text")  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("source", ["chat", "messages", "responses"])
@@ -600,14 +595,14 @@ def test_hostile_upstreams_never_raise(tb: SimpleNamespace, data: st.DataObject)
 def test_url_citations_round_trip_through_responses(tb: SimpleNamespace) -> None:
     note = {"type": "url_citation", "url_citation": {"url": "https://x.test/a", "title": "A", "start_index": 0, "end_index": 2}}  # fmt: skip
     body = chat({"content": "Hi"}, {"content": "!", "annotations": [note]}, usage=USAGE)
-    responses = run(ChatToResponses(), body, 9)
+    responses = run(tb.ChatToResponses(), body, 9)
     final = events(responses)[-1][1]["response"]
     assert final["output"][0]["content"][0]["annotations"] == [
         {"type": "url_citation", "url": "https://x.test/a", "title": "A", "start_index": 0, "end_index": 2}
     ]
     assert check_stream(responses, api="responses") == []
-    back = run(ResponsesToChat(created=CREATED), responses, 5)
+    back = run(tb.ResponsesToChat(created=CREATED), responses, 5)
     assert fold(back) == fold(body)
-    t = ChatToMessages()
+    t = tb.ChatToMessages()
     run(t, body)
     assert t.dropped == 1  # Messages has no place for a chat url_citation

@@ -333,7 +333,10 @@ def test_routes_refuse_what_they_do_not_serve(server: LoopbackServer, api: str) 
 def test_translators_on_both_backends_agree(
     backend: SimpleNamespace, server: LoopbackServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(fastsse.translate, "ChatStream", backend.ChatStream)
+    monkeypatch.setattr(fastsse.translate, "ChatToMessages", backend.ChatToMessages)
+    monkeypatch.setattr(fastsse.translate, "ChatToResponses", backend.ChatToResponses)
+    monkeypatch.setattr(fastsse.translate, "MessagesToChat", backend.MessagesToChat)
+    monkeypatch.setattr(fastsse.translate, "ResponsesToChat", backend.ResponsesToChat)
     fold = upstream_fold(server, "tools", "messages")
     assert fold["verdict"]["complete"] is True
     assert [c["function"]["name"] for c in fold["choices"][0]["message"]["tool_calls"]] == [

@@ -35,9 +35,10 @@ CASES = [pytest.param(s, id=s["id"]) for s in STREAMS] or [
 
 @pytest.fixture
 def tb(backend: SimpleNamespace, monkeypatch: pytest.MonkeyPatch) -> SimpleNamespace:
-    monkeypatch.setattr(fastsse.translate, "ChatStream", backend.ChatStream)
-    monkeypatch.setattr(fastsse.translate, "MessagesStream", backend.MessagesStream)
-    monkeypatch.setattr(fastsse.translate, "ResponsesStream", backend.ResponsesStream)
+    monkeypatch.setattr(fastsse.translate, "ChatToMessages", backend.ChatToMessages)
+    monkeypatch.setattr(fastsse.translate, "ChatToResponses", backend.ChatToResponses)
+    monkeypatch.setattr(fastsse.translate, "MessagesToChat", backend.MessagesToChat)
+    monkeypatch.setattr(fastsse.translate, "ResponsesToChat", backend.ResponsesToChat)
     return backend
 
 

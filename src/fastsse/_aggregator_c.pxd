@@ -131,3 +131,11 @@ cdef object fold_usage(object agg)
 cdef int fix_top(object agg, object id, object model) except -1
 cdef dict fold_choices(object agg)
 cdef object fold_verdict(object agg, bint aborted, bint too_large, bint truncated, bint ended)
+
+
+# A translator's fast path on a ChatStream (see ChatSink in _aggregator_c.pyx).
+cdef class ChatSink:
+    cdef int take(self, const char* data, Py_ssize_t n, bint is_error) except -1
+
+cdef int set_sink(object stream, ChatSink sink) except -1
+cdef object stream_aggregator(object stream)

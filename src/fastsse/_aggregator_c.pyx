@@ -2070,6 +2070,7 @@ Scans, parses and folds a chat stream in one pass, for pycurl's ``WRITEFUNCTION`
     cdef Py_ssize_t _toks_cap
     cdef long long _usage_tokens  # the last usage.completion_tokens seen, -1 before any
     cdef object _exception
+    cdef ChatSink _sink  # a translator's fast path (set_sink), offered every event first
 
     def __init__(
         self, on_chunk: OnChunk | None = None, *, max_event_bytes: int | None = None, timing: bool = False
@@ -2219,7 +2220,12 @@ Scans, parses and folds a chat stream in one pass, for pycurl's ``WRITEFUNCTION`
             agg._ignored += 1  # what _parse_obj would do, without copying the payload
             return 0
         is_error = tn == 5 and memcmp(etype, b"error", 5) == 0
-        if self._on_chunk is None and not is_error and agg._fast_take(data, n):
+        if self._sink is not None:
+            if self._sink.take(data, n, is_error):
+                if self._timed:
+                    self._mark(agg._last_kind, agg._last_entries, usage_before)
+                return 0  # read, folded and written by the sink
+        elif self._on_chunk is None and not is_error and agg._fast_take(data, n):
             if self._timed:
                 self._mark(agg._last_kind, agg._last_entries, usage_before)
             return 0  # folded without building the chunk nobody asked for
@@ -2249,8 +2255,28 @@ Scans, parses and folds a chat stream in one pass, for pycurl's ``WRITEFUNCTION`
         return stop
 
 
-# Entry points for other compiled modules (declared in _aggregator_c.pxd): the relay folds through
-# these, so ChatAggregator's layout stays private to this module.
+# Entry points for other compiled modules (declared in _aggregator_c.pxd): the relay and the
+# translators fold through these, so ChatAggregator's and ChatStream's layouts stay private to
+# this module.
+
+cdef class ChatSink:
+    """The fast path a compiled translator hangs on a ``ChatStream`` (``set_sink``). ``take`` sees
+    every event before the stream's own handling (after ``[DONE]`` or an error payload the stream
+    ignores events without asking): 1 when the sink read, folded (``fast_apply``) and translated
+    it, 0 to leave it to the stream, which parses it, folds it and calls ``on_chunk``."""
+
+    cdef int take(self, const char* data, Py_ssize_t n, bint is_error) except -1:
+        return 0
+
+
+cdef int set_sink(object stream, ChatSink sink) except -1:
+    (<ChatStream>stream)._sink = sink
+    return 0
+
+
+cdef object stream_aggregator(object stream):
+    return (<ChatStream>stream)._agg
+
 
 cdef int fast_apply(object agg, Plan* plan) except -1:
     return (<ChatAggregator>agg)._fast_apply(plan)

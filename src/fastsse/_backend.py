@@ -14,8 +14,15 @@ from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
 _NAMES = {
-    "cython": ("_decoder_c", "_aggregator_c", "_responses_c", "_messages_c", "_relay_c"),
-    "python": ("_decoder_py", "_aggregator_py", "_responses_py", "_messages_py", "_relay_py"),
+    "cython": ("_decoder_c", "_aggregator_c", "_responses_c", "_messages_c", "_relay_c", "_translate_c"),
+    "python": (
+        "_decoder_py",
+        "_aggregator_py",
+        "_responses_py",
+        "_messages_py",
+        "_relay_py",
+        "_translate_py",
+    ),
 }
 
 
@@ -28,13 +35,14 @@ NO_EXTENSIONS: bool = _flag("FASTSSE_NO_EXTENSIONS") or sys.implementation.name 
 
 def get_backend(name: str) -> SimpleNamespace:
     """Return the namespace of one backend: ``name``, ``Decoder``, ``Event``, ``ChatAggregator``,
-    ``ChatStream``, ``ResponsesAggregator``, ``ResponsesStream``, ``MessagesAggregator``, ``MessagesStream``, ``Relay``.
+    ``ChatStream``, ``ResponsesAggregator``, ``ResponsesStream``, ``MessagesAggregator``, ``MessagesStream``, ``Relay``,
+    and the translators ``ChatToMessages``, ``ChatToResponses``, ``MessagesToChat``, ``ResponsesToChat``.
 
     It raises ValueError for a name other than ``"cython"`` or ``"python"`` and ImportError if that
     backend cannot be loaded (e.g. the package was built without its extensions).
     """
     try:
-        decoder_mod, aggregator_mod, responses_mod, messages_mod, relay_mod = _NAMES[name]
+        decoder_mod, aggregator_mod, responses_mod, messages_mod, relay_mod, translate_mod = _NAMES[name]
     except KeyError:
         raise ValueError(f"unknown backend {name!r}; expected 'cython' or 'python'") from None
     decoder = importlib.import_module(f"fastsse.{decoder_mod}")
@@ -42,6 +50,7 @@ def get_backend(name: str) -> SimpleNamespace:
     responses = importlib.import_module(f"fastsse.{responses_mod}")
     messages = importlib.import_module(f"fastsse.{messages_mod}")
     relay = importlib.import_module(f"fastsse.{relay_mod}")
+    translate = importlib.import_module(f"fastsse.{translate_mod}")
     return SimpleNamespace(
         name=name,
         Decoder=decoder.Decoder,
@@ -53,6 +62,10 @@ def get_backend(name: str) -> SimpleNamespace:
         MessagesAggregator=messages.MessagesAggregator,
         MessagesStream=messages.MessagesStream,
         Relay=relay.Relay,
+        ChatToMessages=translate.ChatToMessages,
+        ChatToResponses=translate.ChatToResponses,
+        MessagesToChat=translate.MessagesToChat,
+        ResponsesToChat=translate.ResponsesToChat,
     )
 
 
@@ -67,6 +80,10 @@ if TYPE_CHECKING:
     from ._relay_py import Relay as Relay
     from ._responses_py import ResponsesAggregator as ResponsesAggregator
     from ._responses_py import ResponsesStream as ResponsesStream
+    from ._translate_py import ChatToMessages as ChatToMessages
+    from ._translate_py import ChatToResponses as ChatToResponses
+    from ._translate_py import MessagesToChat as MessagesToChat
+    from ._translate_py import ResponsesToChat as ResponsesToChat
 
     BACKEND = "python"
 else:
@@ -88,4 +105,8 @@ else:
     MessagesAggregator = _selected.MessagesAggregator
     MessagesStream = _selected.MessagesStream
     Relay = _selected.Relay
+    ChatToMessages = _selected.ChatToMessages
+    ChatToResponses = _selected.ChatToResponses
+    MessagesToChat = _selected.MessagesToChat
+    ResponsesToChat = _selected.ResponsesToChat
     del _selected

@@ -191,6 +191,27 @@ class MessagesEncoder:
             return self._prefix + orjson.dumps(delta) + b"}}\n\n"
         return self._streamed("thinking", delta)
 
+    # the frames a compiled translator writes deltas into itself: the event's bytes up to the JSON
+    # string; b"}}\n\n" follows it
+
+    def _text_frame(self) -> tuple[str, bytes] | None:
+        """(the open text or thinking block's kind, its delta event's bytes up to the string), or
+        None when no block is open."""
+        if self._open is None or self._ended:
+            return None
+        return self._open[0], self._prefix
+
+    def _input_frame(self, key: object) -> bytes | None:
+        """An ``input_json_delta`` event's bytes up to the string for the tool block of ``key``, or
+        None when it is not open."""
+        tool = self._tools.get(key)
+        if tool is None or not tool[1] or self._ended:
+            return None
+        return (
+            b'event: content_block_delta\ndata: {"type":"content_block_delta","index":%d,'
+            b'"delta":{"type":"input_json_delta","partial_json":' % tool[0]
+        )
+
     def signature(self, signature: str, /) -> bytes:
         """A ``signature_delta`` for the open thinking block, which it then closes."""
         self._check("signature()")

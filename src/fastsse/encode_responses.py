@@ -357,6 +357,33 @@ class ResponsesEncoder:
         )
         self._fast_tail = b',"logprobs":[]}\n\n' if kind == "text" else b"}\n\n"
 
+    # the frames a compiled translator writes deltas into itself (it also appends each delta to
+    # the frame's fragments and advances the sequence number, through _set_sequence_number)
+
+    def _text_frame(self) -> tuple[str, bytes, bytes, bytes, list[str]] | None:
+        """(kind, head, where, tail, fragments) of the open part the last text, refusal or
+        reasoning delta went to: an event is ``head + sequence number + where + JSON string +
+        tail``. None when no such part is open."""
+        if self._fast is None or self._ended:
+            return None
+        item = self._reasoning if self._fast == "reasoning" else self._message
+        assert item is not None and item.part is not None
+        return self._fast, self._fast_head, self._fast_where, self._fast_tail, item.part[1]
+
+    def _arguments_frame(self, key: object) -> tuple[bytes, bytes, bytes, list[str]] | None:
+        """(head, where, tail, fragments) of the ``function_call_arguments.delta`` events of the
+        call opened under ``key``, or None when it is not open."""
+        item = self._calls.get(key)
+        if item is None or item.done or self._ended:
+            return None
+        event = b"response.function_call_arguments.delta"
+        head = b'event: %s\ndata: {"type":"%s","sequence_number":' % (event, event)
+        where = b',"item_id":%s,"output_index":%d,"delta":' % (orjson.dumps(item.id), item.index)
+        return head, where, b"}\n\n", item.arguments
+
+    def _set_sequence_number(self, seq: int) -> None:
+        self._seq = seq
+
     def text(self, delta: str, /) -> bytes:
         """An ``output_text`` delta, opening the message item and the text part when needed."""
         if self._fast == "text" and type(delta) is str and delta and not self._ended:

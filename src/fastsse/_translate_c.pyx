@@ -1,0 +1,436 @@
+# cython: language_level=3, freethreading_compatible=True, annotation_typing=False
+# cython: embedsignature=True, embedsignature.format=clinic
+"""Compiled translators; ``_translate_py.py`` holds the readable twins and ``_translate.py`` the
+rules both share. Here: chat -> Messages and chat -> Responses; the Messages / Responses -> chat
+pair lives in ``_to_chat_c.pyx`` and is re-exported.
+
+A chat translator is a compiled ``ChatStream`` whose callback is the shared core
+(``MessagesFromChat`` / ``ResponsesFromChat``), with a sink (``ChatSink``) that sees every event
+first. The sink reads the payload with the chat fold's reader (``_read``); when the chunk only
+continues what is open downstream (text, reasoning or a refusal into the open block or part, or
+arguments of a tool call already started) it folds the plan (``fast_apply``) and writes the
+target's events itself: a cached frame, the delta as orjson would write it (``_json_out.pxd``,
+straight from the payload's bytes), the frame's tail. Everything else (first and last chunks,
+a new block, part or call, usage, annotations, errors, anything the reader gives up on) goes to
+the core, after the sink hands it what it wrote and changed (pending bytes, the Responses
+sequence number, the last tool-call index); after the core ran, the sink reads its frames again
+(``fast_state``).
+"""
+
+cimport cython
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.dict cimport PyDict_GetItemWithError
+from cpython.list cimport PyList_Append
+from cpython.mem cimport PyMem_Free, PyMem_Realloc
+from cpython.object cimport PyObject
+from libc.string cimport memcpy
+
+from ._aggregator_c cimport (
+    F_ESC,
+    K_ARGUMENTS,
+    K_CONTENT,
+    K_REASONING,
+    K_REASONING_CONTENT,
+    K_REFUSAL,
+    W_ANNOTATIONS,
+    W_USAGE,
+    ChatSink,
+    ChoicePlan,
+    Op,
+    Plan,
+    Span,
+    _decode,
+    _read,
+    fast_apply,
+    set_sink,
+    stream_aggregator,
+)
+from ._json_out cimport json_string_into, json_string_max
+
+from typing import Any
+
+from ._aggregator_c import ChatStream
+from ._to_chat_c import MessagesToChat, ResponsesToChat
+from ._translate import MessagesFromChat, ResponsesFromChat
+
+__all__ = ["ChatToMessages", "ChatToResponses", "MessagesToChat", "ResponsesToChat"]
+
+
+cdef enum:
+    T_CONTENT = 1
+    T_REASONING = 2
+    T_REFUSAL = 4
+    KEEP_CAPACITY = 1 << 20  # a larger output buffer is freed once taken (the Decoder's rule)
+
+
+cdef int _kinds_of(object kind, bint responses):
+    # The chat text fields the open block (Messages) or part (Responses) takes.
+    if kind is None:
+        return 0
+    if kind == "thinking" or kind == "reasoning":
+        return T_REASONING
+    if kind == "refusal":
+        return T_REFUSAL
+    if kind == "text":
+        return T_CONTENT if responses else T_CONTENT | T_REFUSAL
+    return 0
+
+
+@cython.final
+cdef class _Sink(ChatSink):
+    """The fast path of one chat translator (see the module docstring)."""
+
+    cdef object core
+    cdef object agg
+    cdef bint responses
+    cdef bint fresh        # the mirror below matches the core
+    cdef bint live         # begun and not ended: the fast path may run
+    cdef bint slow         # the core saw an event since the translator last looked
+    cdef int kinds         # T_* the open text frame takes (0: none open)
+    cdef bytes head        # the text frame up to the string (Responses: up to the sequence number)
+    cdef bytes where       # Responses: after the sequence number, up to the string
+    cdef bytes tail
+    cdef list frags        # Responses: the open part's fragments, which the .done events join
+    cdef dict calls        # chat tool-call index -> its frame (Messages: bytes; Responses: a tuple)
+    cdef object last_call  # the core's last tool-call index
+    cdef bint last_dirty
+    cdef long long seq     # Responses: the next sequence number
+    cdef bint seq_dirty
+    cdef char* buf
+    cdef Py_ssize_t len
+    cdef Py_ssize_t cap
+
+    def __cinit__(self):
+        self.buf = NULL
+        self.len = 0
+        self.cap = 0
+
+    def __dealloc__(self):
+        PyMem_Free(self.buf)
+
+    # the output buffer
+
+    cdef int _reserve(self, Py_ssize_t extra) except -1:
+        cdef Py_ssize_t cap
+        cdef char* buf
+        if self.len + extra <= self.cap:
+            return 0
+        cap = self.cap * 2 if self.cap else 1024
+        if cap < self.len + extra:
+            cap = self.len + extra
+        buf = <char*>PyMem_Realloc(self.buf, cap)
+        if buf == NULL:
+            raise MemoryError()
+        self.buf = buf
+        self.cap = cap
+        return 0
+
+    cdef inline void _put(self, bytes b) noexcept:
+        # room was reserved
+        cdef Py_ssize_t n = PyBytes_GET_SIZE(b)
+        memcpy(self.buf + self.len, PyBytes_AS_STRING(b), n)
+        self.len += n
+
+    cdef inline void _put_int(self, long long v) noexcept:
+        # room was reserved (20 bytes)
+        cdef char digits[24]
+        cdef int i = 0
+        if v == 0:
+            self.buf[self.len] = 48
+            self.len += 1
+            return
+        while v > 0:
+            digits[i] = <char>(48 + v % 10)
+            v //= 10
+            i += 1
+        while i > 0:
+            i -= 1
+            self.buf[self.len] = digits[i]
+            self.len += 1
+
+    cdef bytes take_bytes(self):
+        cdef bytes out = PyBytes_FromStringAndSize(self.buf, self.len)
+        self.len = 0
+        if self.cap > KEEP_CAPACITY:
+            PyMem_Free(self.buf)
+            self.buf = NULL
+            self.cap = 0
+        return out
+
+    # the mirror of the core
+
+    cdef int flush(self) except -1:
+        """Hand the core what the fast path wrote and changed, before the core sees an event."""
+        core = self.core
+        if self.len:
+            PyList_Append(core.out, self.take_bytes())
+        if self.last_dirty:
+            core.last_call = self.last_call
+            self.last_dirty = False
+        if self.seq_dirty:
+            core.enc._set_sequence_number(self.seq)
+            self.seq_dirty = False
+        self.fresh = False
+        self.slow = True
+        return 0
+
+    cdef int refresh(self) except -1:
+        cdef tuple frame
+        state = self.core.fast_state()
+        self.fresh = True
+        self.live = state is not None
+        self.kinds = 0
+        if not self.live:
+            return 0
+        if self.responses:
+            frame = state[0]
+            if frame is not None:
+                self.kinds = _kinds_of(frame[0], True)
+                self.head, self.where, self.tail, self.frags = frame[1], frame[2], frame[3], frame[4]
+            self.calls = state[1]
+            self.last_call = state[2]
+            self.seq = state[3]
+        else:
+            self.kinds = _kinds_of(state[0], False)
+            self.head = state[1]
+            self.calls = state[2]
+            self.last_call = state[3]
+        return 0
+
+    # the fast path
+
+    cdef int take(self, const char* data, Py_ssize_t n, bint is_error) except -1:
+        cdef Plan plan
+        if not is_error:
+            if not self.fresh:
+                self.refresh()
+            if self.live and _read(data, n, &plan) and self._check(&plan) and fast_apply(self.agg, &plan):
+                self._emit(&plan)
+                return 1
+        self.flush()
+        return 0
+
+    cdef inline Op* _reasoning_op(self, Plan* plan) noexcept:
+        # The core reads reasoning_content, and reasoning only when reasoning_content is absent.
+        cdef int i
+        cdef Op* found = NULL
+        for i in range(plan.nops):
+            if plan.ops[i].target == K_REASONING_CONTENT:
+                return &plan.ops[i]
+            if plan.ops[i].target == K_REASONING:
+                found = &plan.ops[i]
+        return found
+
+    cdef bint _check(self, Plan* plan) except -1:
+        """Whether the core, given this chunk, would only continue open blocks: then the sink
+        writes exactly what the core would have written."""
+        cdef ChoicePlan* cp
+        cdef Op* op
+        cdef Op* reasoning
+        cdef int i
+        if plan.nchoices != 1:
+            return False
+        cp = &plan.choices[0]
+        if (cp.index if cp.index >= 0 else cp.pos) != 0:
+            return False
+        if cp.finish.p != NULL and cp.finish.n:
+            return False  # the core keeps the finish reason
+        for i in range(plan.nothers):
+            if plan.others[i].where == W_USAGE or plan.others[i].where == W_ANNOTATIONS:
+                return False  # the core holds the usage and carries annotations
+        reasoning = self._reasoning_op(plan)
+        if reasoning != NULL and reasoning.text.n and not self.kinds & T_REASONING:
+            return False
+        for i in range(plan.nops):
+            op = &plan.ops[i]
+            if op.target == K_CONTENT:
+                if op.text.n and not self.kinds & T_CONTENT:
+                    return False
+            elif op.target == K_REFUSAL:
+                if op.text.n and not self.kinds & T_REFUSAL:
+                    return False
+            elif op.target == K_ARGUMENTS:
+                if op.index < 0:
+                    return False  # no index: the core picks the call
+                if PyDict_GetItemWithError(self.calls, <object>op.index) == NULL:
+                    return False  # a call not yet started downstream
+        return True
+
+    cdef int _emit(self, Plan* plan) except -1:
+        cdef Op* op
+        cdef int i
+        cdef object last = None
+        op = self._reasoning_op(plan)
+        if op != NULL and op.text.n:
+            self._text(op)
+        for i in range(plan.nops):
+            op = &plan.ops[i]
+            if op.target == K_CONTENT and op.text.n:
+                self._text(op)
+        for i in range(plan.nops):
+            op = &plan.ops[i]
+            if op.target == K_REFUSAL and op.text.n:
+                self._text(op)
+        for i in range(plan.nops):
+            op = &plan.ops[i]
+            if op.target == K_ARGUMENTS:
+                last = op.index
+                if op.text.p != NULL and op.text.n:
+                    self._arguments(op, <object>PyDict_GetItemWithError(self.calls, last))
+        if last is not None and last != self.last_call:
+            self.last_call = last
+            self.last_dirty = True
+        return 0
+
+    cdef int _string(self, Span* s) except -1:
+        cdef Py_ssize_t w = json_string_into(self.buf + self.len, s.p, s.n, s.flags & F_ESC, NULL)
+        if w < 0:
+            raise ValueError("a lone surrogate escape passed the reader")  # the reader refuses them
+        self.len += w
+        return 0
+
+    cdef int _text(self, Op* op) except -1:
+        if self.responses:
+            self._reserve(PyBytes_GET_SIZE(self.head) + PyBytes_GET_SIZE(self.where) + PyBytes_GET_SIZE(self.tail) + 24 + json_string_max(op.text.n))
+            self._put(self.head)
+            self._put_int(self.seq)
+            self.seq += 1
+            self.seq_dirty = True
+            self._put(self.where)
+            self._string(&op.text)
+            self._put(self.tail)
+            PyList_Append(self.frags, _decode(op.text))
+        else:
+            self._reserve(PyBytes_GET_SIZE(self.head) + 4 + json_string_max(op.text.n))
+            self._put(self.head)
+            self._string(&op.text)
+            self.buf[self.len] = 125
+            self.buf[self.len + 1] = 125
+            self.buf[self.len + 2] = 10
+            self.buf[self.len + 3] = 10
+            self.len += 4
+        return 0
+
+    cdef int _arguments(self, Op* op, object frame) except -1:
+        cdef tuple t
+        cdef bytes prefix
+        if self.responses:
+            t = <tuple>frame
+            self._reserve(PyBytes_GET_SIZE(t[0]) + PyBytes_GET_SIZE(t[1]) + PyBytes_GET_SIZE(t[2]) + 24 + json_string_max(op.text.n))
+            self._put(<bytes>t[0])
+            self._put_int(self.seq)
+            self.seq += 1
+            self.seq_dirty = True
+            self._put(<bytes>t[1])
+            self._string(&op.text)
+            self._put(<bytes>t[2])
+            PyList_Append(<list>t[3], _decode(op.text))
+        else:
+            prefix = <bytes>frame
+            self._reserve(PyBytes_GET_SIZE(prefix) + 4 + json_string_max(op.text.n))
+            self._put(prefix)
+            self._string(&op.text)
+            self.buf[self.len] = 125
+            self.buf[self.len + 1] = 125
+            self.buf[self.len + 2] = 10
+            self.buf[self.len + 3] = 10
+            self.len += 4
+        return 0
+
+
+cdef class _FromChat:
+    cdef object _core
+    cdef object _stream
+    cdef object _agg
+    cdef _Sink _sink
+
+    cdef int _setup(self, object core, object max_event_bytes, bint responses) except -1:
+        self._core = core
+        self._stream = ChatStream(core.on_chunk, max_event_bytes=max_event_bytes)
+        self._agg = stream_aggregator(self._stream)
+        sink = _Sink()
+        sink.core = core
+        sink.agg = self._agg
+        sink.responses = responses
+        sink.calls = {}
+        self._sink = sink
+        set_sink(self._stream, sink)
+        return 0
+
+    cdef bytes _out(self):
+        # What this write or close produced, in order: the core's bytes (which include what the
+        # sink handed it before each event it left), then the sink's since.
+        cdef _Sink sink = self._sink
+        core_out = self._core.out
+        if not core_out:
+            return sink.take_bytes()
+        if sink.len:
+            PyList_Append(core_out, sink.take_bytes())
+        if len(core_out) == 1:
+            return core_out.pop()
+        return self._core.take()
+
+    @cython.binding(False)
+    def write(self, data: bytes | bytearray | memoryview, /) -> bytes:
+        """Translate the next upstream bytes; return what they allow downstream (maybe ``b""``).
+
+        It raises TypeError for input other than bytes, bytearray or memoryview and EventTooLarge
+        when an upstream event passes ``max_event_bytes``.
+        """
+        cdef _Sink sink = self._sink
+        self._stream.write(data)
+        if sink.slow:
+            # the core saw an event ([DONE] among them): the end may have come
+            sink.slow = False
+            if sink.len:
+                PyList_Append(self._core.out, sink.take_bytes())
+            self._core.end_if(self._agg.done)
+        return self._out()
+
+    def close(self, *, truncated: bool = False) -> bytes:
+        """The upstream ended: return the last bytes (none when it was truncated). ``truncated=True``
+        says the transfer broke, so an answer without ``[DONE]`` is not taken as whole."""
+        self._stream.close(truncated=truncated)
+        self._sink.flush()
+        self._sink.slow = False
+        self._core.end_if(self._stream.verdict.complete)
+        return self._out()
+
+    def result(self) -> dict[str, Any]:
+        """The upstream's folded ``chat.completion`` with its ``verdict`` (see ``ChatStream``)."""
+        return self._stream.result()
+
+    @property
+    def verdict(self):
+        """The upstream's verdict (see ``ChatStream``); the translation ends with the target's terminal
+        event when choice 0 finished and ``[DONE]`` came."""
+        return self._stream.verdict
+
+    @property
+    def dropped(self) -> int:
+        """Upstream fields with no counterpart that were left out (other choices, nameless tool calls)."""
+        return self._core.dropped
+
+
+@cython.final
+cdef class ChatToMessages(_FromChat):
+    """ChatToMessages(*, max_event_bytes=None)
+--
+
+Chat chunks in, Messages events out; see the Python twin (``fastsse._translate_py``) for the
+    mapping. Both behave identically."""
+
+    def __init__(self, *, max_event_bytes: int | None = None) -> None:
+        self._setup(MessagesFromChat(), max_event_bytes, False)
+
+
+@cython.final
+cdef class ChatToResponses(_FromChat):
+    """ChatToResponses(*, max_event_bytes=None)
+--
+
+Chat chunks in, Responses events out; see the Python twin (``fastsse._translate_py``) for the
+    mapping. Both behave identically."""
+
+    def __init__(self, *, max_event_bytes: int | None = None) -> None:
+        self._setup(ResponsesFromChat(), max_event_bytes, True)
