@@ -96,6 +96,7 @@ cdef class _Sink(ChatSink):
     cdef bint last_dirty
     cdef long long seq     # Responses: the next sequence number
     cdef bint seq_dirty
+    cdef Py_ssize_t fast   # events the sink translated itself
     cdef char* buf
     cdef Py_ssize_t len
     cdef Py_ssize_t cap
@@ -206,6 +207,7 @@ cdef class _Sink(ChatSink):
                 self.refresh()
             if self.live and _read(data, n, &plan) and self._check(&plan) and fast_apply(self.agg, &plan):
                 self._emit(&plan)
+                self.fast += 1
                 return 1
         self.flush()
         return 0
@@ -410,6 +412,11 @@ cdef class _FromChat:
     def dropped(self) -> int:
         """Upstream fields with no counterpart that were left out (other choices, nameless tool calls)."""
         return self._core.dropped
+
+    @property
+    def _fast_events(self) -> int:
+        # Events the compiled fast path translated itself (for the tests that prove it ran).
+        return self._sink.fast
 
 
 @cython.final
