@@ -1,0 +1,632 @@
+"""The compiled translators against their pure-Python twins: byte for byte, fold for fold.
+
+The compiled chat -> Messages / Responses translators write the hot deltas from the payload's bytes
+(their "sink"); everything else goes through the core both backends share. These tests generate chat
+streams with every shape the sink has to recognise or leave (escapes spelled every way JSON allows,
+parallel tool calls with and without ``index``, several choices, usage, annotations, errors, junk,
+CRLF, truncation), cut them at random and demand the same output from every ``write`` and ``close``,
+the same ``result()``, ``verdict`` and counters. The Messages / Responses upstreams for the other
+direction are the pure translator's output for such streams, then mutated (events dropped, swapped,
+injected, re-spelled, renumbered, cut). Expected values in the vector tests come from RFC 8259 and
+orjson's documented output, written by hand.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+from collections.abc import Callable, Iterator
+from types import SimpleNamespace
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import fastsse
+import fastsse._translate
+import fastsse.encode
+import fastsse.encode_responses
+from fastsse import EventTooLarge
+from fastsse.translate import _Chain
+
+C = pytest.param("cython", marks=pytest.mark.c_extension)
+CREATED = 1_700_000_000
+CLOCK = 1_800_000_000  # what the encoders read as the current time in these tests
+
+SETTINGS = settings(
+    max_examples=120,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+
+
+@pytest.fixture(autouse=True)
+def frozen_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    # An upstream without ``created`` makes the encoders read the clock; the two backends run one
+    # after the other and must not straddle a second.
+    clock = SimpleNamespace(time=lambda: float(CLOCK))
+    for module in (fastsse.encode, fastsse.encode_responses, fastsse._translate):
+        monkeypatch.setattr(module, "time", clock)
+
+
+def _backends() -> tuple[SimpleNamespace, SimpleNamespace]:
+    return fastsse.get_backend("cython"), fastsse.get_backend("python")
+
+
+# JSON spelled every way RFC 8259 allows: the bytes differ, the str is the same
+
+
+_SHORT = {'"': b'\\"', "\\": b"\\\\", "/": b"\\/", "\b": b"\\b", "\f": b"\\f", "\n": b"\\n", "\r": b"\\r", "\t": b"\\t"}  # fmt: skip
+
+
+def _u(cp: int, rng: random.Random) -> bytes:
+    h = f"\\u{cp:04x}"
+    return (h.upper().replace("\\U", "\\u") if rng.random() < 0.3 else h).encode()
+
+
+def spell(s: str, rng: random.Random) -> bytes:
+    """A JSON string literal for ``s``: orjson's own form half the time, else each character raw, as
+    its short escape or as ``\\uXXXX`` (a surrogate pair above U+FFFF), chosen at random. A lone
+    surrogate in ``s`` is always written as its escape (what some servers send)."""
+    if rng.random() < 0.4 and not any(0xD800 <= ord(c) <= 0xDFFF for c in s):
+        return orjson.dumps(s)
+    out = [b'"']
+    for ch in s:
+        cp = ord(ch)
+        r = rng.random()
+        if ch in _SHORT and r < 0.5:
+            out.append(_SHORT[ch])
+        elif cp < 0x20 or ch in '"\\' or 0xD800 <= cp <= 0xDFFF or r < 0.3:
+            if cp >= 0x10000:
+                v = cp - 0x10000
+                out.append(_u(0xD800 + (v >> 10), rng) + _u(0xDC00 + (v & 0x3FF), rng))
+            else:
+                out.append(_u(cp, rng))
+        else:
+            out.append(ch.encode())
+    out.append(b'"')
+    return b"".join(out)
+
+
+def dump(value: Any, rng: random.Random, keys: bool = False) -> bytes:
+    """JSON for ``value`` with every string value spelled by ``spell`` (keys too when ``keys``) and,
+    now and then, blanks between tokens."""
+    sp = b" " if rng.random() < 0.05 else b""
+    if isinstance(value, str):
+        return spell(value, rng)
+    if isinstance(value, dict):
+        items = [
+            (spell(str(k), rng) if keys else orjson.dumps(str(k))) + b":" + sp + dump(v, rng, keys)
+            for k, v in value.items()
+        ]
+        return b"{" + (b"," + sp).join(items) + b"}"
+    if isinstance(value, list):
+        return b"[" + (b"," + sp).join(dump(v, rng, keys) for v in value) + b"]"
+    return orjson.dumps(value)
+
+
+# chat streams
+
+
+_CHARS = ["a", "b", " ", "é", "中", "😀", "\n", "\t", '"', "\\", "/", "\x01", "\x1f", "\x7f", "\u2028", "\x00", "\r"]  # fmt: skip
+TEXT = st.one_of(
+    st.lists(st.sampled_from(_CHARS), min_size=1, max_size=6).map("".join),
+    st.text(min_size=1, max_size=5),
+)
+MAYBE_TEXT = st.one_of(TEXT, TEXT, TEXT, st.just(""), st.none())
+TEXT_FIELDS = ["content", "content", "content", "reasoning_content", "reasoning", "refusal"]
+FINISH = st.sampled_from(["stop", "length", "tool_calls", "content_filter", "", None, "function_call"])
+USAGE = {"prompt_tokens": 7, "completion_tokens": 5, "total_tokens": 12}
+NOTE = {"type": "url_citation", "url_citation": {"url": "https://x.test/a", "title": "A", "start_index": 0, "end_index": 1}}  # fmt: skip
+
+
+def _text_step() -> st.SearchStrategy[Any]:
+    # a run of deltas of one field, as servers send them
+    return st.tuples(st.just("delta"), st.sampled_from(TEXT_FIELDS), st.lists(MAYBE_TEXT, min_size=1, max_size=8))
+
+
+_CALL = st.tuples(st.just("call"), st.integers(0, 3), st.sampled_from(["call_a", "call_b", "", None]), st.sampled_from(["f", "get_weather", "", None]), st.one_of(st.none(), TEXT), st.booleans())  # fmt: skip
+_ARGS = st.tuples(st.just("args"), st.integers(0, 3), st.lists(TEXT, min_size=1, max_size=6), st.sampled_from([True, True, True, False]))  # fmt: skip
+_RARE = st.one_of(
+    st.tuples(st.just("multi"), st.dictionaries(st.sampled_from(TEXT_FIELDS[2:] + ["content"]), MAYBE_TEXT, min_size=2)),  # fmt: skip
+    st.tuples(st.just("index_only"), st.integers(0, 3)),
+    st.tuples(st.just("finish"), FINISH),
+    st.tuples(st.just("other_choice"), TEXT),
+    st.tuples(st.just("two_choices"), TEXT, TEXT),
+    st.tuples(st.just("annotations"), st.integers(1, 2)),
+    st.tuples(st.just("usage"), st.booleans()),
+    st.tuples(st.just("comment"), st.just(None)),
+    st.tuples(st.just("junk"), st.sampled_from([b"{bad", b"null", b"[]", b'"s"', b"{}", b'{"choices":"x"}', b'{"choices":[{"index":0,"delta":{"content":"\\ud800"}}]}', b'{"choices":[{"delta":{"content":"\xff\xfe"}}]}', b"\x7f", b'{"choices":[{"index":0,"delta":{"content":"a\\u00"}}]}'])),  # fmt: skip
+)
+_ERROR = st.one_of(
+    st.tuples(st.just("error"), st.sampled_from([{"message": "boom", "type": "server_error"}, "overloaded", {"code": 500}])),  # fmt: skip
+    st.tuples(st.just("event_error"), st.booleans()),
+)
+# weighted: mostly runs of text and argument fragments (the sink's work), now and then the rest
+# (one_of flattens nested one_ofs and weighs every branch alike: sampled_from keeps the weights)
+_STEP = st.sampled_from([_text_step()] * 5 + [_ARGS, _ARGS, _CALL, _CALL, _RARE]).flatmap(lambda s: s)
+
+
+_CLEAN_STEP = st.sampled_from([
+    _text_step(),
+    _text_step(),
+    st.tuples(st.just("call"), st.integers(0, 3), st.just("call_a"), st.just("f"), st.one_of(st.none(), TEXT), st.just(True)),  # fmt: skip
+    st.tuples(st.just("args"), st.integers(0, 3), st.lists(TEXT, min_size=1, max_size=6), st.just(True)),
+]).flatmap(lambda s: s)
+
+
+@st.composite
+def chat_bodies(draw: st.DrawFn, *, messy: bool = True) -> bytes:
+    """A chat completions stream as bytes (see the module docstring)."""
+    rng = draw(st.randoms(use_true_random=False))
+    eol = draw(st.sampled_from([b"\n", b"\n", b"\r\n", b"\r"])) if messy else b"\n"
+    head: dict[str, Any] = {"id": draw(st.sampled_from(["chatcmpl-1", "", "x\u00e9"])), "object": "chat.completion.chunk"}  # fmt: skip
+    if draw(st.booleans()) or not messy:
+        head["created"] = CREATED
+    head["model"] = "m/1"
+    every_usage = draw(st.booleans())
+    with_index = draw(st.sampled_from([True, True, False]))
+    keys = messy and draw(st.integers(0, 9)) == 0  # escapes in keys too (the fast reader gives up)
+    step = _STEP if messy else _CLEAN_STEP
+    steps = [draw(step) for _ in range(draw(st.integers(0, 10)))]
+    if messy and draw(st.integers(0, 5)) == 0:  # an error ends the stream: once, anywhere
+        steps.insert(draw(st.integers(0, len(steps))), draw(_ERROR))
+    finish = draw(FINISH)
+    end_usage = draw(st.booleans())
+    done = draw(st.sampled_from([True, True, False]))
+    frames: list[bytes] = []
+
+    def frame(payload: bytes, event: bytes | None = None) -> None:
+        colon = b"data: " if rng.random() < 0.8 else b"data:"
+        frames.append((b"event: " + event + eol if event else b"") + colon + payload + eol + eol)
+
+    def chunk(choices: list[Any], usage: Any = None, **extra: Any) -> None:
+        body = {**head, **extra, "choices": choices}
+        if every_usage:
+            body["usage"] = usage
+        elif usage is not None:
+            body["usage"] = usage
+        frame(dump(body, rng, keys))
+
+    def choice(delta: dict[str, Any], index: int | None = 0, reason: Any = None) -> dict[str, Any]:
+        out: dict[str, Any] = {} if index is None else {"index": index}
+        out["delta"] = delta
+        out["finish_reason"] = reason
+        if rng.random() < 0.1:
+            out["logprobs"] = None
+        return out
+
+    chunk([choice({"role": "assistant", "content": ""} if rng.random() < 0.5 else {"role": "assistant"})])
+    for step in steps:
+        kind = step[0]
+        if kind == "delta":
+            for text in step[2]:
+                chunk([choice({step[1]: text}, 0 if with_index or not messy else None)])
+        elif kind == "multi":
+            chunk([choice(dict(step[1]))])
+        elif kind == "call":
+            _, index, ident, name, args, indexed = step
+            fragment: dict[str, Any] = {"index": index} if indexed or not messy else {}
+            if ident is not None:
+                fragment["id"] = ident
+            fragment["type"] = "function"
+            function: dict[str, Any] = {} if name is None else {"name": name}
+            if args is not None:
+                function["arguments"] = args
+            fragment["function"] = function
+            chunk([choice({"tool_calls": [fragment]})])
+        elif kind == "args":
+            _, index, texts, indexed = step
+            for text in texts:
+                fragment = {"index": index} if indexed else {}
+                fragment["function"] = {"arguments": text}
+                # parallel calls: sometimes two fragments in one chunk
+                calls = [fragment, {"index": (index + 1) % 4, "function": {"arguments": "1"}}] if rng.random() < 0.1 else [fragment]  # fmt: skip
+                chunk([choice({"tool_calls": calls})])
+        elif kind == "index_only":
+            chunk([choice({"tool_calls": [{"index": step[1]}]})])
+        elif kind == "finish":
+            chunk([choice({}, reason=step[1])])
+        elif kind == "other_choice":
+            chunk([choice({"content": step[1]}, 1)])
+        elif kind == "two_choices":
+            chunk([choice({"content": step[1]}, 0), choice({"content": step[2]}, 1)])
+        elif kind == "annotations":
+            chunk([choice({"annotations": [NOTE] * step[1]})])
+        elif kind == "usage":
+            chunk([], USAGE if step[1] else None)
+        elif kind == "error":
+            frame(dump({"error": step[1]}, rng))
+        elif kind == "event_error":
+            frame(dump({"error": {"message": "bad \u00e9", "type": "x"}} if step[1] else {"message": "m"}, rng), b"error")  # fmt: skip
+        elif kind == "comment":
+            frames.append(b": keep-alive" + eol + eol)
+        else:
+            frame(step[1])
+    if finish is not None or not messy:
+        chunk([choice({}, reason=finish if messy else finish or "stop")])
+    if end_usage:
+        chunk([], USAGE)
+    if done or not messy:
+        frames.append(b"data: [DONE]" + eol + eol)
+    body = b"".join(frames)
+    if messy and draw(st.integers(0, 7)) == 0:
+        body = body[: draw(st.integers(0, len(body)))]
+    return body
+
+
+# Messages / Responses streams: the pure translator's output for a chat stream, then mutated
+
+
+_INJECT = {
+    "messages": [
+        {"type": "ping"},
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "signature_delta", "signature": "c2ln"}},
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "citations_delta", "citation": {"type": "web_search_result_location", "url": "https://x.test", "title": "T\u00e9"}}},  # fmt: skip
+        {"type": "content_block_start", "index": 7, "content_block": {"type": "server_tool_use", "id": "srv_1", "name": "web_search", "input": {"q": "a\u00e9"}}},  # fmt: skip
+        {"type": "content_block_start", "index": 8, "content_block": {"type": "redacted_thinking", "data": "x"}},
+        {"type": "content_block_delta", "index": 9, "delta": {"type": "text_delta", "text": "orphan \\ \ud83d\ude00"}},  # fmt: skip
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "thinking_delta", "thinking": "\u0001hm"}},
+        {"type": "message_delta", "delta": {"stop_reason": "max_tokens"}, "usage": {"output_tokens": 3}},
+        {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}},
+        {"type": "unknown_event", "x": [1, 2]},
+        {"index": 0},
+    ],
+    "responses": [
+        {"type": "response.in_progress", "response": {"id": "r2", "model": "m2", "created_at": 5}},
+        {"type": "response.reasoning_text.delta", "output_index": 0, "content_index": 0, "delta": "th\u00e9"},
+        {"type": "response.output_text.annotation.added", "output_index": 0, "annotation": {"type": "url_citation", "url": "https://x.test", "title": "T", "start_index": 0, "end_index": 1}},  # fmt: skip
+        {"type": "response.output_text.annotation.added", "output_index": 0, "annotation": {"type": "file_citation", "file_id": "f"}},  # fmt: skip
+        {"type": "response.output_item.done", "output_index": 5, "item": {"type": "function_call", "call_id": "c5", "name": "late", "arguments": "{\"a\":\"\\u00e9\"}"}},  # fmt: skip
+        {"type": "response.function_call_arguments.delta", "output_index": 9, "delta": "{}"},
+        {"type": "response.output_text.delta", "output_index": 4, "content_index": 0, "item_id": "nope", "delta": "x\n\"y\""},  # fmt: skip
+        {"type": "response.failed", "response": {"error": {"code": "server_error", "message": "m"}}},
+        {"type": "response.incomplete", "response": {"incomplete_details": {"reason": "content_filter"}}},
+        {"type": "error", "code": "rate_limit", "message": "slow down"},
+        {"type": "response.unknown", "sequence_number": 99},
+        {"sequence_number": 1},
+    ],
+}
+_FRAGILE = {"content_block_start", "response.output_item.added", "response.content_part.added"}
+
+
+def _events(body: bytes) -> list[tuple[str, str]]:
+    decoder = fastsse.get_backend("python").Decoder()
+    return [(e.event, e.data) for e in decoder.feed(body) + decoder.close()]
+
+
+@st.composite
+def upstream_bodies(draw: st.DrawFn, source: str) -> bytes:
+    chat = draw(chat_bodies(messy=draw(st.booleans())))
+    py = fastsse.get_backend("python")
+    t = py.ChatToMessages() if source == "messages" else py.ChatToResponses()
+    events = _events(t.write(chat) + t.close())
+    rng = draw(st.randoms(use_true_random=False))
+    items: list[tuple[str, Any]] = []
+    for name, data in events:
+        try:
+            items.append((name, orjson.loads(data)))
+        except orjson.JSONDecodeError:
+            items.append((name, data))
+    for _ in range(draw(st.integers(0, 4))):
+        what = draw(st.sampled_from(["drop", "drop_fragile", "swap", "inject", "inject", "renumber", "unseq"]))
+        if what == "drop" and items:
+            del items[draw(st.integers(0, len(items) - 1))]
+        elif what == "drop_fragile":
+            items = [it for it in items if not (isinstance(it[1], dict) and it[1].get("type") in _FRAGILE and rng.random() < 0.7)]  # fmt: skip
+        elif what == "swap" and len(items) > 1:
+            i = draw(st.integers(0, len(items) - 2))
+            items[i], items[i + 1] = items[i + 1], items[i]
+        elif what == "inject":
+            payload = draw(st.sampled_from(_INJECT[source]))
+            items.insert(draw(st.integers(0, len(items))), (str(payload.get("type", "")), payload))
+        elif what == "renumber":
+            step = draw(st.integers(0, 3))
+            for n, (_, payload) in enumerate(items):
+                if isinstance(payload, dict) and "sequence_number" in payload:
+                    payload["sequence_number"] = n * step + draw(st.integers(0, 2))
+        elif what == "unseq":
+            for _, payload in items:
+                if isinstance(payload, dict):
+                    payload.pop("sequence_number", None)
+    eol = draw(st.sampled_from([b"\n", b"\n", b"\r\n"]))
+    named = draw(st.booleans())
+    out = []
+    for name, payload in items:
+        data = dump(payload, rng) if not isinstance(payload, str) else payload.encode()
+        if rng.random() < 0.05:
+            out.append(b": ping" + eol + eol)
+        out.append((b"event: " + name.encode() + eol if named and name else b"") + b"data: " + data + eol + eol)
+    if draw(st.integers(0, 5)) == 0:
+        out.append(b"data: [DONE]" + eol + eol)
+    body = b"".join(out)
+    if draw(st.integers(0, 6)) == 0:
+        body = body[: draw(st.integers(0, len(body)))]
+    return body
+
+
+# driving both backends
+
+
+@st.composite
+def chunkings(draw: st.DrawFn, body: bytes) -> list[bytes]:
+    shape = draw(st.sampled_from(["whole", "bytes", "cuts", "cuts"]))
+    if shape == "whole" or not body:
+        return [body]
+    if shape == "bytes":
+        return [body[i : i + 1] for i in range(len(body))]
+    cuts = sorted(draw(st.sets(st.integers(1, max(1, len(body) - 1)), max_size=16)))
+    return [body[a:b] for a, b in itertools.pairwise([0, *cuts, len(body)])]
+
+
+def drive(t: Any, chunks: list[bytes], truncated: bool, kinds: Iterator[type] | None = None) -> list[Any]:
+    """What every write and the close returned (or ``("too-large", limit)``)."""
+    trace: list[Any] = []
+    for chunk in chunks:
+        data = next(kinds)(chunk) if kinds is not None else chunk
+        try:
+            trace.append(t.write(data))
+        except EventTooLarge as exc:
+            trace.append(("too-large", exc.limit))
+    try:
+        trace.append(t.close(truncated=truncated))
+    except EventTooLarge as exc:
+        trace.append(("too-large", exc.limit))
+    return trace
+
+
+def state(t: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {"result": t.result()}
+    for name in ("verdict", "dropped", "complete", "error", "skipped"):
+        if hasattr(t, name):
+            out[name] = getattr(t, name)
+    return out
+
+
+def _make(backend: SimpleNamespace, source: str, target: str, **options: Any) -> Any:
+    limit = {k: v for k, v in options.items() if k == "max_event_bytes"}
+    if source == "chat":
+        return (backend.ChatToMessages if target == "messages" else backend.ChatToResponses)(**limit)
+    to_chat = (backend.MessagesToChat if source == "messages" else backend.ResponsesToChat)(created=CREATED, **options)  # fmt: skip
+    if target == "chat":
+        return to_chat
+    return _Chain(to_chat, (backend.ChatToMessages if target == "messages" else backend.ChatToResponses)(**limit))  # fmt: skip
+
+
+def assert_same(source: str, target: str, body: bytes, chunks: list[bytes], truncated: bool, **options: Any) -> Any:  # fmt: skip
+    """Run both backends' translators on the same chunks; demand the same trace and state."""
+    c, p = _backends()
+    tc, tp = _make(c, source, target, **options), _make(p, source, target, **options)
+    kinds = [bytes, bytearray, memoryview]
+    trace_c = drive(tc, chunks, truncated, itertools.cycle(kinds))
+    trace_p = drive(tp, chunks, truncated, itertools.cycle(kinds))
+    out_c = b"".join(x for x in trace_c if isinstance(x, bytes))
+    out_p = b"".join(x for x in trace_p if isinstance(x, bytes))
+    where = f"{source} -> {target} on {body!r} in {len(chunks)} chunks, truncated={truncated}, {options}"
+    assert out_c == out_p, where
+    assert trace_c == trace_p, where
+    assert state(tc) == state(tp), where
+    return tc
+
+
+@pytest.mark.c_extension
+@pytest.mark.parametrize("target", ["messages", "responses"])
+@SETTINGS
+@given(data=st.data())
+def test_chat_to_target_is_the_same_on_both_backends(target: str, data: st.DataObject) -> None:
+    body = data.draw(chat_bodies())
+    chunks = data.draw(chunkings(body))
+    limit = data.draw(st.sampled_from([None, None, None, None, 90, 300]))
+    assert_same("chat", target, body, chunks, data.draw(st.booleans()), max_event_bytes=limit)
+
+
+@pytest.mark.c_extension
+@pytest.mark.parametrize("target", ["messages", "responses"])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_well_formed_chat_takes_the_fast_path_and_agrees(target: str, data: st.DataObject) -> None:
+    # Clean streams: the sink must write most deltas, and still agree with the twin.
+    body = data.draw(chat_bodies(messy=False))
+    chunks = data.draw(chunkings(body))
+    t = assert_same("chat", target, body, chunks, False)
+    assert t.verdict.complete
+
+
+@pytest.mark.c_extension
+@pytest.mark.parametrize("source", ["messages", "responses"])
+@SETTINGS
+@given(data=st.data())
+def test_target_to_chat_is_the_same_on_both_backends(source: str, data: st.DataObject) -> None:
+    body = data.draw(upstream_bodies(source))
+    chunks = data.draw(chunkings(body))
+    options: dict[str, Any] = {"include_usage": data.draw(st.booleans())}
+    limit = data.draw(st.sampled_from([None, None, None, None, 120, 400]))
+    if limit is not None:
+        options["max_event_bytes"] = limit
+    assert_same(source, "chat", body, chunks, data.draw(st.booleans()), **options)
+
+
+@pytest.mark.c_extension
+@pytest.mark.parametrize(("source", "target"), [("messages", "responses"), ("responses", "messages")])
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_chained_translation_is_the_same_on_both_backends(source: str, target: str, data: st.DataObject) -> None:  # fmt: skip
+    body = data.draw(upstream_bodies(source))
+    chunks = data.draw(chunkings(body))
+    assert_same(source, target, body, chunks, data.draw(st.booleans()))
+
+
+# hand-written vectors: what orjson writes for a str (RFC 8259 escapes decoded, orjson's form out)
+
+
+def _chat_stream(*payloads: bytes) -> bytes:
+    head = b'{"id":"c1","object":"chat.completion.chunk","created":1700000000,"model":"m","choices":[{"index":0,"delta":'  # fmt: skip
+    body = [b"data: " + head + b'{"role":"assistant"},"finish_reason":null}]}\n\n']
+    body += [b"data: " + head + p + b',"finish_reason":null}]}\n\n' for p in payloads]
+    body.append(b"data: " + head + b'{},"finish_reason":"stop"}]}\n\n')
+    body.append(b"data: [DONE]\n\n")
+    return b"".join(body)
+
+
+# "\u0041\/\n\u00e9\ud83d\ude00\u001f\"" spelled with escapes, and the same with a raw é and tab
+SPELLED = rb'"\u0041\/\n\u00e9\ud83d\ude00\u001f\"\\\b\f\r\t\u007f\u00E9' + "é\x7f".encode() + rb'"'
+# orjson: '/' plain, é / U+1F600 / DEL raw UTF-8, \n \" \\ \b \f \r \t short, \u001f lowercase
+WRITTEN = b'"A/\\n' + "é😀".encode() + b'\\u001f\\"\\\\\\b\\f\\r\\t' + "\x7fé".encode() + "é\x7f".encode() + b'"'  # fmt: skip
+
+
+def _deltas(out: bytes, key: bytes) -> list[bytes]:
+    # The raw JSON string after each ``key`` in the translated bytes (as written, not re-parsed).
+    found = []
+    at = out.find(key)
+    while at >= 0:
+        start = at + len(key)
+        end = start + 1
+        while out[end : end + 1] != b'"':
+            end += 2 if out[end : end + 1] == b"\\" else 1
+        found.append(out[start : end + 1])
+        at = out.find(key, end)
+    return found
+
+
+def test_the_written_form_is_orjsons() -> None:
+    # the expectation itself, checked against orjson (which the rest of the library writes with)
+    assert orjson.loads(SPELLED) == "A/\n\u00e9\U0001f600\x1f\"\\\b\f\r\t\x7f\u00e9\u00e9\x7f"
+    assert orjson.dumps(orjson.loads(SPELLED)) == WRITTEN
+
+
+@pytest.mark.parametrize("name", [C, "python"])
+@pytest.mark.parametrize(("target", "key"), [("messages", b'"text":'), ("responses", b'"delta":')])
+@pytest.mark.parametrize("size", [0, 1, 7])
+def test_escaped_deltas_come_out_as_orjson_writes_them(name: str, target: str, key: bytes, size: int) -> None:
+    backend = fastsse.get_backend(name)
+    body = _chat_stream(b'{"content":"x"}', b'{"content":' + SPELLED + b"}", b'{"content":' + SPELLED + b"}")
+    t = backend.ChatToMessages() if target == "messages" else backend.ChatToResponses()
+    chunks = [body] if size == 0 else [body[i : i + size] for i in range(0, len(body), size)]
+    out = b"".join(t.write(c) for c in chunks) + t.close()
+    deltas = [d for d in _deltas(out, key) if d != b'""']
+    assert deltas == [b'"x"', WRITTEN, WRITTEN]
+    if target == "responses":  # the .done events carry the joined text
+        assert b'"text":"x' + WRITTEN[1:-1] + WRITTEN[1:-1] + b'"' in out
+    assert t.verdict.complete
+
+
+@pytest.mark.parametrize("name", [C, "python"])
+@pytest.mark.parametrize("target", ["messages", "responses"])
+def test_arguments_and_reasoning_spelled_with_escapes(name: str, target: str) -> None:
+    backend = fastsse.get_backend(name)
+    start = b'{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"f","arguments":""}}]}'
+    more = b'{"tool_calls":[{"index":0,"function":{"arguments":' + SPELLED + b"}}]}"
+    body = _chat_stream(b'{"reasoning_content":' + SPELLED + b"}", start, more, more)
+    t = backend.ChatToMessages() if target == "messages" else backend.ChatToResponses()
+    out = t.write(body) + t.close()
+    key = b'"partial_json":' if target == "messages" else b'"delta":'
+    assert _deltas(out, key)[-2:] == [WRITTEN, WRITTEN]
+    thinking = b'"thinking":' if target == "messages" else b'"delta":'
+    assert WRITTEN in _deltas(out, thinking)
+
+
+FFFD = "\ufffd".encode()
+# each lone half becomes U+FFFD (the fold's documented mending, ``fastsse._chat.loads_replacing``)
+LONE = [
+    (rb'"\ud83d"', b'"' + FFFD + b'"'),
+    (rb'"\ude00"', b'"' + FFFD + b'"'),
+    (rb'"a\ud83dx"', b'"a' + FFFD + b'x"'),
+    (rb'"\ud83d\u0041"', b'"' + FFFD + b'A"'),
+    (rb'"\ud83d\ud83d"', b'"' + FFFD + FFFD + b'"'),
+    (rb'"\ude00\ud83d\ude00"', b'"' + FFFD + "\U0001f600".encode() + b'"'),
+    (rb'"\\ud83d"', rb'"\\ud83d"'),  # an escaped backslash, then text: no escape at all
+]
+
+
+@pytest.mark.parametrize("name", [C, "python"])
+@pytest.mark.parametrize("target", ["messages", "responses"])
+@pytest.mark.parametrize(("lone", "written"), LONE)
+def test_a_lone_surrogate_escape_is_mended_not_a_crash(name: str, target: str, lone: bytes, written: bytes) -> None:  # fmt: skip
+    # orjson.loads refuses a lone surrogate (RFC 8259 leaves it undefined); the fold parses the
+    # payload again with U+FFFD in its place, and the translation carries that.
+    if lone != rb'"\\ud83d"':
+        with pytest.raises(orjson.JSONDecodeError):
+            orjson.loads(lone)
+    backend = fastsse.get_backend(name)
+    t = backend.ChatToMessages() if target == "messages" else backend.ChatToResponses()
+    body = _chat_stream(b'{"content":"a"}', b'{"content":' + lone + b"}", b'{"content":"b"}')
+    out = t.write(body) + t.close()
+    texts = [d for d in _deltas(out, b'"text":' if target == "messages" else b'"delta":') if d != b'""']
+    assert texts == [b'"a"', written, b'"b"']
+    assert t.verdict.skipped == 0
+    assert t.verdict.complete
+
+
+@pytest.mark.c_extension
+@pytest.mark.parametrize("lone", [lone for lone, _ in LONE])
+@pytest.mark.parametrize("where", ["content", "arguments"])
+def test_lone_surrogates_agree_on_both_backends(lone: bytes, where: str) -> None:
+    start = b'{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"f","arguments":"{"}}]}'
+    if where == "content":
+        payload = b'{"content":' + lone + b"}"
+    else:
+        payload = b'{"tool_calls":[{"index":0,"function":{"arguments":' + lone + b"}}]}"
+    body = _chat_stream(b'{"content":"a"}', start, payload, b'{"content":"b"}')
+    for target in ("messages", "responses"):
+        for size in (len(body), 1, 5):
+            chunks = [body[i : i + size] for i in range(0, len(body), size)]
+            assert_same("chat", target, body, chunks, False)
+
+
+@pytest.mark.c_extension
+@pytest.mark.parametrize("target", ["messages", "responses"])
+def test_the_compiled_fast_path_runs_on_plain_text(target: str) -> None:
+    # Without this the differential tests could be comparing the core with itself.
+    c = fastsse.get_backend("cython")
+    n = 50
+    body = _chat_stream(*[b'{"content":"w%d "}' % i for i in range(n)])
+    t = c.ChatToMessages() if target == "messages" else c.ChatToResponses()
+    t.write(body)
+    t.close()
+    # the first content delta opens the block or part (the core's work); the rest continue it
+    assert n - 2 <= t._fast_events <= n
+    body = _chat_stream(b'{"reasoning_content":"r"}', *[b'{"reasoning_content":"r%d"}' % i for i in range(n)])
+    t = c.ChatToMessages() if target == "messages" else c.ChatToResponses()
+    for i in range(0, len(body), 13):
+        t.write(body[i : i + 13])
+    t.close()
+    assert n - 2 <= t._fast_events <= n + 1
+
+
+@pytest.mark.c_extension
+@pytest.mark.parametrize("target", ["messages", "responses"])
+def test_the_compiled_fast_path_runs_on_tool_arguments(target: str) -> None:
+    c = fastsse.get_backend("cython")
+    start = b'{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"f","arguments":""}}]}'
+    more = [b'{"tool_calls":[{"index":0,"function":{"arguments":"\\"k%d\\":1,"}}]}' % i for i in range(20)]
+    t = c.ChatToMessages() if target == "messages" else c.ChatToResponses()
+    t.write(_chat_stream(start, *more))
+    t.close()
+    assert t._fast_events >= 19
+
+
+def _fast_events(t: Any) -> int | None:
+    fast = getattr(t, "_fast_events", None)
+    return fast if isinstance(fast, int) else None
+
+
+@pytest.mark.c_extension
+@pytest.mark.parametrize("source", ["messages", "responses"])
+def test_the_to_chat_fast_path_runs_once_it_lands(source: str) -> None:
+    # The Messages / Responses -> chat fast path is being added; once the compiled translators
+    # expose ``_fast_events`` it must have run on a plain text stream.
+    c, p = _backends()
+    n = 40
+    body = _chat_stream(*[b'{"content":"w%d "}' % i for i in range(n)])
+    pt = p.ChatToMessages() if source == "messages" else p.ChatToResponses()
+    upstream = pt.write(body) + pt.close()
+    t = c.MessagesToChat(created=CREATED) if source == "messages" else c.ResponsesToChat(created=CREATED)
+    t.write(upstream)
+    t.close()
+    fast = _fast_events(t)
+    if fast is None:
+        pytest.skip("the compiled to-chat translators have no fast path yet (no _fast_events)")
+    assert n - 2 <= fast <= n
+    assert_same(source, "chat", upstream, [upstream[i : i + 9] for i in range(0, len(upstream), 9)], False)
