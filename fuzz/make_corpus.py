@@ -2,8 +2,9 @@
 
 ``python fuzz/make_corpus.py DIR`` writes them as files (libFuzzer's corpus format); ``seeds()``
 returns them for the pytest smoke run. Sources: the SSE golden and regression vectors, the chat
-vectors (each as an SSE stream and as payload lines for mode 2) and ``examples/*.sse``. Each seed
-is an 8-byte header (see ``_harness.Input``) and the stream.
+vectors (each as an SSE stream and as payload lines for mode 2), ``examples/*.sse``, and the chat
+vectors translated to Messages and Responses by the pure-Python translators (the translator
+target's upstreams). Each seed is an 8-byte header (see ``_harness.Input``) and the stream.
 """
 
 from __future__ import annotations
@@ -46,6 +47,21 @@ def _chat_payloads() -> list[list[bytes]]:
     return out
 
 
+def _translated(streams: list[bytes]) -> list[bytes]:
+    """Each chat stream as Messages and as Responses events, as the pure translators write them
+    (``created`` fixed, so the seed files are the same on every run)."""
+    import fastsse
+
+    py = fastsse.get_backend("python")
+    out = []
+    for stream in streams:
+        stream = stream.replace(b'"model"', b'"created":1700000000,"model"', 1)
+        for make in (py.ChatToMessages, py.ChatToResponses):
+            t = make()
+            out.append(t.write(stream) + t.close())
+    return out
+
+
 def seeds() -> list[bytes]:
     out = []
     for i, stream in enumerate(_sse_streams()):
@@ -55,6 +71,10 @@ def seeds() -> list[bytes]:
     for i, payloads in enumerate(_chat_payloads()):
         out.append(header(seed=4 * i + 2) + b"".join(b"data: " + p + b"\n\n" for p in payloads))
         out.append(header(mode=2, stop_at=i % 16) + b"\n".join(payloads))
+    chat = [b"".join(b"data: " + p + b"\n\n" for p in payloads) for payloads in _chat_payloads()]
+    for i, stream in enumerate(_translated(chat)):
+        if stream:
+            out.append(header(seed=4 * i + 2) + stream)
     return out
 
 

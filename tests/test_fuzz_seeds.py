@@ -53,3 +53,9 @@ def test_relay_target_on_seeds() -> None:
     check = _harness().check_relay
     for seed in SEEDS:
         check(seed)
+
+
+def test_translate_target_on_seeds() -> None:
+    check = _harness().check_translate
+    for seed in SEEDS:
+        check(seed)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import itertools
 import random
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
 
@@ -58,7 +58,16 @@ def _backends() -> tuple[SimpleNamespace, SimpleNamespace]:
 # JSON spelled every way RFC 8259 allows: the bytes differ, the str is the same
 
 
-_SHORT = {'"': b'\\"', "\\": b"\\\\", "/": b"\\/", "\b": b"\\b", "\f": b"\\f", "\n": b"\\n", "\r": b"\\r", "\t": b"\\t"}  # fmt: skip
+_SHORT = {
+    '"': b'\\"',
+    "\\": b"\\\\",
+    "/": b"\\/",
+    "\b": b"\\b",
+    "\f": b"\\f",
+    "\n": b"\\n",
+    "\r": b"\\r",
+    "\t": b"\\t",
+}
 
 
 def _u(cp: int, rng: random.Random) -> bytes:
@@ -110,7 +119,25 @@ def dump(value: Any, rng: random.Random, keys: bool = False) -> bytes:
 # chat streams
 
 
-_CHARS = ["a", "b", " ", "é", "中", "😀", "\n", "\t", '"', "\\", "/", "\x01", "\x1f", "\x7f", "\u2028", "\x00", "\r"]  # fmt: skip
+_CHARS = [
+    "a",
+    "b",
+    " ",
+    "é",
+    "中",
+    "😀",
+    "\n",
+    "\t",
+    '"',
+    "\\",
+    "/",
+    "\x01",
+    "\x1f",
+    "\x7f",
+    "\u2028",
+    "\x00",
+    "\r",
+]
 TEXT = st.one_of(
     st.lists(st.sampled_from(_CHARS), min_size=1, max_size=6).map("".join),
     st.text(min_size=1, max_size=5),
@@ -119,18 +146,38 @@ MAYBE_TEXT = st.one_of(TEXT, TEXT, TEXT, st.just(""), st.none())
 TEXT_FIELDS = ["content", "content", "content", "reasoning_content", "reasoning", "refusal"]
 FINISH = st.sampled_from(["stop", "length", "tool_calls", "content_filter", "", None, "function_call"])
 USAGE = {"prompt_tokens": 7, "completion_tokens": 5, "total_tokens": 12}
-NOTE = {"type": "url_citation", "url_citation": {"url": "https://x.test/a", "title": "A", "start_index": 0, "end_index": 1}}  # fmt: skip
+NOTE = {
+    "type": "url_citation",
+    "url_citation": {"url": "https://x.test/a", "title": "A", "start_index": 0, "end_index": 1},
+}
 
 
 def _text_step() -> st.SearchStrategy[Any]:
     # a run of deltas of one field, as servers send them
-    return st.tuples(st.just("delta"), st.sampled_from(TEXT_FIELDS), st.lists(MAYBE_TEXT, min_size=1, max_size=8))
+    return st.tuples(
+        st.just("delta"), st.sampled_from(TEXT_FIELDS), st.lists(MAYBE_TEXT, min_size=1, max_size=8)
+    )
 
 
-_CALL = st.tuples(st.just("call"), st.integers(0, 3), st.sampled_from(["call_a", "call_b", "", None]), st.sampled_from(["f", "get_weather", "", None]), st.one_of(st.none(), TEXT), st.booleans())  # fmt: skip
-_ARGS = st.tuples(st.just("args"), st.integers(0, 3), st.lists(TEXT, min_size=1, max_size=6), st.sampled_from([True, True, True, False]))  # fmt: skip
+_CALL = st.tuples(
+    st.just("call"),
+    st.integers(0, 3),
+    st.sampled_from(["call_a", "call_b", "", None]),
+    st.sampled_from(["f", "get_weather", "", None]),
+    st.one_of(st.none(), TEXT),
+    st.booleans(),
+)
+_ARGS = st.tuples(
+    st.just("args"),
+    st.integers(0, 3),
+    st.lists(TEXT, min_size=1, max_size=6),
+    st.sampled_from([True, True, True, False]),
+)
 _RARE = st.one_of(
-    st.tuples(st.just("multi"), st.dictionaries(st.sampled_from(TEXT_FIELDS[2:] + ["content"]), MAYBE_TEXT, min_size=2)),  # fmt: skip
+    st.tuples(
+        st.just("multi"),
+        st.dictionaries(st.sampled_from([*TEXT_FIELDS[2:], "content"]), MAYBE_TEXT, min_size=2),
+    ),
     st.tuples(st.just("index_only"), st.integers(0, 3)),
     st.tuples(st.just("finish"), FINISH),
     st.tuples(st.just("other_choice"), TEXT),
@@ -138,10 +185,29 @@ _RARE = st.one_of(
     st.tuples(st.just("annotations"), st.integers(1, 2)),
     st.tuples(st.just("usage"), st.booleans()),
     st.tuples(st.just("comment"), st.just(None)),
-    st.tuples(st.just("junk"), st.sampled_from([b"{bad", b"null", b"[]", b'"s"', b"{}", b'{"choices":"x"}', b'{"choices":[{"index":0,"delta":{"content":"\\ud800"}}]}', b'{"choices":[{"delta":{"content":"\xff\xfe"}}]}', b"\x7f", b'{"choices":[{"index":0,"delta":{"content":"a\\u00"}}]}'])),  # fmt: skip
+    st.tuples(
+        st.just("junk"),
+        st.sampled_from(
+            [
+                b"{bad",
+                b"null",
+                b"[]",
+                b'"s"',
+                b"{}",
+                b'{"choices":"x"}',
+                b'{"choices":[{"index":0,"delta":{"content":"\\ud800"}}]}',
+                b'{"choices":[{"delta":{"content":"\xff\xfe"}}]}',
+                b"\x7f",
+                b'{"choices":[{"index":0,"delta":{"content":"a\\u00"}}]}',
+            ]
+        ),
+    ),
 )
 _ERROR = st.one_of(
-    st.tuples(st.just("error"), st.sampled_from([{"message": "boom", "type": "server_error"}, "overloaded", {"code": 500}])),  # fmt: skip
+    st.tuples(
+        st.just("error"),
+        st.sampled_from([{"message": "boom", "type": "server_error"}, "overloaded", {"code": 500}]),
+    ),
     st.tuples(st.just("event_error"), st.booleans()),
 )
 # weighted: mostly runs of text and argument fragments (the sink's work), now and then the rest
@@ -149,12 +215,21 @@ _ERROR = st.one_of(
 _STEP = st.sampled_from([_text_step()] * 5 + [_ARGS, _ARGS, _CALL, _CALL, _RARE]).flatmap(lambda s: s)
 
 
-_CLEAN_STEP = st.sampled_from([
-    _text_step(),
-    _text_step(),
-    st.tuples(st.just("call"), st.integers(0, 3), st.just("call_a"), st.just("f"), st.one_of(st.none(), TEXT), st.just(True)),  # fmt: skip
-    st.tuples(st.just("args"), st.integers(0, 3), st.lists(TEXT, min_size=1, max_size=6), st.just(True)),
-]).flatmap(lambda s: s)
+_CLEAN_STEP = st.sampled_from(
+    [
+        _text_step(),
+        _text_step(),
+        st.tuples(
+            st.just("call"),
+            st.integers(0, 3),
+            st.just("call_a"),
+            st.just("f"),
+            st.one_of(st.none(), TEXT),
+            st.just(True),
+        ),
+        st.tuples(st.just("args"), st.integers(0, 3), st.lists(TEXT, min_size=1, max_size=6), st.just(True)),
+    ]
+).flatmap(lambda s: s)
 
 
 @st.composite
@@ -162,7 +237,10 @@ def chat_bodies(draw: st.DrawFn, *, messy: bool = True) -> bytes:
     """A chat completions stream as bytes (see the module docstring)."""
     rng = draw(st.randoms(use_true_random=False))
     eol = draw(st.sampled_from([b"\n", b"\n", b"\r\n", b"\r"])) if messy else b"\n"
-    head: dict[str, Any] = {"id": draw(st.sampled_from(["chatcmpl-1", "", "x\u00e9"])), "object": "chat.completion.chunk"}  # fmt: skip
+    head: dict[str, Any] = {
+        "id": draw(st.sampled_from(["chatcmpl-1", "", "x\u00e9"])),
+        "object": "chat.completion.chunk",
+    }
     if draw(st.booleans()) or not messy:
         head["created"] = CREATED
     head["model"] = "m/1"
@@ -184,9 +262,7 @@ def chat_bodies(draw: st.DrawFn, *, messy: bool = True) -> bytes:
 
     def chunk(choices: list[Any], usage: Any = None, **extra: Any) -> None:
         body = {**head, **extra, "choices": choices}
-        if every_usage:
-            body["usage"] = usage
-        elif usage is not None:
+        if every_usage or usage is not None:
             body["usage"] = usage
         frame(dump(body, rng, keys))
 
@@ -223,7 +299,11 @@ def chat_bodies(draw: st.DrawFn, *, messy: bool = True) -> bytes:
                 fragment = {"index": index} if indexed else {}
                 fragment["function"] = {"arguments": text}
                 # parallel calls: sometimes two fragments in one chunk
-                calls = [fragment, {"index": (index + 1) % 4, "function": {"arguments": "1"}}] if rng.random() < 0.1 else [fragment]  # fmt: skip
+                calls = (
+                    [fragment, {"index": (index + 1) % 4, "function": {"arguments": "1"}}]
+                    if rng.random() < 0.1
+                    else [fragment]
+                )
                 chunk([choice({"tool_calls": calls})])
         elif kind == "index_only":
             chunk([choice({"tool_calls": [{"index": step[1]}]})])
@@ -240,7 +320,10 @@ def chat_bodies(draw: st.DrawFn, *, messy: bool = True) -> bytes:
         elif kind == "error":
             frame(dump({"error": step[1]}, rng))
         elif kind == "event_error":
-            frame(dump({"error": {"message": "bad \u00e9", "type": "x"}} if step[1] else {"message": "m"}, rng), b"error")  # fmt: skip
+            frame(
+                dump({"error": {"message": "bad \u00e9", "type": "x"}} if step[1] else {"message": "m"}, rng),
+                b"error",
+            )
         elif kind == "comment":
             frames.append(b": keep-alive" + eol + eol)
         else:
@@ -263,12 +346,48 @@ def chat_bodies(draw: st.DrawFn, *, messy: bool = True) -> bytes:
 _INJECT = {
     "messages": [
         {"type": "ping"},
-        {"type": "content_block_delta", "index": 0, "delta": {"type": "signature_delta", "signature": "c2ln"}},
-        {"type": "content_block_delta", "index": 0, "delta": {"type": "citations_delta", "citation": {"type": "web_search_result_location", "url": "https://x.test", "title": "T\u00e9"}}},  # fmt: skip
-        {"type": "content_block_start", "index": 7, "content_block": {"type": "server_tool_use", "id": "srv_1", "name": "web_search", "input": {"q": "a\u00e9"}}},  # fmt: skip
-        {"type": "content_block_start", "index": 8, "content_block": {"type": "redacted_thinking", "data": "x"}},
-        {"type": "content_block_delta", "index": 9, "delta": {"type": "text_delta", "text": "orphan \\ \ud83d\ude00"}},  # fmt: skip
-        {"type": "content_block_delta", "index": 0, "delta": {"type": "thinking_delta", "thinking": "\u0001hm"}},
+        {
+            "type": "content_block_delta",
+            "index": 0,
+            "delta": {"type": "signature_delta", "signature": "c2ln"},
+        },
+        {
+            "type": "content_block_delta",
+            "index": 0,
+            "delta": {
+                "type": "citations_delta",
+                "citation": {
+                    "type": "web_search_result_location",
+                    "url": "https://x.test",
+                    "title": "T\u00e9",
+                },
+            },
+        },
+        {
+            "type": "content_block_start",
+            "index": 7,
+            "content_block": {
+                "type": "server_tool_use",
+                "id": "srv_1",
+                "name": "web_search",
+                "input": {"q": "a\u00e9"},
+            },
+        },
+        {
+            "type": "content_block_start",
+            "index": 8,
+            "content_block": {"type": "redacted_thinking", "data": "x"},
+        },
+        {
+            "type": "content_block_delta",
+            "index": 9,
+            "delta": {"type": "text_delta", "text": "orphan \\ \ud83d\ude00"},
+        },
+        {
+            "type": "content_block_delta",
+            "index": 0,
+            "delta": {"type": "thinking_delta", "thinking": "\u0001hm"},
+        },
         {"type": "message_delta", "delta": {"stop_reason": "max_tokens"}, "usage": {"output_tokens": 3}},
         {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}},
         {"type": "unknown_event", "x": [1, 2]},
@@ -277,11 +396,40 @@ _INJECT = {
     "responses": [
         {"type": "response.in_progress", "response": {"id": "r2", "model": "m2", "created_at": 5}},
         {"type": "response.reasoning_text.delta", "output_index": 0, "content_index": 0, "delta": "th\u00e9"},
-        {"type": "response.output_text.annotation.added", "output_index": 0, "annotation": {"type": "url_citation", "url": "https://x.test", "title": "T", "start_index": 0, "end_index": 1}},  # fmt: skip
-        {"type": "response.output_text.annotation.added", "output_index": 0, "annotation": {"type": "file_citation", "file_id": "f"}},  # fmt: skip
-        {"type": "response.output_item.done", "output_index": 5, "item": {"type": "function_call", "call_id": "c5", "name": "late", "arguments": "{\"a\":\"\\u00e9\"}"}},  # fmt: skip
+        {
+            "type": "response.output_text.annotation.added",
+            "output_index": 0,
+            "annotation": {
+                "type": "url_citation",
+                "url": "https://x.test",
+                "title": "T",
+                "start_index": 0,
+                "end_index": 1,
+            },
+        },
+        {
+            "type": "response.output_text.annotation.added",
+            "output_index": 0,
+            "annotation": {"type": "file_citation", "file_id": "f"},
+        },
+        {
+            "type": "response.output_item.done",
+            "output_index": 5,
+            "item": {
+                "type": "function_call",
+                "call_id": "c5",
+                "name": "late",
+                "arguments": '{"a":"\\u00e9"}',
+            },
+        },
         {"type": "response.function_call_arguments.delta", "output_index": 9, "delta": "{}"},
-        {"type": "response.output_text.delta", "output_index": 4, "content_index": 0, "item_id": "nope", "delta": "x\n\"y\""},  # fmt: skip
+        {
+            "type": "response.output_text.delta",
+            "output_index": 4,
+            "content_index": 0,
+            "item_id": "nope",
+            "delta": 'x\n"y"',
+        },
         {"type": "response.failed", "response": {"error": {"code": "server_error", "message": "m"}}},
         {"type": "response.incomplete", "response": {"incomplete_details": {"reason": "content_filter"}}},
         {"type": "error", "code": "rate_limit", "message": "slow down"},
@@ -311,11 +459,17 @@ def upstream_bodies(draw: st.DrawFn, source: str) -> bytes:
         except orjson.JSONDecodeError:
             items.append((name, data))
     for _ in range(draw(st.integers(0, 4))):
-        what = draw(st.sampled_from(["drop", "drop_fragile", "swap", "inject", "inject", "renumber", "unseq"]))
+        what = draw(
+            st.sampled_from(["drop", "drop_fragile", "swap", "inject", "inject", "renumber", "unseq"])
+        )
         if what == "drop" and items:
             del items[draw(st.integers(0, len(items) - 1))]
         elif what == "drop_fragile":
-            items = [it for it in items if not (isinstance(it[1], dict) and it[1].get("type") in _FRAGILE and rng.random() < 0.7)]  # fmt: skip
+            items = [
+                it
+                for it in items
+                if not (isinstance(it[1], dict) and it[1].get("type") in _FRAGILE and rng.random() < 0.7)
+            ]
         elif what == "swap" and len(items) > 1:
             i = draw(st.integers(0, len(items) - 2))
             items[i], items[i + 1] = items[i + 1], items[i]
@@ -338,7 +492,9 @@ def upstream_bodies(draw: st.DrawFn, source: str) -> bytes:
         data = dump(payload, rng) if not isinstance(payload, str) else payload.encode()
         if rng.random() < 0.05:
             out.append(b": ping" + eol + eol)
-        out.append((b"event: " + name.encode() + eol if named and name else b"") + b"data: " + data + eol + eol)
+        out.append(
+            (b"event: " + name.encode() + eol if named and name else b"") + b"data: " + data + eol + eol
+        )
     if draw(st.integers(0, 5)) == 0:
         out.append(b"data: [DONE]" + eol + eol)
     body = b"".join(out)
@@ -389,13 +545,19 @@ def _make(backend: SimpleNamespace, source: str, target: str, **options: Any) ->
     limit = {k: v for k, v in options.items() if k == "max_event_bytes"}
     if source == "chat":
         return (backend.ChatToMessages if target == "messages" else backend.ChatToResponses)(**limit)
-    to_chat = (backend.MessagesToChat if source == "messages" else backend.ResponsesToChat)(created=CREATED, **options)  # fmt: skip
+    to_chat = (backend.MessagesToChat if source == "messages" else backend.ResponsesToChat)(
+        created=CREATED, **options
+    )
     if target == "chat":
         return to_chat
-    return _Chain(to_chat, (backend.ChatToMessages if target == "messages" else backend.ChatToResponses)(**limit))  # fmt: skip
+    return _Chain(
+        to_chat, (backend.ChatToMessages if target == "messages" else backend.ChatToResponses)(**limit)
+    )
 
 
-def assert_same(source: str, target: str, body: bytes, chunks: list[bytes], truncated: bool, **options: Any) -> Any:  # fmt: skip
+def assert_same(
+    source: str, target: str, body: bytes, chunks: list[bytes], truncated: bool, **options: Any
+) -> Any:
     """Run both backends' translators on the same chunks; demand the same trace and state."""
     c, p = _backends()
     tc, tp = _make(c, source, target, **options), _make(p, source, target, **options)
@@ -452,7 +614,9 @@ def test_target_to_chat_is_the_same_on_both_backends(source: str, data: st.DataO
 @pytest.mark.parametrize(("source", "target"), [("messages", "responses"), ("responses", "messages")])
 @settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
-def test_chained_translation_is_the_same_on_both_backends(source: str, target: str, data: st.DataObject) -> None:  # fmt: skip
+def test_chained_translation_is_the_same_on_both_backends(
+    source: str, target: str, data: st.DataObject
+) -> None:
     body = data.draw(upstream_bodies(source))
     chunks = data.draw(chunkings(body))
     assert_same(source, target, body, chunks, data.draw(st.booleans()))
@@ -462,7 +626,7 @@ def test_chained_translation_is_the_same_on_both_backends(source: str, target: s
 
 
 def _chat_stream(*payloads: bytes) -> bytes:
-    head = b'{"id":"c1","object":"chat.completion.chunk","created":1700000000,"model":"m","choices":[{"index":0,"delta":'  # fmt: skip
+    head = b'{"id":"c1","object":"chat.completion.chunk","created":1700000000,"model":"m","choices":[{"index":0,"delta":'
     body = [b"data: " + head + b'{"role":"assistant"},"finish_reason":null}]}\n\n']
     body += [b"data: " + head + p + b',"finish_reason":null}]}\n\n' for p in payloads]
     body.append(b"data: " + head + b'{},"finish_reason":"stop"}]}\n\n')
@@ -473,7 +637,9 @@ def _chat_stream(*payloads: bytes) -> bytes:
 # "\u0041\/\n\u00e9\ud83d\ude00\u001f\"" spelled with escapes, and the same with a raw é and tab
 SPELLED = rb'"\u0041\/\n\u00e9\ud83d\ude00\u001f\"\\\b\f\r\t\u007f\u00E9' + "é\x7f".encode() + rb'"'
 # orjson: '/' plain, é / U+1F600 / DEL raw UTF-8, \n \" \\ \b \f \r \t short, \u001f lowercase
-WRITTEN = b'"A/\\n' + "é😀".encode() + b'\\u001f\\"\\\\\\b\\f\\r\\t' + "\x7fé".encode() + "é\x7f".encode() + b'"'  # fmt: skip
+WRITTEN = (
+    b'"A/\\n' + "é😀".encode() + b'\\u001f\\"\\\\\\b\\f\\r\\t' + "\x7fé".encode() + "é\x7f".encode() + b'"'
+)
 
 
 def _deltas(out: bytes, key: bytes) -> list[bytes]:
@@ -492,7 +658,7 @@ def _deltas(out: bytes, key: bytes) -> list[bytes]:
 
 def test_the_written_form_is_orjsons() -> None:
     # the expectation itself, checked against orjson (which the rest of the library writes with)
-    assert orjson.loads(SPELLED) == "A/\n\u00e9\U0001f600\x1f\"\\\b\f\r\t\x7f\u00e9\u00e9\x7f"
+    assert orjson.loads(SPELLED) == 'A/\n\u00e9\U0001f600\x1f"\\\b\f\r\t\x7f\u00e9\u00e9\x7f'
     assert orjson.dumps(orjson.loads(SPELLED)) == WRITTEN
 
 
@@ -516,7 +682,9 @@ def test_escaped_deltas_come_out_as_orjson_writes_them(name: str, target: str, k
 @pytest.mark.parametrize("target", ["messages", "responses"])
 def test_arguments_and_reasoning_spelled_with_escapes(name: str, target: str) -> None:
     backend = fastsse.get_backend(name)
-    start = b'{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"f","arguments":""}}]}'
+    start = (
+        b'{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"f","arguments":""}}]}'
+    )
     more = b'{"tool_calls":[{"index":0,"function":{"arguments":' + SPELLED + b"}}]}"
     body = _chat_stream(b'{"reasoning_content":' + SPELLED + b"}", start, more, more)
     t = backend.ChatToMessages() if target == "messages" else backend.ChatToResponses()
@@ -543,7 +711,9 @@ LONE = [
 @pytest.mark.parametrize("name", [C, "python"])
 @pytest.mark.parametrize("target", ["messages", "responses"])
 @pytest.mark.parametrize(("lone", "written"), LONE)
-def test_a_lone_surrogate_escape_is_mended_not_a_crash(name: str, target: str, lone: bytes, written: bytes) -> None:  # fmt: skip
+def test_a_lone_surrogate_escape_is_mended_not_a_crash(
+    name: str, target: str, lone: bytes, written: bytes
+) -> None:
     # orjson.loads refuses a lone surrogate (RFC 8259 leaves it undefined); the fold parses the
     # payload again with U+FFFD in its place, and the translation carries that.
     if lone != rb'"\\ud83d"':
@@ -599,7 +769,9 @@ def test_the_compiled_fast_path_runs_on_plain_text(target: str) -> None:
 @pytest.mark.parametrize("target", ["messages", "responses"])
 def test_the_compiled_fast_path_runs_on_tool_arguments(target: str) -> None:
     c = fastsse.get_backend("cython")
-    start = b'{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"f","arguments":""}}]}'
+    start = (
+        b'{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"f","arguments":""}}]}'
+    )
     more = [b'{"tool_calls":[{"index":0,"function":{"arguments":"\\"k%d\\":1,"}}]}' % i for i in range(20)]
     t = c.ChatToMessages() if target == "messages" else c.ChatToResponses()
     t.write(_chat_stream(start, *more))
