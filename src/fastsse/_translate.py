@@ -363,6 +363,14 @@ FINISH_FROM_MESSAGES: Final[dict[str, str]] = {
 }
 
 
+# ToChat._content key -> the chat delta field (ChatChunkEncoder's default reasoning key)
+_CHAT_FIELDS: Final = {"content": b"content", "reasoning": b"reasoning_content", "refusal": b"refusal"}
+# what follows the JSON string in a chat chunk of choice 0: after a text delta, after a tool call's
+# arguments fragment
+TEXT_TAIL: Final = b'},"finish_reason":null}]}\n\n'
+ARGUMENTS_TAIL: Final = b'}}]},"finish_reason":null}]}\n\n'
+
+
 class ToChat:
     """What a Messages / Responses -> chat translation remembers: ``on_event`` takes each event the
     fold stream parsed and writes chat chunks with ``ChatChunkEncoder`` into ``out``. Both backends
@@ -404,6 +412,20 @@ class ToChat:
     def _dispatch(self, kind: str, payload: dict[str, Any]) -> None:
         raise NotImplementedError
 
+    def fast_state(self) -> tuple[Any, ...] | None:
+        """What the compiled fast path writes with, read again after every event this core saw:
+        None before the role chunk and after the end, else (the frames of a content, reasoning and
+        refusal delta up to the JSON string, {upstream block or output index: (chat tool-call
+        index, the frame of its arguments fragment up to the string)}). The text frames end with
+        ``TEXT_TAIL``, the arguments frames with ``ARGUMENTS_TAIL``."""
+        enc = self.enc
+        if enc is None or self.ended:
+            return None
+        head = enc._head + b'{"index":0,"delta":{"tool_calls":[{"index":'
+        calls = {up: (i, head + b'%d,"function":{"arguments":' % i) for up, i in self.calls.items()}
+        prefixes = self.prefixes
+        return prefixes["content"], prefixes["reasoning"], prefixes["refusal"], calls
+
     def _begin(self, ident: object, model: object, created: object = None) -> None:
         if self.enc is not None:
             return
@@ -428,7 +450,7 @@ class ToChat:
         if type(text) is str and text:
             if self.enc is None:
                 self._begin(None, None)
-            self.out.append(self.prefixes[key] + orjson.dumps(text) + b'},"finish_reason":null}]}\n\n')
+            self.out.append(self.prefixes[key] + orjson.dumps(text) + TEXT_TAIL)
 
     def _tool_start(self, upstream: int, call_id: object, name: object, args: str = "") -> None:
         if upstream in self.calls or not isinstance(name, str) or not name:
@@ -473,10 +495,6 @@ class ToChat:
         self.error = error
         self.ended = True
         self.out.append(b"data: " + orjson.dumps({"error": error}) + b"\n\n")
-
-
-# _ToChat._content key -> the chat delta field (ChatChunkEncoder's default reasoning key)
-_CHAT_FIELDS: Final = {"content": b"content", "reasoning": b"reasoning_content", "refusal": b"refusal"}
 
 
 def _messages_usage(usage: dict[str, Any]) -> dict[str, Any]:
