@@ -8,6 +8,7 @@ the cost of a gateway that does not translate."""
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable
 from typing import Any
 
@@ -15,24 +16,42 @@ import orjson
 import pytest
 
 import fastsse.translate
-from fastsse import get_backend
+from fastsse import ChatChunkEncoder, get_backend
 from fastsse.translate import translator
 
 DIRECTIONS = (("chat", "messages"), ("chat", "responses"), ("messages", "chat"), ("responses", "chat"))
-CORPORA = ("chat", "tools")
+CORPORA = ("chat", "tools", "reasoning")
 _cache: dict[tuple[str, str], tuple[list[bytes], list[bytes]]] = {}
+
+
+def _reasoning_events() -> list[bytes]:
+    """A reasoning model's answer, one chat event each: 1,500 reasoning_content deltas, then 500
+    content deltas, words of 1-8 characters (about 8% of them non-ASCII), a fixed seed."""
+    rng = random.Random(19)
+    letters = "abcdefghijklmnopqrstuvwxyz"
+
+    def word() -> str:
+        w = "".join(rng.choice(letters) for _ in range(rng.randint(1, 8)))
+        return (w + "é") if rng.random() < 0.08 else w
+
+    enc = ChatChunkEncoder(id="chatcmpl-r", model="reasoner", created=1)
+    events = [enc.role()]
+    events += [enc.reasoning(" " + word()) for _ in range(1500)]
+    events += [enc.content(" " + word()) for _ in range(500)]
+    events += [enc.finish("stop"), enc.usage({"prompt_tokens": 20, "completion_tokens": 2000}), enc.done()]
+    return events
 
 
 def _upstream(corpora: Any, corpus: str, source: str) -> tuple[list[bytes], list[bytes]]:
     """(reads, JSON payloads) of ``corpus`` in ``source``'s format, one read per event."""
     key = (corpus, source)
     if key not in _cache:
-        chat = corpora[corpus]
+        chat_reads = _reasoning_events() if corpus == "reasoning" else list(corpora[corpus].chunked("event"))
         if source == "chat":
-            reads = list(chat.chunked("event"))
+            reads = chat_reads
         else:
             t = translator("chat", source)
-            body = b"".join(t.write(r) for r in chat.chunked("event")) + t.close()
+            body = b"".join(t.write(r) for r in chat_reads) + t.close()
             reads = [e + b"\n\n" for e in body.split(b"\n\n") if e]
         payloads = [line[6:] for r in reads for line in r.split(b"\n") if line.startswith(b"data: ")]
         _cache[key] = (reads, [p for p in payloads if p != b"[DONE]"])

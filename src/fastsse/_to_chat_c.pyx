@@ -9,7 +9,9 @@ callback, and hangs a sink on it (``FoldSink``): once the core has written the r
 stream offers every event to its fold's fast reader first, and a delta the reader folds (text,
 thinking or reasoning, a refusal, tool input or function arguments) is written here as the chat
 chunk the core would write: a cached frame, the delta as orjson writes it (``_json_out.pxd``,
-from the payload's bytes), the frame's tail. Every other event goes to the core, after the sink
+from the payload's bytes), the frame's tail. A thinking delta is written with its string twice
+(``reasoning_content`` and the ``reasoning_details`` part of its block, as the core writes it).
+Every other event goes to the core, after the sink
 hands it what the fast path changed (pending bytes, the content length a citation span needs,
 the arguments sent per call, the deltas dropped); after the core ran, the sink reads its frames
 again (``fast_state``).
@@ -30,10 +32,13 @@ from typing import Any
 
 from ._messages_c import MessagesStream
 from ._responses_c import ResponsesStream
-from ._translate import ARGUMENTS_TAIL, TEXT_TAIL, ChatFromMessages, ChatFromResponses
+from ._translate import ARGUMENTS_TAIL, TEXT_TAIL, THINKING_MID, THINKING_TAIL, ChatFromMessages, ChatFromResponses
 
 cdef bytes _TEXT_TAIL = TEXT_TAIL
 cdef bytes _ARGUMENTS_TAIL = ARGUMENTS_TAIL
+cdef bytes _THINKING_MID = THINKING_MID
+cdef bytes _THINKING_INDEX = THINKING_TAIL.split(b"%d")[0]  # up to the block's index
+cdef bytes _THINKING_END = THINKING_TAIL.split(b"%d")[1]
 
 
 cdef enum:
@@ -59,6 +64,7 @@ cdef class _Sink(FoldSink):
     cdef bytes reasoning
     cdef bytes refusal
     cdef dict calls        # upstream index -> _Call
+    cdef bint thinking     # a reasoning delta carries its string twice (Messages thinking)
     cdef Py_ssize_t chars  # content characters written since the core last saw its count
     cdef Py_ssize_t dropped
     cdef bint dirty        # calls hold counts to hand over
@@ -96,6 +102,23 @@ cdef class _Sink(FoldSink):
         memcpy(self.buf + self.len, PyBytes_AS_STRING(b), n)
         self.len += n
 
+    cdef inline void _put_int(self, long long v) noexcept:
+        # room was reserved (20 bytes)
+        cdef char digits[24]
+        cdef int i = 0
+        if v == 0:
+            self.buf[self.len] = 48
+            self.len += 1
+            return
+        while v > 0:
+            digits[i] = <char>(48 + v % 10)
+            v //= 10
+            i += 1
+        while i > 0:
+            i -= 1
+            self.buf[self.len] = digits[i]
+            self.len += 1
+
     cdef bytes take_bytes(self):
         cdef bytes out = PyBytes_FromStringAndSize(self.buf, self.len)
         self.len = 0
@@ -113,6 +136,7 @@ cdef class _Sink(FoldSink):
             self.live = state is not None
             if self.live:
                 self.content, self.reasoning, self.refusal = state[0], state[1], state[2]
+                self.thinking = state[4]
                 self.calls = {}
                 for up, (index, frame) in state[3].items():
                     call = _Call()
@@ -172,6 +196,15 @@ cdef class _Sink(FoldSink):
         if w < 0:
             raise ValueError("a lone surrogate escape passed the reader")  # the fold refuses them
         self.len += w
+        if delta.which == D_REASONING and self.thinking:
+            # the string again, as the reasoning_details part of its block
+            self._reserve(PyBytes_GET_SIZE(_THINKING_MID) + w + PyBytes_GET_SIZE(_THINKING_INDEX) + 24 + PyBytes_GET_SIZE(_THINKING_END))
+            self._put(_THINKING_MID)
+            memcpy(self.buf + self.len, self.buf + self.len - PyBytes_GET_SIZE(_THINKING_MID) - w, w)
+            self.len += w
+            self._put(_THINKING_INDEX)
+            self._put_int(delta.index)
+            tail = _THINKING_END
         self._put(tail)
         if call is not None:
             call.sent += chars
