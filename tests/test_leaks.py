@@ -332,3 +332,68 @@ def test_chat_stream_error_paths_do_not_leak(name: str) -> None:
     del stream
     gc.collect()
     assert (sys.getrefcount(explode), sys.getrefcount(big), sys.getrefcount(Boom)) == before
+
+
+def _translation_upstreams(backend: Any) -> dict[tuple[str, str], list[bytes]]:
+    # One chat stream with every hot path (text with escapes and non-ASCII, reasoning, parallel
+    # tool-call arguments, usage, [DONE]) and its Messages and Responses translations, read in
+    # 97-byte pieces so events are split across reads.
+    enc = fastsse.ChatChunkEncoder(id="c", model="m", created=1)
+    parts = [enc.role()]
+    for i in range(60):
+        parts.append(enc.reasoning(f"think {i} ") if i < 20 else enc.content(f'w{i} "\u00e9\n\U0001f600 '))
+    parts.append(enc.tool_call(0, id="call_a", name="f", arguments=""))
+    parts.append(enc.tool_call(1, id="call_b", name="g", arguments=""))
+    for i in range(40):
+        parts.append(enc.tool_call(i % 2, arguments=f'{{"k{i}":"\\u00e9{i}"'))
+    parts += [enc.finish("tool_calls"), enc.usage({"prompt_tokens": 5, "completion_tokens": 80}), enc.done()]
+    chat = b"".join(parts)
+    out = {}
+    for target in ("messages", "responses"):
+        t = getattr(backend, "ChatToMessages" if target == "messages" else "ChatToResponses")()
+        out[(target, "chat")] = t.write(chat) + t.close()
+        out[("chat", target)] = chat
+    return {key: [body[i : i + 97] for i in range(0, len(body), 97)] for key, body in out.items()}
+
+
+@pytest.mark.parametrize("name", [pytest.param("cython", marks=pytest.mark.c_extension), "python"])
+def test_translators_leave_nothing_behind(name: str) -> None:
+    # Every direction, whole and cut at an oversized event: what a translation allocates (frames,
+    # output buffers, the cores' state) goes with the translator, and the inputs' refcounts come back.
+    backend = fastsse.get_backend(name)
+    classes = {
+        ("chat", "messages"): backend.ChatToMessages,
+        ("chat", "responses"): backend.ChatToResponses,
+        ("messages", "chat"): backend.MessagesToChat,
+        ("responses", "chat"): backend.ResponsesToChat,
+    }
+    upstreams = _translation_upstreams(backend)
+
+    def run_once() -> None:
+        for key, cls in classes.items():
+            reads = upstreams[key]
+            t = cls()
+            written = sum(len(t.write(r)) for r in reads) + len(t.close())
+            assert written and t.result()["verdict"]["complete"] is True
+            small = cls(max_event_bytes=64)
+            with contextlib.suppress(fastsse.EventTooLarge):
+                for r in reads:
+                    small.write(r)
+            small.close()
+
+    for _ in range(3):
+        run_once()
+    gc.collect()
+    first = next(iter(upstreams.values()))[1]
+    before = sys.getrefcount(first)
+    tracemalloc.start()
+    try:
+        start, _ = tracemalloc.get_traced_memory()
+        for _ in range(20):
+            run_once()
+        gc.collect()
+        end, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert sys.getrefcount(first) == before
+    assert end - start < 16 << 10, end - start

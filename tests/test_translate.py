@@ -305,7 +305,23 @@ ROUND = [MIXED, TOOLS, chat({"content": "a"}, {"content": "b"}, finish="length",
 def test_round_trip_preserves_the_fold(tb: SimpleNamespace, body: bytes, via: str) -> None:
     there = run(translator("chat", via), body, 11)
     back = run(translator(via, "chat", created=CREATED), there, 13)
-    assert fold(back) == fold(body)
+    got = fold(back)
+    message = got["choices"][0]["message"]
+    details = message.pop("reasoning_details", None)
+    assert got == fold(body)
+    if via == "messages" and message.get("reasoning_content"):
+        # through Messages the thinking also comes back as the reasoning_details part of its block
+        # (block 0), the place a signature would have gone
+        assert details == [
+            {
+                "index": 0,
+                "type": "reasoning.text",
+                "text": message["reasoning_content"],
+                "format": "anthropic-claude-v1",
+            }
+        ]
+    else:
+        assert details is None
     assert check_stream(back, expect_usage=True) == []
 
 
@@ -360,6 +376,8 @@ def test_messages_to_chat(tb: SimpleNamespace) -> None:
                     "content": None,
                     "refusal": None,
                     "reasoning_content": "hmm",
+                    # the thinking and its signature under the block's index, for the client to send back
+                    "reasoning_details": [{"index": 0, "type": "reasoning.text", "text": "hmm", "format": "anthropic-claude-v1", "signature": "s"}],
                     "tool_calls": [
                         {"id": "toolu_1", "type": "function", "function": {"name": "f", "arguments": '{"a": 1}'}},
                         {"id": "srv_1", "type": "function", "function": {"name": "web_search", "arguments": '{"q":"x"}'}},
@@ -371,7 +389,7 @@ def test_messages_to_chat(tb: SimpleNamespace) -> None:
         ],
         "usage": {"prompt_tokens": 5, "completion_tokens": 8, "total_tokens": 13, "prompt_tokens_details": {"cached_tokens": 2}},
     }  # fmt: skip
-    assert t.complete and t.dropped == 1  # the signature
+    assert t.complete and t.dropped == 0
     assert check_stream(out, expect_usage=True) == []
 
 
@@ -606,3 +624,64 @@ def test_url_citations_round_trip_through_responses(tb: SimpleNamespace) -> None
     t = tb.ChatToMessages()
     run(t, body)
     assert t.dropped == 1  # Messages has no place for a chat url_citation
+
+
+# signatures and redacted thinking: chat carries them as OpenRouter's reasoning_details
+
+SIGNATURE = "Et0BCkgIChACGAIqQA2s7h7t=="
+OPENROUTER = chat(
+    {"content": "", "reasoning": "This", "reasoning_details": [{"type": "reasoning.text", "text": "This", "format": "anthropic-claude-v1", "index": 0}]},
+    {"content": "", "reasoning": " is 4.", "reasoning_details": [{"type": "reasoning.text", "text": " is 4.", "format": "anthropic-claude-v1", "index": 0}]},
+    {"content": "", "reasoning": "", "reasoning_details": [{"type": "reasoning.text", "signature": SIGNATURE, "format": "anthropic-claude-v1", "index": 0}]},
+    {"reasoning_details": [{"type": "reasoning.encrypted", "data": "opaque-1", "format": "anthropic-claude-v1", "index": 1}]},
+    {"content": "4"},
+    usage=USAGE,
+)  # fmt: skip
+
+
+def test_a_chat_signature_becomes_the_thinking_blocks_signature(tb: SimpleNamespace) -> None:
+    kinds = [
+        (k, p.get("content_block", p.get("delta", {})).get("type"))
+        for k, p in events(run(tb.ChatToMessages(), OPENROUTER, 7))
+        if k.startswith("content_block")
+    ]
+    assert kinds == [
+        ("content_block_start", "thinking"),
+        ("content_block_delta", "thinking_delta"),
+        ("content_block_delta", "thinking_delta"),
+        ("content_block_delta", "signature_delta"),
+        ("content_block_stop", None),
+        ("content_block_start", "redacted_thinking"),
+        ("content_block_stop", None),
+        ("content_block_start", "text"),
+        ("content_block_delta", "text_delta"),
+        ("content_block_stop", None),
+    ]
+    out = events(run(tb.ChatToMessages(), OPENROUTER))
+    assert ("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": {"type": "signature_delta", "signature": SIGNATURE}}) in out  # fmt: skip
+    assert ("content_block_start", {"type": "content_block_start", "index": 1, "content_block": {"type": "redacted_thinking", "data": "opaque-1"}}) in out  # fmt: skip
+    # Responses has no place for either: counted, not invented
+    t = tb.ChatToResponses()
+    assert b"Et0B" not in run(t, OPENROUTER) and t.dropped == 2
+
+
+def test_messages_signatures_reach_chat_and_come_back(tb: SimpleNamespace) -> None:
+    messages = run(tb.ChatToMessages(), OPENROUTER)
+    back = tb.MessagesToChat(created=CREATED)
+    chat_body = run(back, messages, 5)
+    assert back.dropped == 0
+    message = fold(chat_body)["choices"][0]["message"]
+    assert message["reasoning_content"] == "This is 4." and message["content"] == "4"
+    assert message["reasoning_details"] == [
+        {"type": "reasoning.text", "text": "This is 4.", "signature": SIGNATURE, "format": "anthropic-claude-v1", "index": 0},
+        {"type": "reasoning.encrypted", "data": "opaque-1", "format": "anthropic-claude-v1", "index": 1},
+    ]  # fmt: skip
+    # and once more to Messages: the same thinking, signature and redacted block
+    again = tb.MessagesToChat(created=CREATED)
+    run(again, run(tb.ChatToMessages(), chat_body))
+    blocks = again.result()["content"]
+    assert [(b["type"], b.get("thinking"), b.get("signature"), b.get("data")) for b in blocks] == [
+        ("thinking", "This is 4.", SIGNATURE, None),
+        ("redacted_thinking", None, None, "opaque-1"),
+        ("text", None, None, None),
+    ]

@@ -438,3 +438,35 @@ def test_serve_help_names_every_broken_model() -> None:
     for api, models in BROKEN.items():
         line = " ".join(doc.split(f"\n  {api}")[1].split("\nOn ")[0].split("\n  messages")[0].split())
         assert sorted(m.strip(",") for m in line.split()) == sorted(models), api
+
+
+def test_the_anthropic_sdk_gets_the_signature_and_the_redacted_block(backend: SimpleNamespace) -> None:
+    """An OpenRouter-shaped chat upstream (reasoning with its signature and an encrypted part in
+    reasoning_details), translated to Messages and served as it is: the anthropic SDK's final
+    message holds the thinking with its signature and the redacted block, what a client must send
+    back to go on after a tool call."""
+    from _raw_server import RawServer
+    from test_translate import OPENROUTER, SIGNATURE
+
+    t = backend.ChatToMessages()
+    body = t.write(OPENROUTER) + t.close()
+
+    def answer(conn: Any) -> None:
+        conn.sendall(
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n"
+            b"Content-Length: %d\r\n\r\n" % len(body) + body
+        )
+
+    with (
+        RawServer(answer) as raw,
+        anthropic.Anthropic(
+            base_url=raw.base_url[: -len("/v1")], api_key="x", max_retries=0, timeout=TIMEOUT
+        ) as c,
+        c.messages.stream(model="m", max_tokens=64, messages=[{"role": "user", "content": PROMPT}]) as stream,
+    ):
+        final = stream.get_final_message()
+    assert [b.type for b in final.content] == ["thinking", "redacted_thinking", "text"]
+    thinking, redacted, text = final.content
+    assert (thinking.thinking, thinking.signature) == ("This is 4.", SIGNATURE)  # type: ignore[union-attr]
+    assert redacted.data == "opaque-1"  # type: ignore[union-attr]
+    assert text.text == "4"  # type: ignore[union-attr]

@@ -121,6 +121,16 @@ def test_recorded_to_chat(tb: SimpleNamespace, meta: dict[str, Any]) -> None:
             want["content"],
             want["reasoning"],
         )
+        # a thinking block's signature and a redacted block reach chat as reasoning_details
+        signed = [
+            (b.get("thinking", ""), b["signature"])
+            for b in upstream["content"]
+            if b.get("type") == "thinking" and b.get("signature")
+        ]
+        redacted = [b["data"] for b in upstream["content"] if b.get("type") == "redacted_thinking"]
+        details = message.get("reasoning_details") or []
+        assert [(d["text"], d["signature"]) for d in details if d["type"] == "reasoning.text"] == signed
+        assert [d["data"] for d in details if d["type"] == "reasoning.encrypted"] == redacted
         if verdict["complete"]:
             assert [(i, n, json.loads(a) if a else {}) for i, n, a in got_calls] == want["calls"]
             urls = [

@@ -6,6 +6,31 @@ from cpython.bytes cimport PyBytes_FromStringAndSize
 from libc.string cimport memcmp
 
 from ._decoder_c cimport Decoder
+from ._reader_c cimport Span
+
+
+cdef enum:
+    # What a format's fast reader folded (FastDelta.which): the delta kinds a translator carries.
+    D_TEXT = 1       # Messages text_delta, Responses output_text
+    D_REASONING      # Messages thinking_delta, Responses reasoning_text / reasoning_summary_text
+    D_REFUSAL        # Responses refusal
+    D_ARGUMENTS      # Messages input_json_delta, Responses function_call_arguments
+
+
+cdef struct FastDelta:
+    int which
+    long long index  # the Messages block index or the Responses output_index
+    Span text        # the delta's string, as read (valid: the fold decoded it)
+
+
+cdef class FoldSink:
+    # A translator's fast path on a fused format stream (its callback is the translator's core):
+    # while ready() the stream offers the hot delta events to the fold's fast reader and, when it
+    # folds one, hands the sink what it read (take) instead of parsing the event for the callback;
+    # before the callback sees any event the stream calls flush.
+    cdef bint ready(self) except -1
+    cdef int take(self, FastDelta* delta) except -1
+    cdef int flush(self) except -1
 
 
 cdef class FoldStream(Decoder):
@@ -23,6 +48,7 @@ cdef class FoldStream(Decoder):
     cdef list _token_reads
     cdef list _tokens
     cdef list _token_kinds
+    cdef FoldSink _sink
 
     cdef int _token(self, int kind) except -1
     cdef int _deliver(self, object event) except -1
@@ -50,3 +76,6 @@ cdef inline object event_name(const char* etype, Py_ssize_t tn):
     if not event_name_given(etype, tn):
         return None
     return PyBytes_FromStringAndSize(etype, tn).decode("utf-8", "replace")
+
+
+cdef int set_fold_sink(object stream, FoldSink sink) except -1

@@ -135,3 +135,22 @@ The base of ``ResponsesStream`` and ``MessagesStream``; not used on its own."""
         if stop:
             self._finished = True
         return stop
+
+
+cdef class FoldSink:
+    """The base of a translator's fast path on a fused format stream (see ``_fold_stream_c.pxd``);
+    this one takes nothing."""
+
+    cdef bint ready(self) except -1:
+        return False
+
+    cdef int take(self, FastDelta* delta) except -1:
+        return 0
+
+    cdef int flush(self) except -1:
+        return 0
+
+
+cdef int set_fold_sink(object stream, FoldSink sink) except -1:
+    (<FoldStream>stream)._sink = sink
+    return 0

@@ -17,7 +17,7 @@ from cpython.unicode cimport PyUnicode_GET_LENGTH
 from cpython.object cimport PyObject
 from libc.string cimport memcmp
 
-from ._fold_stream_c cimport FoldStream, event_name, payload_is_done
+from ._fold_stream_c cimport D_ARGUMENTS, D_REASONING, D_TEXT, FastDelta, FoldStream, event_name, payload_is_done
 from ._reader_c cimport Span, after_value, decode, read_key, read_plain, read_string, read_uint, skip_ws, span_is
 
 import orjson
@@ -225,7 +225,7 @@ Folds the events of an Anthropic Messages stream into the message the API return
             return None
         if _is_done(payload):
             return None
-        if name is None and type(payload) is bytes and self._fast(PyBytes_AS_STRING(payload), PyBytes_GET_SIZE(payload), NULL, 0):
+        if name is None and type(payload) is bytes and self._fast(PyBytes_AS_STRING(payload), PyBytes_GET_SIZE(payload), NULL, 0, NULL):
             return True
         return self._parse_take(payload, name)
 
@@ -245,7 +245,7 @@ Folds the events of an Anthropic Messages stream into the message the API return
         self._take(<dict>event, name)
         return event
 
-    cdef int _fast(self, const char* data, Py_ssize_t n, const char* etype, Py_ssize_t tn) except -1:
+    cdef int _fast(self, const char* data, Py_ssize_t n, const char* etype, Py_ssize_t tn, FastDelta* out) except -1:
         # The hot event, {"type": "content_block_delta", "index": N, "delta": {"type":
         # "text_delta" | "thinking_delta" | "input_json_delta", <its field>: "..."}}, read from its
         # bytes into a block that exists: 1 if folded. Anything else (other keys, a block never
@@ -337,6 +337,10 @@ Folds the events of an Anthropic Messages stream into the message the API return
         b = <_Block>found
         self._deltas += 1
         self._fast_count += 1
+        if out != NULL:  # what a translator's sink carries on
+            out.which = D_TEXT if text_key.n == 4 else D_REASONING if text_key.n == 8 else D_ARGUMENTS
+            out.index = index
+            out.text = text
         # 1 + the token kind (what the timing record counts): none for an empty fragment.
         taken = 1 if PyUnicode_GET_LENGTH(piece) == 0 else 1 + (REASONING_C if text_key.n == 8 else CONTENT_C)
         if text_key.n == 12:
@@ -578,6 +582,7 @@ Scans, parses and folds an Anthropic Messages stream in one pass, for pycurl's
         return self._agg
 
     cdef int _on_event(self, const char* data, Py_ssize_t n, const char* etype, Py_ssize_t tn) except -1:
+        cdef FastDelta delta
         cdef MessagesAggregator agg = <MessagesAggregator>self._agg
         cdef int taken
         if self._overflowed:
@@ -588,11 +593,20 @@ Scans, parses and folds an Anthropic Messages stream in one pass, for pycurl's
         if payload_is_done(data, n):
             return 0
         if self._on_chunk is None:
-            taken = agg._fast(data, n, etype, tn)
+            taken = agg._fast(data, n, etype, tn, NULL)
             if taken:
                 if self._timed and taken > 1:
                     self._token(taken - 1)
                 return 0
+        elif self._sink is not None:
+            if self._sink.ready():
+                taken = agg._fast(data, n, etype, tn, &delta)
+                if taken:
+                    if self._timed and taken > 1:
+                        self._token(taken - 1)
+                    self._sink.take(&delta)
+                    return 0
+            self._sink.flush()
         return self._deliver(agg._parse_take(PyBytes_FromStringAndSize(data, n), event_name(etype, tn)))
 
     cdef int _kind(self, object event) except -1:

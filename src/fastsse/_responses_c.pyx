@@ -17,7 +17,7 @@ from cpython.unicode cimport PyUnicode_GET_LENGTH
 from cpython.object cimport PyObject
 from libc.string cimport memcmp
 
-from ._fold_stream_c cimport FoldStream, event_name, event_name_given, payload_is_done
+from ._fold_stream_c cimport D_ARGUMENTS, D_REASONING, D_REFUSAL, D_TEXT, FastDelta, FoldStream, event_name, event_name_given, payload_is_done
 from ._reader_c cimport Span, after_value, decode, read_empty_array, read_key, read_plain, read_string, read_uint, skip_ws, span_is
 
 import orjson
@@ -277,7 +277,7 @@ Folds the events of an OpenAI Responses stream into the object the API returns w
         if self._terminal is not None:
             self._ignored += 1
             return None
-        if name is None and type(payload) is bytes and self._fast(PyBytes_AS_STRING(payload), PyBytes_GET_SIZE(payload), NULL, 0):
+        if name is None and type(payload) is bytes and self._fast(PyBytes_AS_STRING(payload), PyBytes_GET_SIZE(payload), NULL, 0, NULL):
             return True
         return self._parse_take(payload, name)
 
@@ -297,7 +297,7 @@ Folds the events of an OpenAI Responses stream into the object the API returns w
         self._take(<dict>event, name)
         return event
 
-    cdef int _fast(self, const char* data, Py_ssize_t n, const char* etype, Py_ssize_t tn) except -1:
+    cdef int _fast(self, const char* data, Py_ssize_t n, const char* etype, Py_ssize_t tn, FastDelta* out) except -1:
         # The hot events, response.{output_text,refusal,reasoning_text,reasoning_summary_text,
         # function_call_arguments}.delta with the fields OpenAI sends (sequence_number, item_id,
         # output_index, content_index or summary_index, delta, logprobs: [], obfuscation), read from
@@ -401,6 +401,10 @@ Folds the events of an OpenAI Responses stream into the object the API returns w
             return 0
         self._deltas += 1
         self._fast_count += 1
+        if out != NULL:  # what a translator's sink carries on
+            out.which = D_TEXT if which == 1 else D_REFUSAL if which == 2 else D_ARGUMENTS if which == 5 else D_REASONING
+            out.index = output_index
+            out.text = text
         # 1 + the token kind (what the timing record counts): none for an empty fragment.
         taken = 1 if PyUnicode_GET_LENGTH(piece) == 0 else 1 + (REASONING_C if which == 3 or which == 4 else CONTENT_C)
         if which == 5:
@@ -693,6 +697,7 @@ Scans, parses and folds an OpenAI Responses stream in one pass, for pycurl's
         return self._agg
 
     cdef int _on_event(self, const char* data, Py_ssize_t n, const char* etype, Py_ssize_t tn) except -1:
+        cdef FastDelta delta
         cdef ResponsesAggregator agg = <ResponsesAggregator>self._agg
         cdef int taken
         if self._overflowed:
@@ -703,11 +708,20 @@ Scans, parses and folds an OpenAI Responses stream in one pass, for pycurl's
             agg._ignored += 1
             return 0
         if self._on_chunk is None:
-            taken = agg._fast(data, n, etype, tn if event_name_given(etype, tn) else 0)
+            taken = agg._fast(data, n, etype, tn if event_name_given(etype, tn) else 0, NULL)
             if taken:
                 if self._timed and taken > 1:
                     self._token(taken - 1)
                 return 0
+        elif self._sink is not None:
+            if self._sink.ready():
+                taken = agg._fast(data, n, etype, tn if event_name_given(etype, tn) else 0, &delta)
+                if taken:
+                    if self._timed and taken > 1:
+                        self._token(taken - 1)
+                    self._sink.take(&delta)
+                    return 0
+            self._sink.flush()
         return self._deliver(agg._parse_take(PyBytes_FromStringAndSize(data, n), event_name(etype, tn)))
 
     cdef int _kind(self, object event) except -1:

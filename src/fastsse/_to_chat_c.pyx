@@ -2,22 +2,246 @@
 # cython: embedsignature=True, embedsignature.format=clinic
 """Compiled Messages -> chat and Responses -> chat translators; ``_translate_py.py`` holds their
 readable twins and ``_translate.py`` the rules both share (``ChatFromMessages``,
-``ChatFromResponses``). Each translator drives the compiled fold stream of its upstream with the
-shared core as its callback.
+``ChatFromResponses``).
+
+Each translator drives the compiled fold stream of its upstream with the shared core as its
+callback, and hangs a sink on it (``FoldSink``): once the core has written the role chunk, the
+stream offers every event to its fold's fast reader first, and a delta the reader folds (text,
+thinking or reasoning, a refusal, tool input or function arguments) is written here as the chat
+chunk the core would write: a cached frame, the delta as orjson writes it (``_json_out.pxd``,
+from the payload's bytes), the frame's tail. A thinking delta is written with its string twice
+(``reasoning_content`` and the ``reasoning_details`` part of its block, as the core writes it).
+Every other event goes to the core, after the sink
+hands it what the fast path changed (pending bytes, the content length a citation span needs,
+the arguments sent per call, the deltas dropped); after the core ran, the sink reads its frames
+again (``fast_state``).
 """
 
 cimport cython
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.dict cimport PyDict_GetItemWithError
+from cpython.list cimport PyList_Append
+from cpython.mem cimport PyMem_Free, PyMem_Realloc
+from cpython.object cimport PyObject
+from libc.string cimport memcpy
+
+from ._fold_stream_c cimport D_ARGUMENTS, D_REASONING, D_REFUSAL, D_TEXT, FastDelta, FoldSink, set_fold_sink
+from ._json_out cimport json_string_into, json_string_max
 
 from typing import Any
 
 from ._messages_c import MessagesStream
 from ._responses_c import ResponsesStream
-from ._translate import ChatFromMessages, ChatFromResponses
+from ._translate import ARGUMENTS_TAIL, TEXT_TAIL, THINKING_MID, THINKING_TAIL, ChatFromMessages, ChatFromResponses
+
+cdef bytes _TEXT_TAIL = TEXT_TAIL
+cdef bytes _ARGUMENTS_TAIL = ARGUMENTS_TAIL
+cdef bytes _THINKING_MID = THINKING_MID
+cdef bytes _THINKING_INDEX = THINKING_TAIL.split(b"%d")[0]  # up to the block's index
+cdef bytes _THINKING_END = THINKING_TAIL.split(b"%d")[1]
+
+
+cdef enum:
+    KEEP_CAPACITY = 1 << 20  # a larger output buffer is freed once taken (the Decoder's rule)
+
+
+@cython.final
+cdef class _Call:
+    cdef Py_ssize_t index  # the chat tool-call index
+    cdef bytes frame
+    cdef Py_ssize_t sent   # argument characters written since the core last saw the count
+
+
+@cython.final
+cdef class _Sink(FoldSink):
+    """The fast path of one translator towards chat (see the module docstring)."""
+
+    cdef object core
+    cdef bint messages     # the core counts content characters (Messages citations)
+    cdef bint fresh        # the mirror below matches the core
+    cdef bint live         # the role chunk is out and the end is not
+    cdef bytes content
+    cdef bytes reasoning
+    cdef bytes refusal
+    cdef dict calls        # upstream index -> _Call
+    cdef bint thinking     # a reasoning delta carries its string twice (Messages thinking)
+    cdef Py_ssize_t chars  # content characters written since the core last saw its count
+    cdef Py_ssize_t dropped
+    cdef bint dirty        # calls hold counts to hand over
+    cdef Py_ssize_t fast   # events the sink translated itself
+    cdef char* buf
+    cdef Py_ssize_t len
+    cdef Py_ssize_t cap
+
+    def __cinit__(self):
+        self.buf = NULL
+        self.len = 0
+        self.cap = 0
+
+    def __dealloc__(self):
+        PyMem_Free(self.buf)
+
+    cdef int _reserve(self, Py_ssize_t extra) except -1:
+        cdef Py_ssize_t cap
+        cdef char* buf
+        if self.len + extra <= self.cap:
+            return 0
+        cap = self.cap * 2 if self.cap else 1024
+        if cap < self.len + extra:
+            cap = self.len + extra
+        buf = <char*>PyMem_Realloc(self.buf, cap)
+        if buf == NULL:
+            raise MemoryError()
+        self.buf = buf
+        self.cap = cap
+        return 0
+
+    cdef inline void _put(self, bytes b) noexcept:
+        # room was reserved
+        cdef Py_ssize_t n = PyBytes_GET_SIZE(b)
+        memcpy(self.buf + self.len, PyBytes_AS_STRING(b), n)
+        self.len += n
+
+    cdef inline void _put_int(self, long long v) noexcept:
+        # room was reserved (20 bytes)
+        cdef char digits[24]
+        cdef int i = 0
+        if v == 0:
+            self.buf[self.len] = 48
+            self.len += 1
+            return
+        while v > 0:
+            digits[i] = <char>(48 + v % 10)
+            v //= 10
+            i += 1
+        while i > 0:
+            i -= 1
+            self.buf[self.len] = digits[i]
+            self.len += 1
+
+    cdef bytes take_bytes(self):
+        cdef bytes out = PyBytes_FromStringAndSize(self.buf, self.len)
+        self.len = 0
+        if self.cap > KEEP_CAPACITY:
+            PyMem_Free(self.buf)
+            self.buf = NULL
+            self.cap = 0
+        return out
+
+    cdef bint ready(self) except -1:
+        cdef _Call call
+        if not self.fresh:
+            state = self.core.fast_state()
+            self.fresh = True
+            self.live = state is not None
+            if self.live:
+                self.content, self.reasoning, self.refusal = state[0], state[1], state[2]
+                self.thinking = state[4]
+                self.calls = {}
+                for up, (index, frame) in state[3].items():
+                    call = _Call()
+                    call.index = index
+                    call.frame = frame
+                    self.calls[up] = call
+        return self.live
+
+    cdef int flush(self) except -1:
+        cdef _Call call
+        core = self.core
+        if self.len:
+            PyList_Append(core.out, self.take_bytes())
+        if self.chars:
+            core.chars += self.chars
+            self.chars = 0
+        if self.dropped:
+            core.dropped += self.dropped
+            self.dropped = 0
+        if self.dirty:
+            sent = core.args_sent
+            for call in self.calls.values():
+                if call.sent:
+                    sent[call.index] += call.sent
+                    call.sent = 0
+            self.dirty = False
+        self.fresh = False
+        return 0
+
+    cdef int take(self, FastDelta* delta) except -1:
+        cdef Py_ssize_t n = delta.text.n
+        cdef Py_ssize_t chars = 0
+        cdef Py_ssize_t w
+        cdef bytes frame
+        cdef bytes tail
+        cdef PyObject* found
+        cdef _Call call = None
+        self.fast += 1
+        if delta.which == D_ARGUMENTS:
+            found = PyDict_GetItemWithError(self.calls, <object>delta.index)
+            if found == NULL:
+                self.dropped += 1  # input for a block that is no tool call the core started
+                return 0
+            if n == 0:
+                return 0
+            call = <_Call>found
+            frame = call.frame
+            tail = _ARGUMENTS_TAIL
+        else:
+            if n == 0:
+                return 0
+            frame = self.content if delta.which == D_TEXT else self.reasoning if delta.which == D_REASONING else self.refusal
+            tail = _TEXT_TAIL
+        self._reserve(PyBytes_GET_SIZE(frame) + PyBytes_GET_SIZE(tail) + json_string_max(n))
+        self._put(frame)
+        w = json_string_into(self.buf + self.len, delta.text.p, n, delta.text.escaped, &chars)
+        if w < 0:
+            raise ValueError("a lone surrogate escape passed the reader")  # the fold refuses them
+        self.len += w
+        if delta.which == D_REASONING and self.thinking:
+            # the string again, as the reasoning_details part of its block
+            self._reserve(PyBytes_GET_SIZE(_THINKING_MID) + w + PyBytes_GET_SIZE(_THINKING_INDEX) + 24 + PyBytes_GET_SIZE(_THINKING_END))
+            self._put(_THINKING_MID)
+            memcpy(self.buf + self.len, self.buf + self.len - PyBytes_GET_SIZE(_THINKING_MID) - w, w)
+            self.len += w
+            self._put(_THINKING_INDEX)
+            self._put_int(delta.index)
+            tail = _THINKING_END
+        self._put(tail)
+        if call is not None:
+            call.sent += chars
+            self.dirty = True
+        elif delta.which == D_TEXT and self.messages:
+            self.chars += chars
+        return 0
 
 
 cdef class _ToChat:
     cdef object _core
     cdef object _stream
+    cdef _Sink _sink
+
+    cdef int _setup(self, object core, object stream, bint messages) except -1:
+        cdef _Sink sink = _Sink()
+        self._core = core
+        self._stream = stream
+        sink.core = core
+        sink.messages = messages
+        sink.calls = {}
+        self._sink = sink
+        set_fold_sink(stream, sink)
+        return 0
+
+    cdef bytes _out(self):
+        # What this write or close produced, in order: the core's bytes (which include what the
+        # sink handed it before each event it left), then the sink's since.
+        cdef _Sink sink = self._sink
+        core_out = self._core.out
+        if not core_out:
+            return sink.take_bytes()
+        if sink.len:
+            PyList_Append(core_out, sink.take_bytes())
+        if len(core_out) == 1:
+            return core_out.pop()
+        return self._core.take()
 
     @cython.binding(False)
     def write(self, data: bytes | bytearray | memoryview, /) -> bytes:
@@ -27,16 +251,14 @@ cdef class _ToChat:
         when an upstream event passes ``max_event_bytes``.
         """
         self._stream.write(data)
-        out = self._core.out
-        if len(out) == 1:
-            return out.pop()
-        return self._core.take()
+        return self._out()
 
     def close(self, *, truncated: bool = False) -> bytes:
         """The upstream ended: return the last chunks (no ``[DONE]`` when it was truncated).
         ``truncated=True`` says the transfer broke."""
         self._stream.close(truncated=truncated)
-        return self._core.take()
+        self._sink.flush()
+        return self._out()
 
     def result(self) -> dict[str, Any]:
         """The upstream's fold (``MessagesAggregator`` / ``ResponsesAggregator``) with its ``verdict``."""
@@ -67,6 +289,11 @@ cdef class _ToChat:
         """Upstream events that were not a JSON object or not of a known type."""
         return self._core.skipped
 
+    @property
+    def _fast_events(self) -> int:
+        # Events the compiled fast path translated itself (for the tests that prove it ran).
+        return self._sink.fast
+
 
 @cython.final
 cdef class MessagesToChat(_ToChat):
@@ -77,8 +304,8 @@ Messages events in, chat chunks out; see the Python twin (``fastsse._translate_p
     mapping. Both behave identically."""
 
     def __init__(self, *, created: int | None = None, include_usage: bool = True, max_event_bytes: int | None = None) -> None:
-        self._core = ChatFromMessages(created=created, include_usage=include_usage)
-        self._stream = MessagesStream(self._core.on_event, max_event_bytes=max_event_bytes)
+        core = ChatFromMessages(created=created, include_usage=include_usage)
+        self._setup(core, MessagesStream(core.on_event, max_event_bytes=max_event_bytes), True)
 
 
 @cython.final
@@ -90,5 +317,5 @@ Responses events in, chat chunks out; see the Python twin (``fastsse._translate_
     mapping. Both behave identically."""
 
     def __init__(self, *, created: int | None = None, include_usage: bool = True, max_event_bytes: int | None = None) -> None:
-        self._core = ChatFromResponses(created=created, include_usage=include_usage)
-        self._stream = ResponsesStream(self._core.on_event, max_event_bytes=max_event_bytes)
+        core = ChatFromResponses(created=created, include_usage=include_usage)
+        self._setup(core, ResponsesStream(core.on_event, max_event_bytes=max_event_bytes), False)

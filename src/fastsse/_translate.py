@@ -129,6 +129,9 @@ class FromChat:
             reasoning = delta.get("reasoning")
         if isinstance(reasoning, str) and reasoning:
             self.out.append(self._reasoning(reasoning))
+        details = delta.get("reasoning_details")
+        if type(details) is list:
+            self._details(details)
         content = delta.get("content")
         if isinstance(content, str) and content:
             self.out.append(self._text(content))
@@ -146,6 +149,28 @@ class FromChat:
         legacy = delta.get("function_call")
         if type(legacy) is dict:
             self._tool_fragment({"index": 0, "function": legacy})
+
+    def _details(self, details: list[Any]) -> None:
+        # OpenRouter's reasoning_details: the text is also in reasoning / reasoning_content, so only
+        # what has no other place is carried: a thinking block's signature, a redacted block.
+        for entry in details:
+            if type(entry) is not dict:
+                continue
+            kind = entry.get("type")
+            if kind == "reasoning.text":
+                signature = entry.get("signature")
+                if isinstance(signature, str) and signature:
+                    self._signature(signature)
+            elif kind == "reasoning.encrypted":
+                data = entry.get("data")
+                if isinstance(data, str) and data:
+                    self._redacted(data)
+
+    def _signature(self, signature: str) -> None:
+        self.dropped += 1  # Responses has no place for it; MessagesFromChat overrides
+
+    def _redacted(self, data: str) -> None:
+        self.dropped += 1
 
     def _tool_fragment(self, fragment: dict[str, Any]) -> None:
         index = fragment.get("index")
@@ -260,6 +285,18 @@ class MessagesFromChat(FromChat):
         self._text = self._refusal = self.enc.text
         self._reasoning = self.enc.thinking
 
+    def _signature(self, signature: str) -> None:
+        # the signature of the open thinking block, which it closes; with none open it has no place
+        assert self.enc is not None
+        try:
+            self.out.append(self.enc.signature(signature))
+        except ValueError:
+            self.dropped += 1
+
+    def _redacted(self, data: str) -> None:
+        assert self.enc is not None
+        self.out.append(self.enc.redacted_thinking(data))
+
     def _tool_start(self, key: int, call_id: str, name: str, args: str) -> bytes:
         assert self.enc is not None
         return self.enc.tool_use(key, id=call_id, name=name, input_json=args)
@@ -363,6 +400,19 @@ FINISH_FROM_MESSAGES: Final[dict[str, str]] = {
 }
 
 
+# ToChat._content key -> the chat delta field (ChatChunkEncoder's default reasoning key)
+_CHAT_FIELDS: Final = {"content": b"content", "reasoning": b"reasoning_content", "refusal": b"refusal"}
+# what follows the JSON string in a chat chunk of choice 0: after a text delta, after a tool call's
+# arguments fragment
+TEXT_TAIL: Final = b'},"finish_reason":null}]}\n\n'
+ARGUMENTS_TAIL: Final = b'}}]},"finish_reason":null}]}\n\n'
+# a Messages thinking delta in chat: reasoning_content, THINKING_MID, the same string again,
+# THINKING_TAIL with the block's index
+THINKING_FORMAT: Final = "anthropic-claude-v1"
+THINKING_MID: Final = b',"reasoning_details":[{"type":"reasoning.text","text":'
+THINKING_TAIL: Final = b',"format":"anthropic-claude-v1","index":%d}]},"finish_reason":null}]}\n\n'
+
+
 class ToChat:
     """What a Messages / Responses -> chat translation remembers: ``on_event`` takes each event the
     fold stream parsed and writes chat chunks with ``ChatChunkEncoder`` into ``out``. Both backends
@@ -404,6 +454,24 @@ class ToChat:
     def _dispatch(self, kind: str, payload: dict[str, Any]) -> None:
         raise NotImplementedError
 
+    def fast_state(self) -> tuple[Any, ...] | None:
+        """What the compiled fast path writes with, read again after every event this core saw:
+        None before the role chunk and after the end, else (the frames of a content, reasoning and
+        refusal delta up to the JSON string, {upstream block or output index: (chat tool-call
+        index, the frame of its arguments fragment up to the string)}, whether a reasoning delta
+        carries its string twice). The text frames end with ``TEXT_TAIL`` (a reasoning delta of
+        Messages with ``THINKING_MID``, the string, ``THINKING_TAIL``), the arguments frames with
+        ``ARGUMENTS_TAIL``."""
+        enc = self.enc
+        if enc is None or self.ended:
+            return None
+        head = enc._head + b'{"index":0,"delta":{"tool_calls":[{"index":'
+        calls = {up: (i, head + b'%d,"function":{"arguments":' % i) for up, i in self.calls.items()}
+        prefixes = self.prefixes
+        return prefixes["content"], prefixes["reasoning"], prefixes["refusal"], calls, self._THINKING
+
+    _THINKING = False  # reasoning deltas carry reasoning_details too (THINKING_MID, THINKING_TAIL)
+
     def _begin(self, ident: object, model: object, created: object = None) -> None:
         if self.enc is not None:
             return
@@ -428,7 +496,7 @@ class ToChat:
         if type(text) is str and text:
             if self.enc is None:
                 self._begin(None, None)
-            self.out.append(self.prefixes[key] + orjson.dumps(text) + b'},"finish_reason":null}]}\n\n')
+            self.out.append(self.prefixes[key] + orjson.dumps(text) + TEXT_TAIL)
 
     def _tool_start(self, upstream: int, call_id: object, name: object, args: str = "") -> None:
         if upstream in self.calls or not isinstance(name, str) or not name:
@@ -475,10 +543,6 @@ class ToChat:
         self.out.append(b"data: " + orjson.dumps({"error": error}) + b"\n\n")
 
 
-# _ToChat._content key -> the chat delta field (ChatChunkEncoder's default reasoning key)
-_CHAT_FIELDS: Final = {"content": b"content", "reasoning": b"reasoning_content", "refusal": b"refusal"}
-
-
 def _messages_usage(usage: dict[str, Any]) -> dict[str, Any]:
     def count(key: str) -> int:
         value = usage.get(key)
@@ -499,6 +563,8 @@ def _messages_usage(usage: dict[str, Any]) -> dict[str, Any]:
 
 class ChatFromMessages(ToChat):
     """The Messages -> chat translation (the core of ``MessagesToChat``)."""
+
+    _THINKING = True
 
     def __init__(self, *, created: int | None = None, include_usage: bool = True) -> None:
         super().__init__(created=created, include_usage=include_usage)
@@ -525,9 +591,15 @@ class ChatFromMessages(ToChat):
             elif dtype == "citations_delta":
                 self._citation(index, delta.get("citation"))
             elif dtype == "thinking_delta":
-                self._content("reasoning", delta.get("thinking"))
+                self._thinking(index, delta.get("thinking"))
             elif dtype == "input_json_delta":
                 self._tool_args(index, delta.get("partial_json"))
+            elif (
+                dtype == "signature_delta" and isinstance(delta.get("signature"), str) and delta["signature"]
+            ):
+                # chat's place for it is OpenRouter's reasoning_details, under the block's index,
+                # where the block's thinking went too: what a client sends back to go on
+                self._detail(index, {"type": "reasoning.text", "signature": delta["signature"]})
             else:
                 self.dropped += 1
         elif kind == "content_block_start":
@@ -550,7 +622,9 @@ class ChatFromMessages(ToChat):
                     self.chars += len(text)
             elif btype == "thinking":
                 self._ensure()
-                self._content("reasoning", block.get("thinking"))
+                self._thinking(index, block.get("thinking"))
+            elif btype == "redacted_thinking" and isinstance(block.get("data"), str) and block["data"]:
+                self._detail(index, {"type": "reasoning.encrypted", "data": block["data"]})
             else:
                 self.dropped += 1
         elif kind == "message_start":
@@ -584,6 +658,24 @@ class ChatFromMessages(ToChat):
                 self._annotations += [{"type": "url_citation", "url_citation": {**c, **span}} for c in cited]
         elif kind != "ping":
             self.skipped += 1
+
+    def _thinking(self, index: int, text: object) -> None:
+        # thinking goes out as reasoning_content and, for the client that sends the block back
+        # with its signature, as a reasoning_details part under the block's index (OpenRouter's
+        # shape: both names in one delta)
+        if type(text) is str and text:
+            if self.enc is None:
+                self._begin(None, None)
+            piece = orjson.dumps(text)
+            self.out.append(self.prefixes["reasoning"] + piece + THINKING_MID + piece + THINKING_TAIL % index)
+
+    def _detail(self, index: int, entry: dict[str, Any]) -> None:
+        # one reasoning_details entry in OpenRouter's shape, under the block's index
+        enc = self._ensure()
+        entry["format"] = THINKING_FORMAT
+        entry["index"] = index
+        choice = {"index": 0, "delta": {"reasoning_details": [entry]}, "finish_reason": None}
+        self.out.append(enc._head + orjson.dumps(choice) + b"]}\n\n")
 
     def _citation(self, index: int, citation: object) -> None:
         if (

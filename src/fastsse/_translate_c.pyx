@@ -23,7 +23,7 @@ from cpython.dict cimport PyDict_GetItemWithError
 from cpython.list cimport PyList_Append
 from cpython.mem cimport PyMem_Free, PyMem_Realloc
 from cpython.object cimport PyObject
-from libc.string cimport memcpy
+from libc.string cimport memcmp, memcpy
 
 from ._aggregator_c cimport (
     F_ESC,
@@ -33,10 +33,12 @@ from ._aggregator_c cimport (
     K_REASONING_CONTENT,
     K_REFUSAL,
     W_ANNOTATIONS,
+    W_DETAILS,
     W_USAGE,
     ChatSink,
     ChoicePlan,
     Op,
+    Other,
     Plan,
     Span,
     _decode,
@@ -61,6 +63,15 @@ cdef enum:
     T_REASONING = 2
     T_REFUSAL = 4
     KEEP_CAPACITY = 1 << 20  # a larger output buffer is freed once taken (the Decoder's rule)
+
+
+cdef inline bint _has(const char* p, Py_ssize_t n, const char* word, Py_ssize_t k) noexcept nogil:
+    # Whether the k bytes of word occur in p[:n].
+    cdef Py_ssize_t i
+    for i in range(n - k + 1):
+        if p[i] == word[0] and memcmp(p + i, word, k) == 0:
+            return True
+    return False
 
 
 cdef int _kinds_of(object kind, bint responses):
@@ -229,6 +240,7 @@ cdef class _Sink(ChatSink):
         cdef ChoicePlan* cp
         cdef Op* op
         cdef Op* reasoning
+        cdef Other* o
         cdef int i
         if plan.nchoices != 1:
             return False
@@ -238,8 +250,13 @@ cdef class _Sink(ChatSink):
         if cp.finish.p != NULL and cp.finish.n:
             return False  # the core keeps the finish reason
         for i in range(plan.nothers):
-            if plan.others[i].where == W_USAGE or plan.others[i].where == W_ANNOTATIONS:
+            o = &plan.others[i]
+            if o.where == W_USAGE or o.where == W_ANNOTATIONS:
                 return False  # the core holds the usage and carries annotations
+            if o.where == W_DETAILS and (
+                _has(o.value, o.value_n, b"signature", 9) or _has(o.value, o.value_n, b"encrypted", 9)
+            ):
+                return False  # maybe a signature or a redacted block: the core carries them
         reasoning = self._reasoning_op(plan)
         if reasoning != NULL and reasoning.text.n and not self.kinds & T_REASONING:
             return False

@@ -222,6 +222,16 @@ class MessagesEncoder:
         index = self._open[1]
         return self._delta(index, {"type": "signature_delta", "signature": signature}) + self._close_open()
 
+    def redacted_thinking(self, data: str, /) -> bytes:
+        """A whole ``redacted_thinking`` block (``{"type": "redacted_thinking", "data": ...}``, started
+        and stopped), closing the open text or thinking block first."""
+        self._check("redacted_thinking()")
+        if not isinstance(data, str) or not data:
+            raise ValueError("empty redacted_thinking data")
+        out = self._close_open()
+        index, started = self._block_start({"type": "redacted_thinking", "data": data})
+        return out + started + self._block_stop(index)
+
     def tool_use(self, key: object, /, *, id: str, name: str, input_json: str = "") -> bytes:
         """A new ``tool_use`` block (``input: {}``), then ``input_json`` if not empty."""
         self._check("tool_use()")
