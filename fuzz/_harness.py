@@ -316,7 +316,7 @@ def check_translate(buf: bytes, directions=DIRECTIONS) -> None:
     modules = (encode, encode_responses, _translate)
     saved = [m.time for m in modules]
     for m in modules:
-        m.time = _Clock  # type: ignore[assignment]
+        m.time = _Clock
     try:
         for direction in directions:
             c = run_translator(C, direction, chunks, limit, truncated)

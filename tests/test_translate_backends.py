@@ -349,7 +349,7 @@ def chat_bodies(draw: st.DrawFn, *, messy: bool = True) -> bytes:
 # Messages / Responses streams: the pure translator's output for a chat stream, then mutated
 
 
-_INJECT = {
+_INJECT: dict[str, list[dict[str, Any]]] = {
     "messages": [
         {"type": "ping"},
         {
@@ -510,11 +510,11 @@ def upstream_bodies(draw: st.DrawFn, source: str, *, mutate: bool = True) -> byt
             i = draw(st.integers(0, len(items) - 2))
             items[i], items[i + 1] = items[i + 1], items[i]
         elif what == "inject":
-            payload = draw(st.sampled_from(_INJECT[source]))
+            # a copy: the mutations below change payloads in place
+            payload = orjson.loads(orjson.dumps(draw(st.sampled_from(_INJECT[source]))))
             items.insert(draw(st.integers(0, len(items))), (str(payload.get("type", "")), payload))
         elif what == "raw":
-            raw = draw(st.sampled_from(_RAW[source]))
-            items.insert(draw(st.integers(0, len(items))), ("", raw))
+            items.insert(draw(st.integers(0, len(items))), ("", draw(st.sampled_from(_RAW[source]))))
         elif what == "renumber":
             step = draw(st.integers(0, 3))
             for n, (_, payload) in enumerate(items):
@@ -526,21 +526,21 @@ def upstream_bodies(draw: st.DrawFn, source: str, *, mutate: bool = True) -> byt
                     payload.pop("sequence_number", None)
     eol = draw(st.sampled_from([b"\n", b"\n", b"\r\n"]))
     named = draw(st.booleans())
-    out = []
+    out: list[bytes] = []
     spelling = draw(
         st.sampled_from(["orjson", "deltas", "deltas", "all"] if mutate else ["orjson", "deltas"])
     )
     for name, payload in items:
         if isinstance(payload, str):
-            data = payload.encode()
+            raw = payload.encode()
         elif spelling == "orjson":
-            data = orjson.dumps(payload)
+            raw = orjson.dumps(payload)
         else:
-            data = dump(payload, rng, only=DELTA_KEYS if spelling == "deltas" else None)
+            raw = dump(payload, rng, only=DELTA_KEYS if spelling == "deltas" else None)
         if mutate and rng.random() < 0.05:
             out.append(b": ping" + eol + eol)
         out.append(
-            (b"event: " + name.encode() + eol if named and name else b"") + b"data: " + data + eol + eol
+            (b"event: " + name.encode() + eol if named and name else b"") + b"data: " + raw + eol + eol
         )
     if mutate and draw(st.integers(0, 5)) == 0:
         out.append(b"data: [DONE]" + eol + eol)
