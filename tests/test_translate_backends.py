@@ -858,3 +858,163 @@ def test_the_to_chat_fast_path_runs_once_it_lands(source: str) -> None:
         pytest.skip("the compiled to-chat translators have no fast path yet (no _fast_events)")
     assert n - 2 <= fast <= n
     assert_same(source, "chat", upstream, [upstream[i : i + 9] for i in range(0, len(upstream), 9)], False)
+
+
+# towards chat: what the compiled fast path counts must match the core's str lengths
+
+
+def _sse(*payloads: bytes) -> bytes:
+    return b"".join(b"data: " + p + b"\n\n" for p in payloads)
+
+
+def _chat_deltas(out: bytes) -> list[dict[str, Any]]:
+    return [
+        orjson.loads(data)["choices"][0]["delta"]
+        for _, data in _events(out)
+        if data != "[DONE]" and orjson.loads(data).get("choices")
+    ]
+
+
+MESSAGES_CITED = _sse(
+    b'{"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","content":[],"model":"m","usage":{"input_tokens":3,"output_tokens":0}}}',
+    b'{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}',
+    b'{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"a"}}',
+    # U+00E9 and U+1F600 spelled as escapes: two characters
+    b'{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"\\u00e9\\ud83d\\ude00"}}',
+    # a quote and a slash, escaped: two characters
+    b'{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"\\"\\/"}}',
+    b'{"type":"content_block_delta","index":0,"delta":{"type":"citations_delta","citation":{"type":"web_search_result_location","url":"https://a.test","title":"A","cited_text":"x","encrypted_index":"e"}}}',
+    b'{"type":"content_block_stop","index":0}',
+    b'{"type":"content_block_start","index":1,"content_block":{"type":"text","text":""}}',
+    b'{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"x"}}',
+    # raw UTF-8: three characters in seven bytes
+    b'{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"'
+    + "\u4e2d\U0001f600y".encode()
+    + b'"}}',
+    b'{"type":"content_block_delta","index":1,"delta":{"type":"citations_delta","citation":{"type":"web_search_result_location","url":"https://b.test","title":"B","cited_text":"y","encrypted_index":"e"}}}',
+    b'{"type":"content_block_stop","index":1}',
+    b'{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":9}}',
+    b'{"type":"message_stop"}',
+)
+
+
+@pytest.mark.parametrize("name", [C, "python"])
+@pytest.mark.parametrize("size", [0, 1, 11])
+def test_citation_spans_count_characters_whatever_the_spelling(name: str, size: int) -> None:
+    t = fastsse.get_backend(name).MessagesToChat(created=CREATED)
+    out = drive(
+        t,
+        [MESSAGES_CITED]
+        if size == 0
+        else [MESSAGES_CITED[i : i + size] for i in range(0, len(MESSAGES_CITED), size)],
+        False,
+    )
+    deltas = _chat_deltas(b"".join(out))
+    text = "".join(d.get("content") or "" for d in deltas)
+    assert text == 'a\u00e9\U0001f600"/x\u4e2d\U0001f600y'
+    notes = [d["annotations"] for d in deltas if "annotations" in d]
+    # block 0 is characters 0-5 of the content ("a", e-acute, U+1F600, quote, slash), block 1
+    # characters 5-9 ("x", U+4E2D, U+1F600, "y"): str indexes
+    assert notes == [
+        [
+            {
+                "type": "url_citation",
+                "url_citation": {"url": "https://a.test", "title": "A", "start_index": 0, "end_index": 5},
+            },
+            {
+                "type": "url_citation",
+                "url_citation": {"url": "https://b.test", "title": "B", "start_index": 5, "end_index": 9},
+            },
+        ]
+    ]
+    assert t.complete
+    if name == "cython":
+        assert t._fast_events >= 4  # the text deltas after each block's first went the fast way
+
+
+RESPONSES_ARGS = _sse(
+    b'{"type":"response.created","sequence_number":0,"response":{"id":"resp_1","object":"response","created_at":1700000000,"status":"in_progress","model":"m","output":[]}}',
+    b'{"type":"response.output_item.added","sequence_number":1,"output_index":0,"item":{"id":"fc_1","type":"function_call","status":"in_progress","call_id":"call_1","name":"f","arguments":""}}',
+    # {"a": spelled with escapes: five characters
+    b'{"type":"response.function_call_arguments.delta","sequence_number":2,"item_id":"fc_1","output_index":0,"delta":"{\\u0022a\\":"}',
+    # "e-acute U+1F600" with the emoji as a surrogate pair: four characters
+    b'{"type":"response.function_call_arguments.delta","sequence_number":3,"item_id":"fc_1","output_index":0,"delta":"\\"\\u00e9\\ud83d\\ude00\\""}',
+    # the done item has one more character than the deltas carried: only that one is sent
+    b'{"type":"response.output_item.done","sequence_number":4,"output_index":0,"item":{"id":"fc_1","type":"function_call","status":"completed","call_id":"call_1","name":"f","arguments":"{\\"a\\":\\"\\u00e9\\ud83d\\ude00\\"}"}}',
+    b'{"type":"response.completed","sequence_number":5,"response":{"id":"resp_1","object":"response","created_at":1700000000,"status":"completed","model":"m","output":[],"usage":{"input_tokens":2,"output_tokens":3,"total_tokens":5}}}',
+)
+
+
+@pytest.mark.parametrize("name", [C, "python"])
+@pytest.mark.parametrize("size", [0, 1, 13])
+def test_done_items_send_only_the_arguments_not_yet_sent(name: str, size: int) -> None:
+    t = fastsse.get_backend(name).ResponsesToChat(created=CREATED)
+    out = drive(
+        t,
+        [RESPONSES_ARGS]
+        if size == 0
+        else [RESPONSES_ARGS[i : i + size] for i in range(0, len(RESPONSES_ARGS), size)],
+        False,
+    )
+    deltas = _chat_deltas(b"".join(out))
+    fragments = [c["function"].get("arguments") for d in deltas for c in d.get("tool_calls", [])]
+    assert fragments == ["", '{"a":', '"\u00e9\U0001f600"', "}"]
+    assert t.complete
+    if name == "cython":
+        assert t._fast_events >= 1  # the second delta at least (the first may open the call)
+
+
+INDEX_SPELLINGS = [
+    b"0.0",
+    b"1e0",
+    b"-0",
+    b"0E0",
+    b"-1",
+    b"1.5",
+    b"true",
+    b"null",
+    b'"0"',
+    b"4294967296",
+    b"9223372036854775807",
+    b"9223372036854775808",
+    b"18446744073709551616",
+]
+
+
+@pytest.mark.c_extension
+@pytest.mark.parametrize("source", ["messages", "responses"])
+@pytest.mark.parametrize("value", INDEX_SPELLINGS)
+def test_index_spellings_agree_on_both_backends(source: str, value: bytes) -> None:
+    # The fast readers parse block and output indexes from the bytes; the core takes a JSON int >= 0.
+    p = fastsse.get_backend("python")
+    body = _chat_stream(
+        b'{"reasoning_content":"r"}',
+        b'{"reasoning_content":"s"}',
+        b'{"content":"a"}',
+        b'{"content":"b"}',
+        b'{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"f","arguments":"{"}}]}',
+        b'{"tool_calls":[{"index":0,"function":{"arguments":"1"}}]}',
+    )
+    t = p.ChatToMessages() if source == "messages" else p.ChatToResponses()
+    upstream = t.write(body) + t.close()
+    keys = (
+        [
+            b'"index":0,"delta":{"type":"thinking_delta"',
+            b'"index":1,"delta":{"type":"text_delta"',
+            b'"index":2,"delta":{"type":"input_json_delta"',
+        ]
+        if source == "messages"
+        else [
+            b'"output_index":0,"summary_index":0,"delta"',
+            b'"output_index":1,"content_index":0,"delta"',
+            b'"output_index":2,"delta"',
+        ]
+    )
+    for key in keys:
+        assert key in upstream
+        old = key.split(b",")[0]
+        mutated = upstream.replace(key, key.replace(old, old.split(b":")[0] + b":" + value, 1))
+        for size in (len(mutated), 7):
+            assert_same(
+                source, "chat", mutated, [mutated[i : i + size] for i in range(0, len(mutated), size)], False
+            )
