@@ -4,6 +4,7 @@
 # past KEEP_CAPACITY is freed once taken, the Decoder's rule, so one huge event does not pin memory.
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.list cimport PyList_Append
 from cpython.mem cimport PyMem_Free, PyMem_Realloc
 from libc.string cimport memcpy
 
@@ -78,3 +79,17 @@ cdef inline void out_free(OutBuf* b) noexcept:
     b.ptr = NULL
     b.len = 0
     b.cap = 0
+
+
+cdef inline bytes out_after(object core, OutBuf* b):
+    # What a translator's write produced, in order: the pieces its core appended to ``core.out``
+    # (which begin with what the sink handed over before each event the core saw), then what the
+    # sink wrote since.
+    cdef list pieces = core.out
+    if not pieces:
+        return out_take(b)
+    if b.len:
+        PyList_Append(pieces, out_take(b))
+    if len(pieces) == 1:
+        return pieces.pop()
+    return core.take()

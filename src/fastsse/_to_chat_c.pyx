@@ -25,7 +25,7 @@ from cpython.object cimport PyObject
 
 from ._fold_stream_c cimport D_ARGUMENTS, D_REASONING, D_REFUSAL, D_TEXT, FastDelta, FoldSink, set_fold_sink
 from ._json_out cimport json_string_into, json_string_max
-from ._outbuf cimport OutBuf, out_free, out_put, out_put_bytes, out_put_int, out_reserve, out_take
+from ._outbuf cimport OutBuf, out_after, out_free, out_put, out_put_bytes, out_put_int, out_reserve, out_take
 
 from typing import Any
 
@@ -172,19 +172,6 @@ cdef class _ToChat:
         set_fold_sink(stream, sink)
         return 0
 
-    cdef bytes _out(self):
-        # What this write or close produced, in order: the core's bytes (which include what the
-        # sink handed it before each event it left), then the sink's since.
-        cdef _Sink sink = self._sink
-        core_out = self._core.out
-        if not core_out:
-            return out_take(&sink.out)
-        if sink.out.len:
-            PyList_Append(core_out, out_take(&sink.out))
-        if len(core_out) == 1:
-            return core_out.pop()
-        return self._core.take()
-
     @cython.binding(False)
     def write(self, data: bytes | bytearray | memoryview, /) -> bytes:
         """Translate the next upstream bytes; return the chat chunks they allow (maybe ``b""``).
@@ -193,14 +180,14 @@ cdef class _ToChat:
         when an upstream event passes ``max_event_bytes``.
         """
         self._stream.write(data)
-        return self._out()
+        return out_after(self._core, &self._sink.out)
 
     def close(self, *, truncated: bool = False) -> bytes:
         """The upstream ended: return the last chunks (no ``[DONE]`` when it was truncated).
         ``truncated=True`` says the transfer broke."""
         self._stream.close(truncated=truncated)
         self._sink.flush()
-        return self._out()
+        return out_after(self._core, &self._sink.out)
 
     def result(self) -> dict[str, Any]:
         """The upstream's fold (``MessagesAggregator`` / ``ResponsesAggregator``) with its ``verdict``."""

@@ -46,7 +46,7 @@ from ._aggregator_c cimport (
     stream_aggregator,
 )
 from ._json_out cimport json_string_into, json_string_max
-from ._outbuf cimport OutBuf, out_free, out_put_bytes, out_put_int, out_reserve, out_take
+from ._outbuf cimport OutBuf, out_after, out_free, out_put_bytes, out_put_int, out_reserve, out_take
 
 from typing import Any
 
@@ -304,19 +304,6 @@ cdef class _FromChat:
         set_sink(self._stream, sink)
         return 0
 
-    cdef bytes _out(self):
-        # What this write or close produced, in order: the core's bytes (which include what the
-        # sink handed it before each event it left), then the sink's since.
-        cdef _Sink sink = self._sink
-        core_out = self._core.out
-        if not core_out:
-            return out_take(&sink.out)
-        if sink.out.len:
-            PyList_Append(core_out, out_take(&sink.out))
-        if len(core_out) == 1:
-            return core_out.pop()
-        return self._core.take()
-
     @cython.binding(False)
     def write(self, data: bytes | bytearray | memoryview, /) -> bytes:
         """Translate the next upstream bytes; return what they allow downstream (maybe ``b""``).
@@ -332,7 +319,7 @@ cdef class _FromChat:
             if sink.out.len:
                 PyList_Append(self._core.out, out_take(&sink.out))
             self._core.end_if(self._agg.done)
-        return self._out()
+        return out_after(self._core, &self._sink.out)
 
     def close(self, *, truncated: bool = False) -> bytes:
         """The upstream ended: return the last bytes (none when it was truncated). ``truncated=True``
@@ -341,7 +328,7 @@ cdef class _FromChat:
         self._sink.flush()
         self._sink.slow = False
         self._core.end_if(self._stream.verdict.complete)
-        return self._out()
+        return out_after(self._core, &self._sink.out)
 
     def result(self) -> dict[str, Any]:
         """The upstream's folded ``chat.completion`` with its ``verdict`` (see ``ChatStream``)."""
