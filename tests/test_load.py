@@ -434,3 +434,58 @@ def test_http2_is_refused_for_a_peer() -> None:
     args = load._parser().parse_args(["http://x/v1", "--model", "m", "--http2", "--client", "openai"])
     with pytest.raises(ValueError, match="--http2"):
         load.config_from_args(args)
+
+
+@pytest.fixture
+def format_backend(backend: SimpleNamespace, monkeypatch: pytest.MonkeyPatch) -> SimpleNamespace:
+    """Point the engine's Responses and Messages streams at one backend."""
+    import fastsse._backend
+
+    monkeypatch.setattr(fastsse._backend, "ResponsesStream", backend.ResponsesStream)
+    monkeypatch.setattr(fastsse._backend, "MessagesStream", backend.MessagesStream)
+    return backend
+
+
+@pytest.mark.parametrize("api", ["responses", "messages"])
+def test_responses_and_messages_are_timed_like_chat(
+    server: Any, format_backend: SimpleNamespace, api: str
+) -> None:
+    # the scripted server serves the same script translated; its events end with the send stamp
+    doc = run(server, api=api, model="reasoning_chunks=4", requests=4)
+    s = doc["summary"]
+    assert s["outcomes"] == {"complete": 4}
+    assert 50.0 <= s["ttft_ms"]["p50"] <= 50.0 + TTFT_LATE_MS
+    assert abs(s["itl_ms"]["p50"] - 10.0) <= ITL_TOL_MS
+    assert s["itl_ms"]["n"] == 4 * 11
+    assert s["output_tokens"] == 4 * 12  # from the API's own usage (output_tokens)
+    for r in doc["requests"]:
+        assert r["token_kinds"] == [2] * 4 + [1] * 8  # thinking / reasoning summary, then text
+        assert r["first_content"] - r["started"] >= 90_000_000  # chunk 4 at 50 + 4 x 10 ms
+        assert len(r["lags"]) == 12 and min(r["lags"]) >= 0
+    assert doc["config"]["api"] == api
+
+
+@pytest.mark.parametrize("api", ["responses", "messages"])
+def test_a_cut_or_failed_format_stream_is_never_a_success(
+    server: Any, format_backend: SimpleNamespace, api: str
+) -> None:
+    cut = run(server, api=api, model="truncate_after=3", requests=2)["summary"]
+    assert cut["outcomes"] == {"incomplete": 2}
+    failed = run(server, api=api, model="error_after=2", requests=2)["summary"]
+    assert failed["outcomes"] == {"error": 2}
+
+
+def test_a_responses_answer_ended_by_its_limit_is_complete() -> None:
+    # response.incomplete (max_output_tokens) is chat's finish_reason "length": a whole answer
+    limited = {"verdict": {"complete": False, "terminal": "response.incomplete", "why": "response.incomplete: max_output_tokens"}, "usage": {"input_tokens": 3, "output_tokens": 5}}  # fmt: skip
+    record = load._from_result(0, limited, [], 0, None)
+    assert (record.outcome, record.prompt_tokens, record.completion_tokens) == ("complete", 3, 5)
+    cut = {"verdict": {"complete": False, "terminal": None, "why": "no message_stop"}}
+    assert (load._from_result(0, cut, [], 0, None).cause) == "no message_stop"
+
+
+def test_other_apis_are_refused_for_a_peer(capsys: Any) -> None:
+    assert (
+        load.main(["http://127.0.0.1:9/v1", "--model", "m", "--api", "messages", "--client", "openai"]) == 2
+    )
+    assert "--api messages needs --client fastsse" in capsys.readouterr().err

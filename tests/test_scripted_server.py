@@ -273,3 +273,47 @@ def test_two_thousand_concurrent_streams_on_one_process() -> None:
     assert stats["streams_total"] == 2000
     assert stats["streams_active"] == 0
     assert stats["chunks_written"] == 2000 * 8  # role, 5 tokens, finish, [DONE]
+
+
+def _post(server: Any, path: str, body: dict[str, Any]) -> tuple[int, bytes]:
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=20)
+    try:
+        conn.request("POST", path, orjson.dumps(body), {"Content-Type": "application/json"})
+        response = conn.getresponse()
+        return response.status, response.read()
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize(
+    ("path", "api", "body"),
+    [
+        ("/v1/messages", "messages", {"model": "reasoning_chunks=3", "max_tokens": 64, "messages": MESSAGES}),
+        ("/v1/responses", "responses", {"model": "reasoning_chunks=3", "input": "one two three"}),
+    ],
+)
+def test_responses_and_messages_are_the_script_translated_and_stamped(
+    scripted: Any, path: str, api: str, body: dict[str, Any]
+) -> None:
+    status, data = _post(scripted, path, {**body, "stream": True})
+    assert status == 200
+    assert fastsse.check_stream(data, api=api) == []
+    events = [orjson.loads(e.data) for e in fastsse.get_backend("python").Decoder().feed(data)]
+    # every event closes with the send stamp (the translation's own bytes before it)
+    assert all(type(e[STAMP_FIELD]) is int for e in events)
+    stream = (fastsse.get_backend("python").MessagesStream if api == "messages" else fastsse.get_backend("python").ResponsesStream)()  # fmt: skip
+    stream.write(data)
+    stream.close()
+    result = stream.result()
+    assert result["verdict"]["complete"] is True
+    if api == "messages":
+        kinds = [(b["type"], b.get("thinking") or b.get("text")) for b in result["content"]]
+        assert kinds == [("thinking", scripted_text(0, 3)), ("text", scripted_text(3, 5))]
+        assert result["usage"]["output_tokens"] == 8 and result["usage"]["input_tokens"] == 3
+    else:
+        assert [item["type"] for item in result["output"]] == ["reasoning", "message"]
+        assert result["output"][1]["content"][0]["text"] == scripted_text(3, 5)
+        assert result["usage"]["output_tokens"] == 8
+    # only streams: a whole answer in these formats is not scripted
+    status, data = _post(scripted, path, body)
+    assert status == 400 and b"stream" in data

@@ -470,3 +470,50 @@ def test_the_anthropic_sdk_gets_the_signature_and_the_redacted_block(backend: Si
     assert (thinking.thinking, thinking.signature) == ("This is 4.", SIGNATURE)  # type: ignore[union-attr]
     assert redacted.data == "opaque-1"  # type: ignore[union-attr]
     assert text.text == "4"  # type: ignore[union-attr]
+
+
+def test_engine_translates_while_it_streams(
+    backend: SimpleNamespace, server: LoopbackServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``create_stream(request, send, format="to-messages" | "to-responses" | "to-chat")`` on the
+    many-streams engine: send gets the request's API translated, the result is the upstream's fold;
+    a cut upstream stays cut and raises; the request's own API is refused as a target."""
+    pytest.importorskip("pycurl")
+    import fastsse
+
+    for cls in ("ChatToMessages", "ChatToResponses", "MessagesToChat", "ResponsesToChat"):
+        monkeypatch.setattr(fastsse.translate, cls, getattr(backend, cls))
+
+    with fastsse.Client(base_url=server.base_url, timeout=TIMEOUT) as client:
+        body = {
+            "model": "tools",
+            "messages": [{"role": "user", "content": PROMPT}],
+            "stream": True,
+            "stream_options": {"include_usage": True},  # what Messages reports at its end
+        }
+        for target in ("messages", "responses"):
+            sent: list[bytes] = []
+            result = client.create_stream(body, sent.append, format=f"to-{target}")
+            out = b"".join(sent)
+            assert check_stream(out, api=target) == []
+            assert result["verdict"]["complete"] is True
+            assert [c["function"]["name"] for c in result["choices"][0]["message"]["tool_calls"]] == [
+                "get_weather",
+                "get_time",
+            ]
+        # a Messages upstream read back as chat
+        sent = []
+        result = client.create_stream(
+            {"model": "reasoning", "max_tokens": 64, "messages": [{"role": "user", "content": PROMPT}]},
+            sent.append,
+            api="messages",
+            format="to-chat",
+        )
+        assert check_stream(b"".join(sent), expect_usage=True) == []
+        assert result["verdict"]["complete"] is True and result["content"][0]["type"] == "thinking"
+        cut: list[bytes] = []
+        with pytest.raises(fastsse.TransportError):
+            client.create_stream({**body, "model": "disconnect"}, cut.append, format="to-messages")
+        assert cut and b"message_stop" not in b"".join(cut)
+        with pytest.raises(ValueError, match="already"):
+            client.create_stream(body, sent.append, format="to-chat")

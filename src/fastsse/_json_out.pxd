@@ -6,32 +6,8 @@
 # \n \f \r or else \u00xx in lowercase hex; so an escape in the input is decoded and written again
 # in that form ('\/' becomes '/', '\u00e9' the two UTF-8 bytes of e-acute).
 
-cdef inline int _hex_digit(char c) noexcept nogil:
-    if 48 <= c <= 57:
-        return c - 48
-    if 97 <= c <= 102:
-        return c - 87
-    if 65 <= c <= 70:
-        return c - 55
-    return -1
-
-
-cdef inline Py_ssize_t _utf8_into(char* out, unsigned int cp) noexcept nogil:
-    if cp < 0x800:
-        out[0] = <char>(0xC0 | (cp >> 6))
-        out[1] = <char>(0x80 | (cp & 0x3F))
-        return 2
-    if cp < 0x10000:
-        out[0] = <char>(0xE0 | (cp >> 12))
-        out[1] = <char>(0x80 | ((cp >> 6) & 0x3F))
-        out[2] = <char>(0x80 | (cp & 0x3F))
-        return 3
-    out[0] = <char>(0xF0 | (cp >> 18))
-    out[1] = <char>(0x80 | ((cp >> 12) & 0x3F))
-    out[2] = <char>(0x80 | ((cp >> 6) & 0x3F))
-    out[3] = <char>(0x80 | (cp & 0x3F))
-    return 4
-
+from ._reader_c cimport _hex as _hex_digit
+from ._reader_c cimport _put_utf8 as _utf8_into
 
 cdef inline Py_ssize_t _control_into(char* out, unsigned int c) noexcept nogil:
     # A character below U+0020, '"' or '\' as orjson escapes it.

@@ -15,9 +15,8 @@ gives up on) goes to ``_relay.RelayCore``, the repair rules both backends share.
 cimport cython
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.long cimport PyLong_AsLongLongAndOverflow, PyLong_CheckExact
-from cpython.mem cimport PyMem_Free, PyMem_Realloc
 from cpython.unicode cimport PyUnicode_CheckExact, PyUnicode_DATA, PyUnicode_GET_LENGTH
-from libc.string cimport memcmp, memcpy
+from libc.string cimport memcmp
 
 from ._aggregator_c cimport (
     F_ESC,
@@ -49,6 +48,7 @@ from ._aggregator_c cimport (
     fold_verdict,
 )
 from ._decoder_c cimport Decoder
+from ._outbuf cimport OutBuf, out_free, out_put, out_reserve, out_take
 
 from typing import Any
 
@@ -73,7 +73,6 @@ cdef enum:
     U_END = 0
     U_KEEP
     U_DROP
-    KEEP_CAPACITY = 1 << 20  # a larger output buffer is freed after the write (the Decoder's rule)
 
 
 cdef struct Edit:
@@ -157,21 +156,14 @@ Upstream bytes in, compliant bytes out, folded on the way: one per proxied strea
     cdef object _head_model
     cdef bytes _id_json
     cdef bytes _model_json
-    cdef char* _buf
-    cdef Py_ssize_t _len
-    cdef Py_ssize_t _cap
+    cdef OutBuf _out
     cdef bint _closed
     cdef bint _too_large
     cdef bint _eof_truncated
     cdef bint _writing
 
-    def __cinit__(self, *args, **kwargs):
-        self._buf = NULL
-        self._len = 0
-        self._cap = 0
-
     def __dealloc__(self):
-        PyMem_Free(self._buf)
+        out_free(&self._out)
 
     def __init__(
         self,
@@ -277,36 +269,13 @@ Upstream bytes in, compliant bytes out, folded on the way: one per proxied strea
         return bool(reasons) and None not in reasons
 
     cdef bytes _take(self):
-        cdef bytes out = PyBytes_FromStringAndSize(self._buf, self._len)
-        self._len = 0
-        if self._cap > KEEP_CAPACITY:
-            PyMem_Free(self._buf)
-            self._buf = NULL
-            self._cap = 0
-        return out
-
-    cdef int _reserve(self, Py_ssize_t extra) except -1:
-        cdef Py_ssize_t cap
-        cdef char* buf
-        if self._len + extra <= self._cap:
-            return 0
-        cap = self._cap * 2 if self._cap else 1024
-        if cap < self._len + extra:
-            cap = self._len + extra
-        buf = <char*>PyMem_Realloc(self._buf, cap)
-        if buf == NULL:
-            raise MemoryError()
-        self._buf = buf
-        self._cap = cap
-        return 0
+        return out_take(&self._out)
 
     cdef inline int _put(self, const char* p, Py_ssize_t n) except -1:
         if n <= 0:
             return 0
-        if self._len + n > self._cap:
-            self._reserve(n)
-        memcpy(self._buf + self._len, p, n)
-        self._len += n
+        out_reserve(&self._out, n)
+        out_put(&self._out, p, n)
         return 0
 
     cdef int _sync(self) except -1:
@@ -457,7 +426,7 @@ Upstream bytes in, compliant bytes out, folded on the way: one per proxied strea
             core.last_usage = fold_usage(self._agg)
             if self._usage_mode == U_END:
                 core.usage_held = True
-        self._reserve(n + 8 + 2 * nedits + (
+        out_reserve(&self._out, n + 8 + 2 * nedits + (
             (PyBytes_GET_SIZE(self._id_json) if id_edit else 0) + (PyBytes_GET_SIZE(self._model_json) if model_edit else 0)
         ))
         self._put(b"data: ", 6)

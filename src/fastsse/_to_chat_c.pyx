@@ -18,15 +18,14 @@ again (``fast_state``).
 """
 
 cimport cython
-from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.bytes cimport PyBytes_GET_SIZE
 from cpython.dict cimport PyDict_GetItemWithError
 from cpython.list cimport PyList_Append
-from cpython.mem cimport PyMem_Free, PyMem_Realloc
 from cpython.object cimport PyObject
-from libc.string cimport memcpy
 
 from ._fold_stream_c cimport D_ARGUMENTS, D_REASONING, D_REFUSAL, D_TEXT, FastDelta, FoldSink, set_fold_sink
 from ._json_out cimport json_string_into, json_string_max
+from ._outbuf cimport OutBuf, out_after, out_free, out_put, out_put_bytes, out_put_int, out_reserve, out_take
 
 from typing import Any
 
@@ -39,10 +38,6 @@ cdef bytes _ARGUMENTS_TAIL = ARGUMENTS_TAIL
 cdef bytes _THINKING_MID = THINKING_MID
 cdef bytes _THINKING_INDEX = THINKING_TAIL.split(b"%d")[0]  # up to the block's index
 cdef bytes _THINKING_END = THINKING_TAIL.split(b"%d")[1]
-
-
-cdef enum:
-    KEEP_CAPACITY = 1 << 20  # a larger output buffer is freed once taken (the Decoder's rule)
 
 
 @cython.final
@@ -69,64 +64,10 @@ cdef class _Sink(FoldSink):
     cdef Py_ssize_t dropped
     cdef bint dirty        # calls hold counts to hand over
     cdef Py_ssize_t fast   # events the sink translated itself
-    cdef char* buf
-    cdef Py_ssize_t len
-    cdef Py_ssize_t cap
-
-    def __cinit__(self):
-        self.buf = NULL
-        self.len = 0
-        self.cap = 0
+    cdef OutBuf out
 
     def __dealloc__(self):
-        PyMem_Free(self.buf)
-
-    cdef int _reserve(self, Py_ssize_t extra) except -1:
-        cdef Py_ssize_t cap
-        cdef char* buf
-        if self.len + extra <= self.cap:
-            return 0
-        cap = self.cap * 2 if self.cap else 1024
-        if cap < self.len + extra:
-            cap = self.len + extra
-        buf = <char*>PyMem_Realloc(self.buf, cap)
-        if buf == NULL:
-            raise MemoryError()
-        self.buf = buf
-        self.cap = cap
-        return 0
-
-    cdef inline void _put(self, bytes b) noexcept:
-        # room was reserved
-        cdef Py_ssize_t n = PyBytes_GET_SIZE(b)
-        memcpy(self.buf + self.len, PyBytes_AS_STRING(b), n)
-        self.len += n
-
-    cdef inline void _put_int(self, long long v) noexcept:
-        # room was reserved (20 bytes)
-        cdef char digits[24]
-        cdef int i = 0
-        if v == 0:
-            self.buf[self.len] = 48
-            self.len += 1
-            return
-        while v > 0:
-            digits[i] = <char>(48 + v % 10)
-            v //= 10
-            i += 1
-        while i > 0:
-            i -= 1
-            self.buf[self.len] = digits[i]
-            self.len += 1
-
-    cdef bytes take_bytes(self):
-        cdef bytes out = PyBytes_FromStringAndSize(self.buf, self.len)
-        self.len = 0
-        if self.cap > KEEP_CAPACITY:
-            PyMem_Free(self.buf)
-            self.buf = NULL
-            self.cap = 0
-        return out
+        out_free(&self.out)
 
     cdef bint ready(self) except -1:
         cdef _Call call
@@ -148,8 +89,8 @@ cdef class _Sink(FoldSink):
     cdef int flush(self) except -1:
         cdef _Call call
         core = self.core
-        if self.len:
-            PyList_Append(core.out, self.take_bytes())
+        if self.out.len:
+            PyList_Append(core.out, out_take(&self.out))
         if self.chars:
             core.chars += self.chars
             self.chars = 0
@@ -174,6 +115,7 @@ cdef class _Sink(FoldSink):
         cdef bytes tail
         cdef PyObject* found
         cdef _Call call = None
+        cdef OutBuf* b
         self.fast += 1
         if delta.which == D_ARGUMENTS:
             found = PyDict_GetItemWithError(self.calls, <object>delta.index)
@@ -190,22 +132,22 @@ cdef class _Sink(FoldSink):
                 return 0
             frame = self.content if delta.which == D_TEXT else self.reasoning if delta.which == D_REASONING else self.refusal
             tail = _TEXT_TAIL
-        self._reserve(PyBytes_GET_SIZE(frame) + PyBytes_GET_SIZE(tail) + json_string_max(n))
-        self._put(frame)
-        w = json_string_into(self.buf + self.len, delta.text.p, n, delta.text.escaped, &chars)
+        b = &self.out
+        out_reserve(b, PyBytes_GET_SIZE(frame) + PyBytes_GET_SIZE(tail) + json_string_max(n))
+        out_put_bytes(b, frame)
+        w = json_string_into(b.ptr + b.len, delta.text.p, n, delta.text.escaped, &chars)
         if w < 0:
             raise ValueError("a lone surrogate escape passed the reader")  # the fold refuses them
-        self.len += w
+        b.len += w
         if delta.which == D_REASONING and self.thinking:
             # the string again, as the reasoning_details part of its block
-            self._reserve(PyBytes_GET_SIZE(_THINKING_MID) + w + PyBytes_GET_SIZE(_THINKING_INDEX) + 24 + PyBytes_GET_SIZE(_THINKING_END))
-            self._put(_THINKING_MID)
-            memcpy(self.buf + self.len, self.buf + self.len - PyBytes_GET_SIZE(_THINKING_MID) - w, w)
-            self.len += w
-            self._put(_THINKING_INDEX)
-            self._put_int(delta.index)
+            out_reserve(b, PyBytes_GET_SIZE(_THINKING_MID) + w + PyBytes_GET_SIZE(_THINKING_INDEX) + 24 + PyBytes_GET_SIZE(_THINKING_END))
+            out_put_bytes(b, _THINKING_MID)
+            out_put(b, b.ptr + b.len - PyBytes_GET_SIZE(_THINKING_MID) - w, w)
+            out_put_bytes(b, _THINKING_INDEX)
+            out_put_int(b, delta.index)
             tail = _THINKING_END
-        self._put(tail)
+        out_put_bytes(b, tail)
         if call is not None:
             call.sent += chars
             self.dirty = True
@@ -230,19 +172,6 @@ cdef class _ToChat:
         set_fold_sink(stream, sink)
         return 0
 
-    cdef bytes _out(self):
-        # What this write or close produced, in order: the core's bytes (which include what the
-        # sink handed it before each event it left), then the sink's since.
-        cdef _Sink sink = self._sink
-        core_out = self._core.out
-        if not core_out:
-            return sink.take_bytes()
-        if sink.len:
-            PyList_Append(core_out, sink.take_bytes())
-        if len(core_out) == 1:
-            return core_out.pop()
-        return self._core.take()
-
     @cython.binding(False)
     def write(self, data: bytes | bytearray | memoryview, /) -> bytes:
         """Translate the next upstream bytes; return the chat chunks they allow (maybe ``b""``).
@@ -251,14 +180,14 @@ cdef class _ToChat:
         when an upstream event passes ``max_event_bytes``.
         """
         self._stream.write(data)
-        return self._out()
+        return out_after(self._core, &self._sink.out)
 
     def close(self, *, truncated: bool = False) -> bytes:
         """The upstream ended: return the last chunks (no ``[DONE]`` when it was truncated).
         ``truncated=True`` says the transfer broke."""
         self._stream.close(truncated=truncated)
         self._sink.flush()
-        return self._out()
+        return out_after(self._core, &self._sink.out)
 
     def result(self) -> dict[str, Any]:
         """The upstream's fold (``MessagesAggregator`` / ``ResponsesAggregator``) with its ``verdict``."""

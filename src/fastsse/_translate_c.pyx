@@ -18,12 +18,10 @@ sequence number, the last tool-call index); after the core ran, the sink reads i
 """
 
 cimport cython
-from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.bytes cimport PyBytes_GET_SIZE
 from cpython.dict cimport PyDict_GetItemWithError
 from cpython.list cimport PyList_Append
-from cpython.mem cimport PyMem_Free, PyMem_Realloc
-from cpython.object cimport PyObject
-from libc.string cimport memcmp, memcpy
+from libc.string cimport memcmp
 
 from ._aggregator_c cimport (
     F_ESC,
@@ -48,6 +46,7 @@ from ._aggregator_c cimport (
     stream_aggregator,
 )
 from ._json_out cimport json_string_into, json_string_max
+from ._outbuf cimport OutBuf, out_after, out_free, out_put_bytes, out_put_int, out_reserve, out_take
 
 from typing import Any
 
@@ -62,7 +61,8 @@ cdef enum:
     T_CONTENT = 1
     T_REASONING = 2
     T_REFUSAL = 4
-    KEEP_CAPACITY = 1 << 20  # a larger output buffer is freed once taken (the Decoder's rule)
+
+cdef bytes _MESSAGES_TAIL = b"}}\n\n"  # after the string of a Messages delta event
 
 
 cdef inline bint _has(const char* p, Py_ssize_t n, const char* word, Py_ssize_t k) noexcept nogil:
@@ -108,74 +108,18 @@ cdef class _Sink(ChatSink):
     cdef long long seq     # Responses: the next sequence number
     cdef bint seq_dirty
     cdef Py_ssize_t fast   # events the sink translated itself
-    cdef char* buf
-    cdef Py_ssize_t len
-    cdef Py_ssize_t cap
-
-    def __cinit__(self):
-        self.buf = NULL
-        self.len = 0
-        self.cap = 0
+    cdef OutBuf out
 
     def __dealloc__(self):
-        PyMem_Free(self.buf)
-
-    # the output buffer
-
-    cdef int _reserve(self, Py_ssize_t extra) except -1:
-        cdef Py_ssize_t cap
-        cdef char* buf
-        if self.len + extra <= self.cap:
-            return 0
-        cap = self.cap * 2 if self.cap else 1024
-        if cap < self.len + extra:
-            cap = self.len + extra
-        buf = <char*>PyMem_Realloc(self.buf, cap)
-        if buf == NULL:
-            raise MemoryError()
-        self.buf = buf
-        self.cap = cap
-        return 0
-
-    cdef inline void _put(self, bytes b) noexcept:
-        # room was reserved
-        cdef Py_ssize_t n = PyBytes_GET_SIZE(b)
-        memcpy(self.buf + self.len, PyBytes_AS_STRING(b), n)
-        self.len += n
-
-    cdef inline void _put_int(self, long long v) noexcept:
-        # room was reserved (20 bytes)
-        cdef char digits[24]
-        cdef int i = 0
-        if v == 0:
-            self.buf[self.len] = 48
-            self.len += 1
-            return
-        while v > 0:
-            digits[i] = <char>(48 + v % 10)
-            v //= 10
-            i += 1
-        while i > 0:
-            i -= 1
-            self.buf[self.len] = digits[i]
-            self.len += 1
-
-    cdef bytes take_bytes(self):
-        cdef bytes out = PyBytes_FromStringAndSize(self.buf, self.len)
-        self.len = 0
-        if self.cap > KEEP_CAPACITY:
-            PyMem_Free(self.buf)
-            self.buf = NULL
-            self.cap = 0
-        return out
+        out_free(&self.out)
 
     # the mirror of the core
 
     cdef int flush(self) except -1:
         """Hand the core what the fast path wrote and changed, before the core sees an event."""
         core = self.core
-        if self.len:
-            PyList_Append(core.out, self.take_bytes())
+        if self.out.len:
+            PyList_Append(core.out, out_take(&self.out))
         if self.last_dirty:
             core.last_call = self.last_call
             self.last_dirty = False
@@ -301,59 +245,43 @@ cdef class _Sink(ChatSink):
             self.last_dirty = True
         return 0
 
-    cdef int _string(self, Span* s) except -1:
-        cdef Py_ssize_t w = json_string_into(self.buf + self.len, s.p, s.n, s.flags & F_ESC, NULL)
-        if w < 0:
-            raise ValueError("a lone surrogate escape passed the reader")  # the reader refuses them
-        self.len += w
-        return 0
-
     cdef int _text(self, Op* op) except -1:
         if self.responses:
-            self._reserve(PyBytes_GET_SIZE(self.head) + PyBytes_GET_SIZE(self.where) + PyBytes_GET_SIZE(self.tail) + 24 + json_string_max(op.text.n))
-            self._put(self.head)
-            self._put_int(self.seq)
-            self.seq += 1
-            self.seq_dirty = True
-            self._put(self.where)
-            self._string(&op.text)
-            self._put(self.tail)
-            PyList_Append(self.frags, _decode(op.text))
+            self._event(self.head, self.where, self.tail, self.frags, &op.text)
         else:
-            self._reserve(PyBytes_GET_SIZE(self.head) + 4 + json_string_max(op.text.n))
-            self._put(self.head)
-            self._string(&op.text)
-            self.buf[self.len] = 125
-            self.buf[self.len + 1] = 125
-            self.buf[self.len + 2] = 10
-            self.buf[self.len + 3] = 10
-            self.len += 4
+            self._event(self.head, None, _MESSAGES_TAIL, None, &op.text)
         return 0
 
     cdef int _arguments(self, Op* op, object frame) except -1:
         cdef tuple t
-        cdef bytes prefix
         if self.responses:
             t = <tuple>frame
-            self._reserve(PyBytes_GET_SIZE(t[0]) + PyBytes_GET_SIZE(t[1]) + PyBytes_GET_SIZE(t[2]) + 24 + json_string_max(op.text.n))
-            self._put(<bytes>t[0])
-            self._put_int(self.seq)
+            self._event(<bytes>t[0], <bytes>t[1], <bytes>t[2], <list>t[3], &op.text)
+        else:
+            self._event(<bytes>frame, None, _MESSAGES_TAIL, None, &op.text)
+        return 0
+
+    cdef int _event(self, bytes head, bytes where, bytes tail, list frags, Span* text) except -1:
+        # head, [the sequence number, where,] the string as orjson writes it, tail; a Responses
+        # event also adds the fragment to its part or call, which the .done events join
+        cdef OutBuf* b = &self.out
+        cdef Py_ssize_t w
+        out_reserve(b, PyBytes_GET_SIZE(head) + PyBytes_GET_SIZE(tail) + json_string_max(text.n) + (
+            24 + PyBytes_GET_SIZE(where) if where is not None else 0
+        ))
+        out_put_bytes(b, head)
+        if where is not None:
+            out_put_int(b, self.seq)
             self.seq += 1
             self.seq_dirty = True
-            self._put(<bytes>t[1])
-            self._string(&op.text)
-            self._put(<bytes>t[2])
-            PyList_Append(<list>t[3], _decode(op.text))
-        else:
-            prefix = <bytes>frame
-            self._reserve(PyBytes_GET_SIZE(prefix) + 4 + json_string_max(op.text.n))
-            self._put(prefix)
-            self._string(&op.text)
-            self.buf[self.len] = 125
-            self.buf[self.len + 1] = 125
-            self.buf[self.len + 2] = 10
-            self.buf[self.len + 3] = 10
-            self.len += 4
+            out_put_bytes(b, where)
+        w = json_string_into(b.ptr + b.len, text.p, text.n, text.flags & F_ESC, NULL)
+        if w < 0:
+            raise ValueError("a lone surrogate escape passed the reader")  # the reader refuses them
+        b.len += w
+        out_put_bytes(b, tail)
+        if frags is not None:
+            PyList_Append(frags, _decode(text[0]))
         return 0
 
 
@@ -376,19 +304,6 @@ cdef class _FromChat:
         set_sink(self._stream, sink)
         return 0
 
-    cdef bytes _out(self):
-        # What this write or close produced, in order: the core's bytes (which include what the
-        # sink handed it before each event it left), then the sink's since.
-        cdef _Sink sink = self._sink
-        core_out = self._core.out
-        if not core_out:
-            return sink.take_bytes()
-        if sink.len:
-            PyList_Append(core_out, sink.take_bytes())
-        if len(core_out) == 1:
-            return core_out.pop()
-        return self._core.take()
-
     @cython.binding(False)
     def write(self, data: bytes | bytearray | memoryview, /) -> bytes:
         """Translate the next upstream bytes; return what they allow downstream (maybe ``b""``).
@@ -401,10 +316,10 @@ cdef class _FromChat:
         if sink.slow:
             # the core saw an event ([DONE] among them): the end may have come
             sink.slow = False
-            if sink.len:
-                PyList_Append(self._core.out, sink.take_bytes())
+            if sink.out.len:
+                PyList_Append(self._core.out, out_take(&sink.out))
             self._core.end_if(self._agg.done)
-        return self._out()
+        return out_after(self._core, &self._sink.out)
 
     def close(self, *, truncated: bool = False) -> bytes:
         """The upstream ended: return the last bytes (none when it was truncated). ``truncated=True``
@@ -413,7 +328,7 @@ cdef class _FromChat:
         self._sink.flush()
         self._sink.slow = False
         self._core.end_if(self._stream.verdict.complete)
-        return self._out()
+        return out_after(self._core, &self._sink.out)
 
     def result(self) -> dict[str, Any]:
         """The upstream's folded ``chat.completion`` with its ``verdict`` (see ``ChatStream``)."""

@@ -28,6 +28,7 @@ from typing import Any, Final
 
 import orjson
 
+from .._formats import api_format
 from .._timing import chunk_marks
 from . import _peers
 from ._common import Parser, prog, say
@@ -37,6 +38,9 @@ STAMP: Final = "fastsse_sent_ns"
 CLIENTS: Final = ("fastsse", *_peers.PEERS)
 BUSY_WARNING: Final = 0.7  # share of one core above which the client's own queueing shows in the figures
 DEFAULT_PROMPT: Final = "Write a long story about a lighthouse keeper and the sea."
+MESSAGES_MAX_TOKENS: Final = 1024  # the Messages API requires max_tokens; this without --max-tokens
+APIS: Final = ("chat", "responses", "messages")
+_API_WORDS: Final = {"chat": "", "responses": "Responses ", "messages": "Messages "}  # in the summary
 
 # what each outcome means (docs/load.md, "Outcomes")
 COMPLETE, INCOMPLETE, STREAM_ERROR, HTTP_ERROR, FAILED = "complete", "incomplete", "error", "http", "failed"
@@ -69,6 +73,7 @@ class Config:
     loop: str = "auto"
     workers: int = 1
     http2: bool = False
+    api: str = "chat"
 
 
 def _bodies(config: Config) -> Callable[[int], dict[str, Any]]:
@@ -82,22 +87,29 @@ def _bodies(config: Config) -> Callable[[int], dict[str, Any]]:
         rows.append(row)
     prompt_only = {"prompt", "max_tokens"}
 
+    # the output limit's name in each API; Messages requires one
+    limit_key = "max_output_tokens" if config.api == "responses" else "max_tokens"
+    messages_key = "input" if config.api == "responses" else "messages"
+
     def body(i: int) -> dict[str, Any]:
         whole = False
+        limit = config.max_tokens
         if rows:
             row = rows[i % len(rows)]
-            if "messages" in row or not set(row) <= prompt_only:
+            if messages_key in row or not set(row) <= prompt_only:
                 out = dict(row)  # a request body: sent as it is, unknown fields included
                 whole = True
             else:
-                out = {"messages": [{"role": "user", "content": str(row.get("prompt", ""))}]}
+                out = {messages_key: [{"role": "user", "content": str(row.get("prompt", ""))}]}
                 if row.get("max_tokens") is not None:
-                    out["max_tokens"] = row["max_tokens"]
+                    limit = row["max_tokens"]
         else:
-            out = {"messages": [{"role": "user", "content": config.prompt}]}
-        if config.max_tokens is not None and "max_tokens" not in out:
-            out["max_tokens"] = config.max_tokens
-        if config.usage and not whole:
+            out = {messages_key: [{"role": "user", "content": config.prompt}]}
+        if config.api == "messages" and limit is None:
+            limit = MESSAGES_MAX_TOKENS
+        if limit is not None and limit_key not in out:
+            out[limit_key] = limit
+        if config.usage and not whole and config.api == "chat":  # the other APIs always report usage
             options = dict(out.get("stream_options") or {})
             options.setdefault("include_usage", True)
             out["stream_options"] = options
@@ -221,10 +233,14 @@ def _from_result(index: int, result: dict[str, Any], sent_stamps: list[int], que
         out.lags = [t - s for t, s in zip(out.token_times(), sent_stamps, strict=True) if s]
     usage = result.get("usage")
     if isinstance(usage, dict):
-        if isinstance(usage.get("prompt_tokens"), int):
-            out.prompt_tokens = usage["prompt_tokens"]
-        if isinstance(usage.get("completion_tokens"), int):
-            out.completion_tokens = usage["completion_tokens"]
+        # chat names them prompt / completion tokens; Responses and Messages input / output tokens
+        for field, names in (
+            ("prompt_tokens", ("prompt_tokens", "input_tokens")),
+            ("completion_tokens", ("completion_tokens", "output_tokens")),
+        ):
+            value = next((usage[n] for n in names if isinstance(usage.get(n), int)), None)
+            if value is not None:
+                setattr(out, field, value)
     status = result.get("status")
     out.status = status if isinstance(status, int) else (200 if not exc or out.reads else 0)
     verdict = result.get("verdict") or {}
@@ -240,11 +256,15 @@ def _from_result(index: int, result: dict[str, Any], sent_stamps: list[int], que
         out.outcome, out.cause = HTTP_ERROR, f"http {status}"
     elif verdict.get("error"):
         out.outcome, out.cause = STREAM_ERROR, "error payload in the stream"
-    elif verdict.get("complete"):
+    elif verdict.get("complete") or verdict.get("terminal") == "response.incomplete":
+        # response.incomplete is a whole answer a limit ended, as chat's finish_reason "length"
         out.outcome = COMPLETE
     else:
         out.outcome = INCOMPLETE
-        out.cause = "no [DONE]" if not verdict.get("done") else "no finish_reason"
+        if "done" in verdict:  # chat
+            out.cause = "no [DONE]" if not verdict.get("done") else "no finish_reason"
+        else:  # Responses, Messages: the verdict says why
+            out.cause = str(verdict.get("why") or "no terminal event")
     return out
 
 
@@ -259,9 +279,11 @@ class _EngineDriver:
     def __init__(self, config: Config, concurrency: int) -> None:
         from .. import AsyncClient
 
-        own_auth = any(name.lower() == "authorization" for name, _ in config.headers)
+        key_header = "x-api-key" if config.api == "messages" else "authorization"
+        own_auth = any(name.lower() == key_header for name, _ in config.headers)
         self.client = AsyncClient(
             base_url=config.url,
+            api=config.api,
             api_key=None if own_auth else config.api_key,  # both at once is refused by the request setup
             headers=dict(config.headers) or None,
             max_connections=concurrency,
@@ -269,6 +291,12 @@ class _EngineDriver:
             http2=config.http2,
         )
         self.lag = config.lag
+        # which events carry tokens: the engine's own rule, so the stamps line up with its records
+        self.marks: Callable[[dict[str, Any]], int] = (
+            (lambda chunk: chunk_marks(chunk)[0])
+            if config.api == "chat"
+            else api_format(config.api).token_kind
+        )
 
     async def __aenter__(self) -> _EngineDriver:
         await self.client.__aenter__()
@@ -283,11 +311,10 @@ class _EngineDriver:
         stamps: list[int] = []
         on_chunk = None
         if self.lag:
+            marks = self.marks
 
             def on_chunk(chunk: dict[str, Any]) -> None:
-                if chunk_marks(chunk)[
-                    0
-                ]:  # the engine's own rule, so the stamps line up with its token chunks
+                if marks(chunk):
                     sent = chunk.get(STAMP)
                     stamps.append(sent if type(sent) is int else 0)
 
@@ -856,7 +883,8 @@ def format_summary(doc: dict[str, Any]) -> str:
     if c["rate"]:
         load.append(f"rate {c['rate']:g}/s ({c['arrival']})")
     lines = [
-        f"fastsse load: {s['requests']} requests to {c['url']} (model {c['model']}), "
+        f"fastsse load: {s['requests']} {_API_WORDS.get(c.get('api') or 'chat', '')}requests to {c['url']} "
+        f"(model {c['model']}), "
         f"client: {doc['client']}, {', '.join(load) or 'concurrency 1'}, {len(doc['workers'])} worker(s)",
     ]
     outcomes = s["outcomes"]
@@ -985,7 +1013,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("url", help="the API base URL, e.g. http://127.0.0.1:8000/v1")
     p.add_argument("--model", required=True, help="the model name sent in every request")
-    p.add_argument("--api", choices=("chat",), default="chat", help="request format (chat completions)")
+    p.add_argument(
+        "--api",
+        choices=APIS,
+        default="chat",
+        help="request format: chat completions (default), responses or messages (fastsse client only)",
+    )
     p.add_argument("--concurrency", type=int, help="requests in flight at most (closed loop without --rate)")
     p.add_argument("--rate", type=float, help="requests per second arriving (open loop)")
     p.add_argument(
@@ -1048,6 +1081,8 @@ def config_from_args(args: argparse.Namespace) -> Config:
         raise ValueError("--requests must be >= 0")
     if args.http2 and args.client != "fastsse":
         raise ValueError("--http2 needs --client fastsse (the peers speak HTTP/1.1 here)")
+    if args.api != "chat" and args.client != "fastsse":
+        raise ValueError(f"--api {args.api} needs --client fastsse (the peers here speak chat completions)")
     if args.concurrency is not None and args.concurrency < args.workers:
         raise ValueError("--concurrency must be at least --workers (each worker needs a slot)")
     headers = []
@@ -1093,6 +1128,7 @@ def config_from_args(args: argparse.Namespace) -> Config:
         loop=args.loop,
         workers=args.workers,
         http2=args.http2,
+        api=args.api,
     )
 
 
@@ -1137,6 +1173,9 @@ def main(argv: list[str] | None = None) -> int:
         say("load", str(exc))
         return 2
     if config.client == "fastsse" and not engine_available():
+        if config.api != "chat":
+            say("load", f"--api {config.api} needs fastsse's AsyncClient, which this fastsse lacks")
+            return 2
         say("load", "this fastsse has no AsyncClient; using create_stream in threads")
     show = not args.quiet and sys.stderr.isatty()
     started = time.monotonic()

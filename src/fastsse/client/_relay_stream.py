@@ -1,12 +1,13 @@
-"""The ``"relay"`` stream format of ``AsyncClient`` / ``Client``: a ``Relay`` behind the engine's
-stream protocol, so a gateway gets compliant bytes out of the same write callback that would
-otherwise fold chunks.
+"""The byte-out stream formats of ``AsyncClient`` / ``Client``: a ``Relay`` (``format="relay"``)
+or a translator (``format="to-chat"``, ``"to-responses"``, ``"to-messages"``: the request's API
+translated into that one) behind the engine's stream protocol, so a gateway gets the bytes to send
+downstream out of the same write callback that would otherwise fold chunks.
 
-With ``format="relay"`` the request's ``on_chunk`` receives ``bytes``: each non-empty piece the
-relay has to send downstream, in order, the tail (``[DONE]`` when the answer is whole) last;
-returning False stops the transfer (the downstream client went away). The result is the relay's
-``result()``: the fold of what was forwarded, with its ``verdict`` (and ``timing``: the read stamps
-and ``first_byte``; token stamps are not recorded for this format).
+With these formats the request's ``on_chunk`` receives ``bytes``: each non-empty piece to send
+downstream, in order, the tail (``[DONE]`` or the target's terminal event when the answer is
+whole) last; returning False stops the transfer (the downstream client went away). The result is
+the relay's or translator's ``result()``: the fold of the upstream, with its ``verdict`` (and
+``timing``: the read stamps and ``first_byte``; token stamps are not recorded for these formats).
 """
 
 from __future__ import annotations
@@ -22,15 +23,14 @@ from .._timing import Timing, anchor_pair, build_timing
 SendBytes = Callable[[bytes], Any]
 
 
-class RelayStream:
-    """``RelayStream(on_bytes=None, *, max_event_bytes=None, timing=False)``: what the engine drives."""
+class _BytesStream:
+    """What the engine drives: a writer (``write(data) -> bytes``, ``close(truncated=) -> bytes``,
+    ``result()``) whose output goes to ``on_bytes``."""
 
-    __slots__ = ("_anchor", "_reads", "_relay", "_send", "_stopped")
+    __slots__ = ("_anchor", "_reads", "_send", "_stopped", "_writer")
 
-    def __init__(
-        self, on_bytes: SendBytes | None = None, *, max_event_bytes: int | None = None, timing: bool = False
-    ) -> None:
-        self._relay = Relay(max_event_bytes=max_event_bytes)
+    def __init__(self, writer: Any, on_bytes: SendBytes | None, timing: bool) -> None:
+        self._writer = writer
         self._send = on_bytes
         self._reads: list[int] | None = [] if timing else None
         self._anchor = anchor_pair() if timing else None
@@ -43,15 +43,20 @@ class RelayStream:
         if self._stopped:
             return 0
         try:
-            out = self._relay.write(data)
+            out = self._writer.write(data)
         except EventTooLarge as exc:
             self._stopped = True
-            self._deliver(exc.events[0] if exc.events else b"")
+            self._deliver(self._before(exc))
             raise
         if out and not self._deliver(out):
             self._stopped = True
             return 0
         return None
+
+    def _before(self, exc: EventTooLarge) -> bytes:
+        # what the writer had to send before the oversized event
+        before: bytes = self._writer.close(truncated=True)
+        return before
 
     def _deliver(self, piece: bytes) -> bool:
         if not piece or self._send is None:
@@ -60,19 +65,59 @@ class RelayStream:
         return answer is None or bool(answer)
 
     def close(self, *, truncated: bool = False) -> None:
-        tail = self._relay.close(truncated=truncated)
+        tail = self._writer.close(truncated=truncated)
         if not self._stopped:
             self._deliver(tail)
 
     def result(self) -> dict[str, Any]:
-        return self._relay.result()
+        out: dict[str, Any] = self._writer.result()
+        return out
 
     def timing(self) -> Timing | None:
         if self._reads is None or self._anchor is None:
             return None
         return build_timing(self._reads, [], [], [], self._anchor)
 
+
+class RelayStream(_BytesStream):
+    """``RelayStream(on_bytes=None, *, max_event_bytes=None, timing=False)``: a ``Relay``."""
+
+    __slots__ = ()
+
+    def __init__(
+        self, on_bytes: SendBytes | None = None, *, max_event_bytes: int | None = None, timing: bool = False
+    ) -> None:
+        super().__init__(Relay(max_event_bytes=max_event_bytes), on_bytes, timing)
+
+    def _before(self, exc: EventTooLarge) -> bytes:
+        return exc.events[0] if exc.events else b""
+
     @property
     def relay(self) -> Any:
         """The ``Relay`` (``verdict``, ``text()``)."""
-        return self._relay
+        return self._writer
+
+
+class TranslateStream(_BytesStream):
+    """``TranslateStream(on_bytes=None, *, source, target, max_event_bytes=None, timing=False)``:
+    ``fastsse.translate.translator(source, target)``."""
+
+    __slots__ = ()
+
+    def __init__(
+        self,
+        on_bytes: SendBytes | None = None,
+        *,
+        source: str,
+        target: str,
+        max_event_bytes: int | None = None,
+        timing: bool = False,
+    ) -> None:
+        from ..translate import translator
+
+        super().__init__(translator(source, target, max_event_bytes=max_event_bytes), on_bytes, timing)
+
+    @property
+    def translator(self) -> Any:
+        """The translator (``verdict``, ``dropped``)."""
+        return self._writer

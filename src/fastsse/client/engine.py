@@ -48,6 +48,15 @@ def _relay_stream() -> Any:
     return RelayStream
 
 
+def _translate_stream(target: str) -> Callable[[], Any]:
+    def factory() -> Any:
+        from ._relay_stream import TranslateStream
+
+        return lambda on_bytes, **options: TranslateStream(on_bytes, target=target, **options)
+
+    return factory
+
+
 # One entry per stream format: the stream class that scans, parses and folds it. Another format
 # (Responses, Messages) is one more entry here.
 def _api_stream(api: str) -> Callable[[], Any]:
@@ -59,6 +68,10 @@ _FORMATS: dict[str, Callable[[], Any]] = {
     "responses": _api_stream("responses"),
     "messages": _api_stream("messages"),
     "relay": _relay_stream,  # on_chunk gets the compliant bytes to send on (a gateway): _relay_stream
+    # on_chunk gets the request's API translated into another one, as bytes (a gateway)
+    "to-chat": _translate_stream("chat"),
+    "to-responses": _translate_stream("responses"),
+    "to-messages": _translate_stream("messages"),
 }
 
 
@@ -191,6 +204,8 @@ class _Engine:
         spec = prepare(request, **merged)
         if "format" not in own:
             own["format"] = spec.api  # the stream that reads this API's answer
+        elif own["format"] == f"to-{spec.api}":
+            raise ValueError(f"format {own['format']!r}: the request's API is {spec.api!r} already")
         if own.get("curl") is not None and merged["client_cert"] is not None:
             # pycurl cannot unset a certificate, so it would outlive the request on the caller's handle
             raise ValueError("client_cert cannot be used with curl=: set SSLCERT / SSLKEY on your own handle")
@@ -213,12 +228,14 @@ class _Engine:
             _keep_connections(self.pycurl, handle)
         else:
             handle = self.pool.pop() if self.pool else pycurl.Curl()
-        factory = _FORMATS[options.get("format") or "chat"]
+        name = options.get("format") or "chat"
+        factory = _FORMATS[name]
         spec = job.spec
         job.handle = handle
         try:
+            extra = {"source": spec.api} if name.startswith("to-") else {}
             stream = factory()(
-                options.get("on_chunk"), max_event_bytes=spec.max_event_bytes, timing=self.timing
+                options.get("on_chunk"), max_event_bytes=spec.max_event_bytes, timing=self.timing, **extra
             )
             response = Response(spec, stream)
             apply(handle, spec, response)

@@ -9,7 +9,10 @@
         ...
 
 It answers ``POST /v1/chat/completions`` (streamed, or the whole ``chat.completion`` when
-``stream`` is false), ``GET /v1/models`` and ``GET /fastsse/stats`` (the server's own counters:
+``stream`` is false), ``POST /v1/responses`` and ``POST /v1/messages`` (streamed only: the same
+script's chat stream translated as it is written by ``fastsse.translate``, the request's
+``max_output_tokens`` / ``max_tokens`` standing for ``max_tokens``), ``GET /v1/models`` and
+``GET /fastsse/stats`` (the server's own counters:
 streams, chunks, how late it wrote against its schedule, its CPU time). One asyncio loop writes
 every stream from one schedule (a heap of due times), so a stream costs no task and no timer of
 its own; each HTTP chunk is one ``transport.write``.
@@ -45,7 +48,7 @@ set the length, else "stop") goes with the last token chunk's write, then the us
 
 **The send stamp.** Every JSON chunk starts with ``"fastsse_sent_ns": <time.monotonic_ns()>`` taken
 just before the write that carries it (a field OpenAI clients ignore and folds keep as a provider
-field). On one machine ``CLOCK_MONOTONIC`` is shared by all processes, so a client's receive time
+field); every Responses or Messages event ends with it. On one machine ``CLOCK_MONOTONIC`` is shared by all processes, so a client's receive time
 from ``time.monotonic_ns()`` minus this stamp is the lag the client added. For clients on another
 machine the response header ``X-Fastsse-Clock: <monotonic_ns> <epoch_ns>`` is one anchor pair taken
 together: ``epoch = sent_ns - monotonic_ns + epoch_ns``.
@@ -70,6 +73,8 @@ from typing import Any, Final, cast
 import orjson
 
 from ..encode import ChatChunkEncoder
+from ..translate import translator
+from ._translated import chat_request
 
 __all__ = [
     "STAMP_FIELD",
@@ -334,18 +339,48 @@ def _plan(request: dict[str, Any], script: Script) -> _Plan:
     return _Plan(writes, cut, end, completion)
 
 
+# the streaming routes and the API each speaks
+_APIS: Final = {"/v1/chat/completions": "chat", "/v1/responses": "responses", "/v1/messages": "messages"}
+
+
+def _as_chat(api: str, request: dict[str, Any]) -> dict[str, Any]:
+    """The chat request a Responses or Messages request stands for: its messages (prompt words
+    count as tokens), its output limit as max_tokens, usage on (both APIs always report it)."""
+    out = chat_request(api, request, str(request.get("model") or "scripted"))
+    limit = request.get("max_output_tokens" if api == "responses" else "max_tokens")
+    if isinstance(limit, int):
+        out["max_tokens"] = limit
+    return out
+
+
 def _error_body(status: int, message: str, type_: str, code: str | None) -> bytes:
     return orjson.dumps({"error": {"message": message, "type": type_, "param": None, "code": code}})
 
 
 class _Stream:
-    __slots__ = ("next", "plan", "proto", "start")
+    __slots__ = ("next", "plan", "proto", "stamp", "start", "translator")
 
-    def __init__(self, proto: _Conn, plan: _Plan, start: int) -> None:
+    def __init__(self, proto: _Conn, plan: _Plan, start: int, api: str = "chat", stamp: bool = True) -> None:
         self.proto = proto
         self.plan = plan
         self.start = start
         self.next = 0  # index of the next write
+        self.stamp = stamp
+        # Responses and Messages: the chat writes go through a translator as they are written
+        self.translator = None if api == "chat" else translator("chat", api)
+
+    def body(self, chat: bytes, stamp: bytes) -> bytes:
+        """What goes on the wire for these chat bytes: themselves, or their translation with the
+        send stamp closing every event (a raw '}\n\n' only ends an event: JSON escapes newlines)."""
+        if self.translator is None:
+            return chat
+        out: bytes = self.translator.write(chat)
+        if self.stamp and out:
+            out = out.replace(b"}\n\n", b',"' + STAMP_FIELD.encode() + b'":' + stamp + b"}\n\n")
+        return out
+
+    def tail(self) -> bytes:
+        return b"" if self.translator is None else self.translator.close()
 
 
 class _Conn(asyncio.Protocol):
@@ -439,7 +474,8 @@ class _Conn(asyncio.Protocol):
         if method == "GET" and path == "/fastsse/stats":
             self._reply(200, orjson.dumps(app.stats()))
             return
-        if method != "POST" or path != "/v1/chat/completions":
+        api = _APIS.get(path) if method == "POST" else None
+        if api is None:
             self._reply(404, _error_body(404, f"Unknown path {path}", "invalid_request_error", "not_found"))
             return
         try:
@@ -447,6 +483,10 @@ class _Conn(asyncio.Protocol):
             if not isinstance(request, dict):
                 raise ValueError("The request body must be a JSON object.")
             script = Script.from_request(request, app.defaults)
+            if api != "chat":
+                if not request.get("stream"):
+                    raise ValueError(f'This server streams {path} only: set "stream": true.')
+                request = _as_chat(api, request)
         except (orjson.JSONDecodeError, ValueError, TypeError) as exc:
             self._reply(400, _error_body(400, str(exc), "invalid_request_error", None))
             return
@@ -466,7 +506,7 @@ class _Conn(asyncio.Protocol):
             b"Cache-Control: no-cache\r\nTransfer-Encoding: chunked\r\n"
             b"X-Fastsse-Clock: %d %d\r\n\r\n" % (start, time.time_ns())
         )
-        self.stream = _Stream(self, plan, start)
+        self.stream = _Stream(self, plan, start, api, script.stamp)
         app.active += 1
         app.total += 1
         app._write_due(self.stream, start)
@@ -626,8 +666,11 @@ class ScriptedServer:
                 self._schedule(now + 1, stream)
                 return
             stamp = b"%d" % time.monotonic_ns()
-            body = b"".join(e if isinstance(e, bytes) else e[0] + stamp + e[1] for e in events)
-            transport.write(b"%X\r\n%s\r\n" % (len(body), body))
+            body = stream.body(
+                b"".join(e if isinstance(e, bytes) else e[0] + stamp + e[1] for e in events), stamp
+            )
+            if body:
+                transport.write(b"%X\r\n%s\r\n" % (len(body), body))
             late = time.monotonic_ns() - due
             if len(self._late) < _LATE_KEEP:
                 self._late.append(late)
@@ -640,9 +683,13 @@ class ScriptedServer:
         if transport is None:
             return
         if plan.cut is not None:
-            transport.write(b"%X\r\n%s\r\n" % (len(plan.cut) * 2, plan.cut))  # promises more than it sends
+            cut = plan.cut if stream.translator is None else b"event: "  # half an event either way
+            transport.write(b"%X\r\n%s\r\n" % (len(cut) * 2, cut))  # promises more than it sends
             transport.close()
             return
+        tail = stream.tail()
+        if tail:
+            transport.write(b"%X\r\n%s\r\n" % (len(tail), tail))
         transport.write(b"0\r\n\r\n")
         proto._finish()
 
