@@ -835,28 +835,29 @@ def test_the_compiled_fast_path_runs_on_tool_arguments(target: str) -> None:
     assert t._fast_events >= 19
 
 
-def _fast_events(t: Any) -> int | None:
-    fast = getattr(t, "_fast_events", None)
-    return fast if isinstance(fast, int) else None
-
-
 @pytest.mark.c_extension
 @pytest.mark.parametrize("source", ["messages", "responses"])
-def test_the_to_chat_fast_path_runs_once_it_lands(source: str) -> None:
-    # The Messages / Responses -> chat fast path is being added; once the compiled translators
-    # expose ``_fast_events`` it must have run on a plain text stream.
+@pytest.mark.parametrize("field", [b"content", b"reasoning_content", b"refusal", b"arguments"])
+def test_the_to_chat_fast_path_runs(source: str, field: bytes) -> None:
+    # Upstreams written by the pure translator from a plain chat stream: every delta after the
+    # one that opens its block, part or call is the compiled fast path's.
     c, p = _backends()
     n = 40
-    body = _chat_stream(*[b'{"content":"w%d "}' % i for i in range(n)])
+    if field == b"arguments":
+        start = b'{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"f","arguments":""}}]}'
+        deltas = [
+            start,
+            *[b'{"tool_calls":[{"index":0,"function":{"arguments":"a%d"}}]}' % i for i in range(n)],
+        ]
+    else:
+        deltas = [b'{"' + field + b'":"w%d "}' % i for i in range(n)]
     pt = p.ChatToMessages() if source == "messages" else p.ChatToResponses()
-    upstream = pt.write(body) + pt.close()
+    upstream = pt.write(_chat_stream(*deltas)) + pt.close()
     t = c.MessagesToChat(created=CREATED) if source == "messages" else c.ResponsesToChat(created=CREATED)
     t.write(upstream)
     t.close()
-    fast = _fast_events(t)
-    if fast is None:
-        pytest.skip("the compiled to-chat translators have no fast path yet (no _fast_events)")
-    assert n - 2 <= fast <= n
+    assert n - 2 <= t._fast_events <= n
+    assert t.complete
     assert_same(source, "chat", upstream, [upstream[i : i + 9] for i in range(0, len(upstream), 9)], False)
 
 
