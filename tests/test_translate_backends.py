@@ -101,7 +101,8 @@ def dump(
     value: Any, rng: random.Random, keys: bool = False, only: frozenset[str] | None = None, key: str = ""
 ) -> bytes:
     """JSON for ``value`` with every string value spelled by ``spell`` (keys too when ``keys``; only
-    the values of the keys in ``only`` when given) and, now and then, blanks between tokens."""
+    the values of the keys in ``only`` when given) and, now and then, blanks between tokens and
+    the members of an object in another order."""
     sp = b" " if rng.random() < 0.05 else b""
     if isinstance(value, str):
         return spell(value, rng) if only is None or key in only else orjson.dumps(value)
@@ -110,6 +111,8 @@ def dump(
             (spell(str(k), rng) if keys else orjson.dumps(str(k))) + b":" + sp + dump(v, rng, keys, only, k)
             for k, v in value.items()
         ]
+        if rng.random() < 0.1:
+            rng.shuffle(items)  # JSON objects are unordered: the readers must not care
         return b"{" + (b"," + sp).join(items) + b"}"
     if isinstance(value, list):
         return b"[" + (b"," + sp).join(dump(v, rng, keys, only, key) for v in value) + b"]"
