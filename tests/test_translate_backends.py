@@ -1026,3 +1026,294 @@ def test_index_spellings_agree_on_both_backends(source: str, value: bytes) -> No
             assert_same(
                 source, "chat", mutated, [mutated[i : i + size] for i in range(0, len(mutated), size)], False
             )
+
+
+# the fast paths' decision points, one by one: where a sink must leave the chunk or event to the core
+
+
+_S = b'{"tool_calls":[{"index":0,"id":"call_a","type":"function","function":{"name":"f","arguments":"{"}}]}'
+CHAT_CASES = {
+    "rc-null": [
+        b'{"reasoning_content":"a"}',
+        b'{"reasoning_content":null,"reasoning":"x"}',
+        b'{"reasoning":"y","reasoning_content":null}',
+    ],
+    "rc-empty": [b'{"reasoning_content":"a"}', b'{"reasoning_content":"","reasoning":"x"}'],
+    "r-then-rc": [b'{"reasoning":"a"}', b'{"reasoning":"b","reasoning_content":"c"}'],
+    "new-id-same-index": [
+        _S,
+        b'{"tool_calls":[{"index":0,"function":{"arguments":"1"}}]}',
+        b'{"tool_calls":[{"index":0,"id":"call_b","function":{"name":"g","arguments":"x"}}]}',
+        b'{"tool_calls":[{"index":0,"function":{"arguments":"2"}}]}',
+    ],
+    "same-id-again": [_S, b'{"tool_calls":[{"index":0,"id":"call_a","function":{"arguments":"1"}}]}'],
+    "name-again": [_S, b'{"tool_calls":[{"index":0,"function":{"name":"f","arguments":"1"}}]}'],
+    "id-only-new": [_S, b'{"tool_calls":[{"index":0,"id":"call_z","function":{"arguments":"1"}}]}'],
+    "dup-index-in-chunk": [
+        _S,
+        b'{"tool_calls":[{"index":0,"function":{"arguments":"1"}},{"index":0,"function":{"arguments":"2"}}]}',
+    ],
+    "two-calls": [
+        _S,
+        b'{"tool_calls":[{"index":1,"id":"call_b","type":"function","function":{"name":"g","arguments":""}}]}',
+        b'{"tool_calls":[{"index":0,"function":{"arguments":"1"}},{"index":1,"function":{"arguments":"2"}}]}',
+        b'{"tool_calls":[{"function":{"arguments":"3"}}]}',
+    ],
+    "legacy-fc": [b'{"function_call":{"name":"f","arguments":"{"}}', b'{"function_call":{"arguments":"1"}}'],
+    "content-and-args": [
+        _S,
+        b'{"content":"a"}',
+        b'{"content":"b","tool_calls":[{"index":0,"function":{"arguments":"1"}}]}',
+    ],
+    "refusal-in-text": [b'{"content":"a"}', b'{"refusal":"no"}', b'{"refusal":"pe","content":"x"}'],
+    "content-list": [b'{"content":"a"}', b'{"content":[{"type":"text","text":"b"}]}'],
+    "content-num": [b'{"content":"a"}', b'{"content":5}', b'{"content":true}'],
+    "role-again": [b'{"content":"a"}', b'{"role":"assistant","content":"b"}'],
+    "message-not-delta": [b'{"content":"a"}'],
+    "audio": [b'{"content":"a"}', b'{"content":"b","audio":{"id":"x","transcript":"t"}}'],
+    "annot-empty": [b'{"content":"a"}', b'{"content":"b","annotations":[]}'],
+    "fn-args-null": [
+        _S,
+        b'{"tool_calls":[{"index":0,"function":{"arguments":null}}]}',
+        b'{"tool_calls":[{"index":0,"function":null}]}',
+        b'{"tool_calls":[{"index":0}]}',
+    ],
+    "args-num": [_S, b'{"tool_calls":[{"index":0,"function":{"arguments":5}}]}'],
+    "index-float": [
+        _S,
+        b'{"tool_calls":[{"index":0.0,"function":{"arguments":"1"}}]}',
+        b'{"tool_calls":[{"index":-0,"function":{"arguments":"2"}}]}',
+        b'{"tool_calls":[{"index":1e0,"function":{"arguments":"2"}}]}',
+    ],
+    "index-big": [
+        _S,
+        b'{"tool_calls":[{"index":18446744073709551616,"function":{"arguments":"1"}}]}',
+        b'{"tool_calls":[{"index":9223372036854775807,"function":{"arguments":"1"}}]}',
+    ],
+    "choice-index-float": [b'{"content":"a"}'],
+    "tool-calls-null": [_S, b'{"tool_calls":null,"content":"x"}'],
+}
+CHAT_EXTRA = {
+    "choice-index-float": [
+        b'data: {"choices":[{"index":0.0,"delta":{"content":"z"}}]}\n\n',
+        b'data: {"choices":[{"index":-0,"delta":{"content":"z"}}]}\n\n',
+        b'data: {"choices":[{"delta":{"content":"q"},"index":1}]}\n\n',
+        b'data: {"choices":[{"delta":{"content":"q"}},{"delta":{"content":"r"}}]}\n\n',
+    ],
+    "message-not-delta": [
+        b'data: {"choices":[{"index":0,"message":{"content":"z"}}]}\n\n',
+        b'data: {"choices":[{"index":0,"delta":{"content":"y"},"message":{"content":"z"}}]}\n\n',
+        b'data: {"choices":[{"index":0,"delta":null,"message":{"content":"z"}}]}\n\n',
+    ],
+}
+
+
+@pytest.mark.c_extension
+@pytest.mark.parametrize("name", sorted(CHAT_CASES))
+@pytest.mark.parametrize("target", ["messages", "responses"])
+def test_chat_decision_points_agree(name: str, target: str) -> None:
+    body = _chat_stream(*CHAT_CASES[name])
+    if name in CHAT_EXTRA:  # raw chunks before the finish chunk
+        j = body.rindex(b"data: ", 0, body.index(b"data: [DONE]"))
+        body = body[:j] + b"".join(CHAT_EXTRA[name]) + body[j:]
+    for size in (len(body), 3):
+        assert_same("chat", target, body, [body[i : i + size] for i in range(0, len(body), size)], False)
+
+
+MESSAGE_START = b'{"type":"message_start","message":{"id":"m","model":"x","usage":{"input_tokens":1}}}'
+
+
+def _txt(i: int) -> bytes:
+    return b'{"type":"content_block_start","index":%d,"content_block":{"type":"text","text":""}}' % i
+
+
+def _tool(i: int, n: bytes = b"f") -> bytes:
+    return (
+        b'{"type":"content_block_start","index":%d,"content_block":{"type":"tool_use","id":"t%d","name":"%s","input":{}}}'
+        % (i, i, n)
+    )
+
+
+def _thk(i: int) -> bytes:
+    return b'{"type":"content_block_start","index":%d,"content_block":{"type":"thinking","thinking":""}}' % i
+
+
+def _td(i: int, t: bytes = b"x") -> bytes:
+    return b'{"type":"content_block_delta","index":%d,"delta":{"type":"text_delta","text":"%s"}}' % (i, t)
+
+
+def _jd(i: int, t: bytes = b"1") -> bytes:
+    return (
+        b'{"type":"content_block_delta","index":%d,"delta":{"type":"input_json_delta","partial_json":"%s"}}'
+        % (i, t)
+    )
+
+
+def _kd(i: int, t: bytes = b"k") -> bytes:
+    return b'{"type":"content_block_delta","index":%d,"delta":{"type":"thinking_delta","thinking":"%s"}}' % (
+        i,
+        t,
+    )
+
+
+def _sig(i: int) -> bytes:
+    return (
+        b'{"type":"content_block_delta","index":%d,"delta":{"type":"signature_delta","signature":"c2ln"}}' % i
+    )
+
+
+def _stop(i: int) -> bytes:
+    return b'{"type":"content_block_stop","index":%d}' % i
+
+
+MESSAGES_END = [
+    b'{"type":"message_delta","delta":{"stop_reason":"tool_use"},"usage":{"output_tokens":2}}',
+    b'{"type":"message_stop"}',
+]
+MESSAGES_CASES = {
+    "text-into-tool": [MESSAGE_START, _tool(0), _jd(0), _td(0), _td(0), _jd(0)],
+    "json-into-text": [MESSAGE_START, _txt(0), _td(0), _jd(0), _jd(0), _td(0)],
+    "think-other-index": [MESSAGE_START, _thk(0), _kd(0), _kd(1), _kd(5), _sig(0), _kd(0), _stop(0)],
+    "two-tools-same-index": [MESSAGE_START, _tool(0), _jd(0), _tool(0, b"g"), _jd(0), _jd(0)],
+    "tool-unnamed": [
+        MESSAGE_START,
+        b'{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"t","name":""}}',
+        _jd(0),
+        _jd(0),
+    ],
+    "two-message-starts": [MESSAGE_START, _txt(0), _td(0), MESSAGE_START, _td(0), _td(0)],
+    "deltas-before-start": [_td(0), _td(0), MESSAGE_START, _td(0), _td(0)],
+    "after-stop": [MESSAGE_START, _txt(0), _td(0), _td(0), *MESSAGES_END, _td(0), _td(0)],
+    "after-error": [
+        MESSAGE_START,
+        _txt(0),
+        _td(0),
+        b'{"type":"error","error":{"type":"x","message":"y"}}',
+        _td(0),
+        _td(0),
+    ],
+    "stop-then-delta": [MESSAGE_START, _txt(0), _td(0), _stop(0), _td(0), _td(0), _txt(1), _td(1)],
+    "server-tool": [
+        MESSAGE_START,
+        b'{"type":"content_block_start","index":0,"content_block":{"type":"server_tool_use","id":"s","name":"web_search","input":{"q":"a"}}}',
+        _jd(0),
+        _jd(0),
+    ],
+    "tool-input-given": [
+        MESSAGE_START,
+        b'{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"t","name":"f","input":{"a":1}}}',
+        _jd(0),
+        _jd(0),
+    ],
+    "empty-deltas": [MESSAGE_START, _txt(0), _td(0, b""), _td(0, b""), _jd(0, b""), _kd(0, b"")],
+}
+
+
+RESPONSE_CREATED = b'{"type":"response.created","response":{"id":"r","model":"m","created_at":5}}'
+
+
+def _msg(i: int) -> bytes:
+    return (
+        b'{"type":"response.output_item.added","output_index":%d,"item":{"type":"message","id":"msg%d","role":"assistant","content":[]}}'
+        % (i, i)
+    )
+
+
+def _part(i: int) -> bytes:
+    return (
+        b'{"type":"response.content_part.added","output_index":%d,"content_index":0,"item_id":"msg%d","part":{"type":"output_text","text":""}}'
+        % (i, i)
+    )
+
+
+def _fc(i: int, n: bytes = b"f") -> bytes:
+    return (
+        b'{"type":"response.output_item.added","output_index":%d,"item":{"type":"function_call","id":"fc%d","call_id":"c%d","name":"%s","arguments":""}}'
+        % (i, i, i, n)
+    )
+
+
+def _ot(i: int, t: bytes = b"x") -> bytes:
+    return (
+        b'{"type":"response.output_text.delta","output_index":%d,"content_index":0,"item_id":"msg%d","delta":"%s"}'
+        % (i, i, t)
+    )
+
+
+def _ad(i: int, t: bytes = b"1") -> bytes:
+    return (
+        b'{"type":"response.function_call_arguments.delta","output_index":%d,"item_id":"fc%d","delta":"%s"}'
+        % (i, i, t)
+    )
+
+
+def _rs(i: int, t: bytes = b"r") -> bytes:
+    return (
+        b'{"type":"response.reasoning_summary_text.delta","output_index":%d,"summary_index":0,"delta":"%s"}'
+        % (i, t)
+    )
+
+
+def _rf(i: int, t: bytes = b"no") -> bytes:
+    return b'{"type":"response.refusal.delta","output_index":%d,"content_index":0,"delta":"%s"}' % (i, t)
+
+
+def _fcd(i: int, a: bytes) -> bytes:
+    return (
+        b'{"type":"response.output_item.done","output_index":%d,"item":{"type":"function_call","id":"fc%d","call_id":"c%d","name":"f","arguments":"%s"}}'
+        % (i, i, i, a)
+    )
+
+
+RESPONSES_END = b'{"type":"response.completed","response":{"id":"r","usage":{"input_tokens":1,"output_tokens":2,"total_tokens":3}}}'
+RESPONSES_CASES = {
+    "text-into-fc": [RESPONSE_CREATED, _fc(0), _ad(0), _ot(0), _ot(0), _ad(0)],
+    "args-into-msg": [RESPONSE_CREATED, _msg(0), _part(0), _ot(0), _ad(0), _ad(0), _ot(0)],
+    "dup-output-index": [RESPONSE_CREATED, _fc(0), _ad(0), _fc(0, b"g"), _ad(0), _ad(0)],
+    "args-unknown": [RESPONSE_CREATED, _ad(3), _ad(3), _fc(3), _ad(3), _ad(3)],
+    "no-created": [_ot(0), _ot(0), RESPONSE_CREATED, _ot(0), _ot(0)],
+    "after-completed": [RESPONSE_CREATED, _ot(0), _ot(0), RESPONSES_END, _ot(0), _ad(0)],
+    "done-shorter": [RESPONSE_CREATED, _fc(0), _ad(0, b"abc"), _ad(0, b"def"), _fcd(0, b"ab"), _ad(0, b"g")],
+    "done-longer": [
+        RESPONSE_CREATED,
+        _fc(0),
+        _ad(0, b"abc"),
+        _ad(0, b"d"),
+        _fcd(0, b"abcdefg"),
+        _ad(0, b"h"),
+    ],
+    "done-different": [RESPONSE_CREATED, _fc(0), _ad(0, b"abc"), _fcd(0, b"xyzw"), _ad(0)],
+    "refusal-summary": [RESPONSE_CREATED, _rs(0), _rs(0), _rf(1), _rf(1), _rs(0)],
+    "in-progress-twice": [
+        RESPONSE_CREATED,
+        _ot(0),
+        b'{"type":"response.in_progress","response":{"id":"r2","model":"m2"}}',
+        _ot(0),
+    ],
+    "failed-mid": [
+        RESPONSE_CREATED,
+        _ot(0),
+        _ot(0),
+        b'{"type":"response.failed","response":{"error":{"code":"x","message":"m"}}}',
+        _ot(0),
+    ],
+    "empty": [RESPONSE_CREATED, _ot(0, b""), _ad(0, b""), _fc(0), _ad(0, b""), _ad(0)],
+    "fc-unnamed": [RESPONSE_CREATED, _fc(0, b""), _ad(0), _ad(0)],
+}
+
+
+@pytest.mark.c_extension
+@pytest.mark.parametrize(
+    ("source", "name"),
+    [("messages", n) for n in sorted(MESSAGES_CASES)] + [("responses", n) for n in sorted(RESPONSES_CASES)],
+)
+def test_upstream_decision_points_agree(source: str, name: str) -> None:
+    events = MESSAGES_CASES[name] if source == "messages" else RESPONSES_CASES[name]
+    end = MESSAGES_END if source == "messages" else [RESPONSES_END]
+    for tail in ([], end):
+        body = _sse(*events, *tail)
+        for target in ("chat", "responses" if source == "messages" else "messages"):
+            for size in (len(body), 3, 17):
+                for truncated in (False, True):
+                    chunks = [body[i : i + size] for i in range(0, len(body), size)]
+                    assert_same(source, target, body, chunks, truncated, include_usage=True)
