@@ -7,6 +7,7 @@ on a free-threaded interpreter fails there, not on a user's machine.
 
 from __future__ import annotations
 
+import ast
 import importlib
 import importlib.machinery
 import importlib.resources
@@ -21,8 +22,32 @@ import pytest
 
 import fastsse
 
-COMPILED = ("_decoder_c", "_aggregator_c", "_fold_stream_c", "_responses_c", "_messages_c", "_relay_c")
+COMPILED = (
+    "_decoder_c",
+    "_aggregator_c",
+    "_fold_stream_c",
+    "_responses_c",
+    "_messages_c",
+    "_relay_c",
+    "_to_chat_c",
+    "_translate_c",
+)
 SOURCE_TREE = Path(__file__).resolve().parent.parent / "src" / "fastsse"
+
+
+def test_the_compiled_list_is_the_builds() -> None:
+    # the modules setup.py builds, where the source tree is beside: a new one missing here (or in
+    # tools/check_dist.py, which must stay standard-library only) would go unchecked
+    setup = SOURCE_TREE.parent.parent / "setup.py"
+    if not setup.is_file():
+        pytest.skip("no setup.py beside the tests")
+    tree = ast.parse(setup.read_text(encoding="utf-8"))
+    built = next(
+        ast.literal_eval(node.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "MODULES" for t in node.targets)
+    )
+    assert tuple(built) == COMPILED
 
 
 def test_py_typed_is_installed() -> None:
@@ -60,7 +85,7 @@ def test_gil_stays_disabled_after_import() -> None:
     # An extension without the free-threading declaration makes CPython turn the GIL back on (with a
     # RuntimeWarning) when it is imported; a subprocess keeps that from leaking into this run.
     code = (
-        "import sys, fastsse, fastsse._decoder_c, fastsse._aggregator_c, fastsse._fold_stream_c, fastsse._responses_c, fastsse._messages_c, fastsse._relay_c\n"
+        f"import sys, fastsse, {', '.join(f'fastsse.{m}' for m in COMPILED)}\n"
         "fastsse.get_backend('cython')\n"
         "print(sys._is_gil_enabled())\n"
     )

@@ -17,7 +17,16 @@ import tarfile
 import zipfile
 from pathlib import PurePosixPath
 
-COMPILED = ("_decoder_c", "_aggregator_c", "_fold_stream_c", "_responses_c", "_messages_c", "_relay_c")
+COMPILED = (
+    "_decoder_c",
+    "_aggregator_c",
+    "_fold_stream_c",
+    "_responses_c",
+    "_messages_c",
+    "_relay_c",
+    "_to_chat_c",
+    "_translate_c",
+)
 PYX_HEADER = re.compile(r"^# cython:.*\bfreethreading_compatible=True\b")
 EXTENSION = re.compile(r"\.(so|pyd)$")
 
