@@ -63,7 +63,7 @@ cdef class _Sink(FoldSink):
     cdef Py_ssize_t chars  # content characters written since the core last saw its count
     cdef Py_ssize_t dropped
     cdef bint dirty        # calls hold counts to hand over
-    cdef Py_ssize_t fast   # events the sink translated itself
+    cdef Py_ssize_t fast   # events the sink took (written, or dropped and counted)
     cdef OutBuf out
 
     def __dealloc__(self):
