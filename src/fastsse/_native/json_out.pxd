@@ -6,8 +6,8 @@
 # \n \f \r or else \u00xx in lowercase hex; so an escape in the input is decoded and written again
 # in that form ('\/' becomes '/', '\u00e9' the two UTF-8 bytes of e-acute).
 
-from ._reader_c cimport _hex as _hex_digit
-from ._reader_c cimport _put_utf8 as _utf8_into
+from .reader cimport _hex as _hex_digit
+from .reader cimport _put_utf8 as _utf8_into
 
 cdef inline Py_ssize_t _control_into(char* out, unsigned int c) noexcept nogil:
     # A character below U+0020, '"' or '\' as orjson escapes it.

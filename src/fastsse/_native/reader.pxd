@@ -5,7 +5,7 @@
 # strings without escapes where a value is skipped, ``[]``) and answers NULL for anything else, so
 # the caller hands that payload to orjson; every string it decodes is validated (control
 # characters, escapes, surrogate pairs, UTF-8) exactly as orjson would. The chat fold's reader in
-# _aggregator_c.pyx is the fuller sibling; both belong here once that module can be split.
+# chat/_fold_c.pyx is the fuller sibling; both belong here once that module can be split.
 
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from cpython.unicode cimport PyUnicode_DecodeASCII, PyUnicode_DecodeUTF8

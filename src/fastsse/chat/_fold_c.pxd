@@ -1,8 +1,8 @@
 # cython: language_level=3
 # What other compiled modules reuse of the chat fold: the key codes, the fast reader's plan and
 # ``_read``, and a few entry points into ChatAggregator (module functions rather than the class
-# itself, so its layout, and _Choice's and _Call's, stay private to _aggregator_c.pyx). The relay
-# (_relay_c.pyx) reads each payload once with ``_read``, decides from the plan whether the chunk
+# itself, so its layout, and _Choice's and _Call's, stay private to chat/_fold_c.pyx). The relay
+# (relay/_relay_c.pyx) reads each payload once with ``_read``, decides from the plan whether the chunk
 # can be forwarded as it is, and folds it with ``fast_apply``.
 
 from cpython.object cimport PyObject
@@ -133,7 +133,7 @@ cdef dict fold_choices(object agg)
 cdef object fold_verdict(object agg, bint aborted, bint too_large, bint truncated, bint ended)
 
 
-# A translator's fast path on a ChatStream (see ChatSink in _aggregator_c.pyx).
+# A translator's fast path on a ChatStream (see ChatSink in chat/_fold_c.pyx).
 cdef class ChatSink:
     cdef int take(self, const char* data, Py_ssize_t n, bint is_error) except -1
 

@@ -1,6 +1,6 @@
 # cython: language_level=3, freethreading_compatible=True, annotation_typing=False
 # cython: embedsignature=True, embedsignature.format=clinic
-"""Compiled chat delta fold and ChatStream; ``_aggregator_py.py`` is the readable twin and the
+"""Compiled chat delta fold and ChatStream; ``chat/_fold_py.py`` is the readable twin and the
 reference.
 
 Two ways in. The fast reader (``_read`` / ``_fast_take``, below the fold state) validates a
@@ -13,7 +13,7 @@ dispatches on key length and memcmp. Both keep the standard top-level fields in 
 copy text fragments into one buffer per field. ChatStream subclasses the compiled Decoder and
 folds inside its event hook, with no Event object per chunk (and no chunk at all unless an
 ``on_chunk`` wants it). The cold half (result assembly, the verdict) is shared Python in
-``_chat.py``.
+``chat/_result.py``.
 """
 
 cimport cython
@@ -44,14 +44,14 @@ from cpython.unicode cimport (
 )
 from libc.string cimport memcmp, memcpy
 
-from ._decoder_c cimport Decoder
+from ..sse._decoder_c cimport Decoder
 
 import orjson
 
-from ._chat import Verdict, build_result, joined, loads_replacing as _loads_replacing, make_verdict, verdict_dict
-from ._chat import Annotations, ReasoningDetails, content_parts, provider_usage, with_provider_usage
-from ._errors import too_large
-from ._timing import anchor_pair, build_timing
+from ._result import Verdict, build_result, joined, loads_replacing as _loads_replacing, make_verdict, verdict_dict
+from ._result import Annotations, ReasoningDetails, content_parts, provider_usage, with_provider_usage
+from .._errors import too_large
+from .._timing import anchor_pair, build_timing
 
 
 # The clock of time.monotonic_ns(), read without the GIL or an object (3.13 made it public).
@@ -82,7 +82,7 @@ cdef str _BLANKS = " \t\r\n"
 cdef bytes _BLANKS_B = b" \t\r\n"
 
 # Key codes (K_*), the fast reader's plan structs and its limits are declared in
-# _aggregator_c.pxd, so the relay (_relay_c.pyx) reads payloads with the same reader.
+# chat/_fold_c.pxd, so the relay (relay/_relay_c.pyx) reads payloads with the same reader.
 
 
 # One vocabulary for both ways in. Each classifier reads a field name's bytes (a key as it stands
@@ -1754,7 +1754,7 @@ Folds the chunks of an OpenAI-style chat stream into one response shaped like a
                 PyDict_SetItem(c.delta_extras, <object>k, value)
         return 0
 
-    # Provider shapes (cold: the shared rules in _chat.py, the same calls as the Python twin)
+    # Provider shapes (cold: the shared rules in chat/_result.py, the same calls as the Python twin)
 
     cdef int _set_top(self, object key, object value) except -1:
         PyDict_SetItem(self._top, key, value)
@@ -2255,7 +2255,7 @@ Scans, parses and folds a chat stream in one pass, for pycurl's ``WRITEFUNCTION`
         return stop
 
 
-# Entry points for other compiled modules (declared in _aggregator_c.pxd): the relay and the
+# Entry points for other compiled modules (declared in chat/_fold_c.pxd): the relay and the
 # translators fold through these, so ChatAggregator's and ChatStream's layouts stay private to
 # this module.
 

@@ -1,4 +1,4 @@
-"""Pure-Python chat delta fold and ChatStream: the readable reference for ``_aggregator_c.pyx``.
+"""Pure-Python chat delta fold and ChatStream: the readable reference for ``chat/_fold_c.pyx``.
 
 Both fold chunks into per-choice state objects that expose the same attribute names, and both
 hand that state to ``_chat.build_result``; the golden vectors in ``tests/vectors/chat`` and the
@@ -13,7 +13,10 @@ from typing import Any, Final
 
 import orjson
 
-from ._chat import (
+from .._errors import too_large
+from .._timing import Timing, anchor_pair, build_timing, chunk_marks, completion_tokens
+from ..sse._decoder_py import Decoder, Event, as_bytes
+from ._result import (
     Annotations,
     ReasoningDetails,
     Verdict,
@@ -25,10 +28,7 @@ from ._chat import (
     verdict_dict,
     with_provider_usage,
 )
-from ._chat import loads_replacing as _loads_replacing
-from ._decoder_py import Decoder, Event, as_bytes
-from ._errors import too_large
-from ._timing import Timing, anchor_pair, build_timing, chunk_marks, completion_tokens
+from ._result import loads_replacing as _loads_replacing
 
 _loads: Final = orjson.loads
 _JSONDecodeError: Final = orjson.JSONDecodeError

@@ -1,7 +1,7 @@
 """The cold half of the chat fold, shared by both backends: the verdict type and the assembly of
 the final response from the fold's per-choice state.
 
-The hot half (one call per chunk) lives twice, in ``_aggregator_c.pyx`` and ``_aggregator_py.py``;
+The hot half (one call per chunk) lives twice, in ``chat/_fold_c.pyx`` and ``chat/_fold_py.py``;
 both keep their state in objects with the attribute names read here, so the two backends cannot
 disagree about the shape of ``result()``.
 """

@@ -1,4 +1,5 @@
-"""Conformance linter for OpenAI-style chat streams: ``check_stream``, ``StreamChecker``, ``python -m fastsse check``.
+"""Conformance rules for OpenAI-style chat streams: ``StreamChecker`` and the framing rules every API's
+linter shares (``fastsse.check`` is the face: ``check_stream``, ``checker(api)``).
 
 It reports each way a stream departs from the shape OpenAI clients rely on (seed 000; the LocalAI,
 ollama, sglang and vLLM bug class), with the byte offset of the offending event. ``CODES`` lists
@@ -12,17 +13,13 @@ same WHATWG rules, and the tests hold the two to the same events on any input an
 from __future__ import annotations
 
 import re
-import sys
-from typing import TYPE_CHECKING, Any, Final, NamedTuple
+from typing import Any, Final, NamedTuple
 
 import orjson
 
-from ._fields import split_field
+from ..sse._fields import split_field
 
-if TYPE_CHECKING:
-    import argparse
-
-__all__ = ["CODES", "CodeInfo", "Finding", "StreamChecker", "check_stream", "main"]
+__all__ = ["CODES", "ERROR", "SNIFF_BYTES", "WARNING", "CodeInfo", "Finding", "StreamChecker", "not_sse"]
 
 ERROR: Final = "error"
 WARNING: Final = "warning"
@@ -109,6 +106,7 @@ class Finding(NamedTuple):
     message: str
 
     def as_dict(self) -> dict[str, Any]:
+        """The finding as a JSON-ready dict (``code``, ``severity``, ``offset``, ``message``)."""
         return {"code": self.code, "severity": self.severity, "offset": self.offset, "message": self.message}
 
 
@@ -495,6 +493,7 @@ class StreamChecker(_Framer):
     # framing
 
     def on_line(self, offset: int, line: bytes, ending: str | None) -> None:
+        """Framer hook: one line with its byte offset and ending (``None`` at the end of input)."""
         self._check_bom()
         if ending is None:
             self._partial_field = bool(line) and line[0] != 0x3A
@@ -538,6 +537,7 @@ class StreamChecker(_Framer):
         )
 
     def on_fields(self, offset: int, names: list[bytes]) -> None:
+        """Framer hook: the field names of a block that ends without dispatching an event."""
         listed = ", ".join(sorted({n.decode("utf-8", "replace") for n in names}))
         self._report(
             "field-only-event",
@@ -546,6 +546,7 @@ class StreamChecker(_Framer):
         )
 
     def on_event(self, offset: int, data: bytes, event_type: bytes | None) -> None:
+        """Framer hook: one dispatched event (its data joined, its ``event:`` type) at ``offset``."""
         self.events += 1
         self._event(offset, data, event_type)
 
@@ -761,195 +762,3 @@ class StreamChecker(_Framer):
             self._report(
                 "missing-done", end, "no data: [DONE]; clients waiting for it hang or report an error"
             )
-
-
-def check_stream(
-    data: bytes | bytearray | memoryview, /, *, expect_usage: bool = False, api: str = "chat"
-) -> list[Finding]:
-    """``check_stream(data, /, *, expect_usage=False, api="chat") -> list[Finding]``
-
-    Lint one complete captured stream and return every finding in stream order (empty when the
-    stream is compliant). ``api`` picks the grammar: ``"chat"``, ``"responses"`` or ``"messages"``
-    (``fastsse.check_formats``). It raises TypeError if ``data`` is not a byte buffer and
-    ValueError for an unknown ``api`` or ``expect_usage`` with a non-chat one.
-    """
-    from .check_formats import checker as make_checker
-
-    checker = make_checker(api, expect_usage=expect_usage)
-    checker.feed(data)
-    checker.close()
-    return checker.findings
-
-
-# python -m fastsse check
-
-
-def _format(findings: list[Finding], source: str, size: int, events: int) -> str:
-    errors = sum(f.severity == ERROR for f in findings)
-    warnings = len(findings) - errors
-    lines = [
-        f"{source}:{f.offset if f.offset is not None else '-'}: {f.severity} {f.code}: {f.message}"
-        for f in findings
-    ]
-    if findings:
-        lines.append(f"{source}: {errors} error(s), {warnings} warning(s) in {size} bytes, {events} event(s)")
-    else:
-        lines.append(f"{source}: compliant ({size} bytes, {events} event(s))")
-    return "\n".join(lines)
-
-
-def _chat_url(url: str) -> str:
-    url = url.rstrip("/")
-    return url if url.endswith("/chat/completions") else url + "/chat/completions"
-
-
-def _fetch(args: argparse.Namespace, checker: StreamChecker) -> tuple[int, str, bytes]:
-    """POST a small streaming chat request; feed the body to ``checker`` as it arrives.
-
-    The request is set up by the client's ``prepare`` / ``apply`` (scheme and header checks, auth,
-    protocols, content decoding), as for ``create_stream``; only the body goes elsewhere: every
-    byte of a non-error answer reaches the linter, whatever its Content-Type.
-    """
-    from .client._request import Response, apply, import_pycurl, prepare
-
-    pycurl = import_pycurl()
-    request: dict[str, Any] = {
-        "model": args.model,
-        "messages": [{"role": "user", "content": "Say hello in one short sentence."}],
-    }
-    if args.expect_usage:
-        request["stream_options"] = {"include_usage": True}
-    base = args.url.rstrip("/")
-    if base.endswith("/chat/completions"):
-        base = base[: -len("/chat/completions")]
-    spec = prepare(
-        request,
-        base_url=base,
-        api_key=args.api_key or None,
-        timeout=args.timeout,
-        connect_timeout=min(args.timeout, 10.0),
-    )
-    response = Response(spec, None)
-    body = bytearray()
-
-    def on_body(chunk: bytes) -> None:
-        if response.status >= 400:
-            if len(body) < 65536:
-                body.extend(chunk)
-        else:
-            checker.feed(chunk)
-
-    curl = pycurl.Curl()
-    try:
-        apply(curl, spec, response)
-        curl.setopt(pycurl.WRITEFUNCTION, on_body)
-        curl.perform()
-    finally:
-        curl.close()
-    return response.status, response.content_type, bytes(body)
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m fastsse check``: exit 0 when compliant (warnings allowed), 1 on errors, 2 on usage or transport errors."""
-    from .cli._common import Parser, fail, missing
-    from .client.stream import curl_failure
-
-    parser = Parser(
-        "check",
-        "Lint a captured OpenAI-style chat stream, or a live endpoint, for the shape clients rely on.",
-        epilog="Exit status: 0 no errors (warnings allowed), 1 errors found (or the input is not an\n"
-        "event stream), 2 usage or transport error. Every finding code is explained in\n"
-        "docs/conformance.md.",
-    )
-    parser.add_argument("file", nargs="?", help="a captured stream (the raw response body); - reads stdin")
-    parser.add_argument(
-        "--url",
-        help="POST a small streaming chat request to this endpoint (base URL or .../chat/completions)",
-    )
-    parser.add_argument("--model", default="gpt-4o-mini", help="model for --url (default: gpt-4o-mini)")
-    parser.add_argument("--api-key", help="bearer token for --url (default: $OPENAI_API_KEY)")
-    parser.add_argument(
-        "--timeout", type=float, default=60.0, help="seconds for the whole --url request (default 60)"
-    )
-    parser.add_argument(
-        "--expect-usage",
-        action="store_true",
-        help="require a usage chunk (with --url, also ask for it with stream_options.include_usage)",
-    )
-    parser.add_argument("--json", action="store_true", help="print one JSON object instead of the report")
-    parser.add_argument(
-        "--api",
-        choices=("chat", "responses", "messages"),
-        default="chat",
-        help="the stream's grammar: chat completions (default), OpenAI Responses or Anthropic Messages",
-    )
-    args = parser.parse_args(argv)
-    if (args.file is None) == (args.url is None):
-        parser.print_usage(sys.stderr)
-        return fail("check", "give exactly one of FILE, - or --url URL")
-
-    if args.api != "chat" and args.expect_usage:
-        print("python -m fastsse check: --expect-usage applies to chat streams only", file=sys.stderr)
-        return 2
-    from .check_formats import checker as make_checker
-    from .check_formats import fetch as fetch_api
-
-    checker = make_checker(args.api, expect_usage=args.expect_usage)
-    http_findings: list[Finding] = []
-    if args.url is not None:
-        source = args.url
-        try:
-            status, content_type, body = (
-                _fetch(args, checker) if args.api == "chat" else fetch_api(args, checker)
-            )
-        except ImportError:
-            return fail("check", missing("pycurl", "check --url"))
-        except Exception as exc:  # pycurl.error: refused, timeout, reset
-            return fail("check", curl_failure(_chat_url(source), exc)[0])
-        if status >= 400:
-            text = body.decode("utf-8", "replace").strip()
-            return fail("check", f"{_chat_url(source)}: HTTP {status}: {text[:500]}")
-        if content_type.split(";")[0].strip().lower() != "text/event-stream":
-            http_findings.append(
-                Finding(
-                    "content-type",
-                    CODES["content-type"].severity,
-                    None,
-                    f"Content-Type is {content_type or 'missing'!r}, not text/event-stream; SSE clients refuse it",
-                )
-            )
-    else:
-        source = "<stdin>" if args.file == "-" else args.file
-        try:
-            if args.file == "-":
-                stream = sys.stdin.buffer
-                while chunk := stream.read(65536):
-                    checker.feed(chunk)
-            else:
-                with open(args.file, "rb") as f:
-                    while chunk := f.read(65536):
-                        checker.feed(chunk)
-        except OSError as exc:
-            return fail("check", str(exc))
-    size = checker.size
-    checker.close()
-    findings = http_findings + checker.findings
-    if args.json:
-        report = {
-            "source": source,
-            "bytes": size,
-            "events": checker.events,
-            "errors": sum(f.severity == ERROR for f in findings),
-            "warnings": sum(f.severity == WARNING for f in findings),
-            "findings": [f.as_dict() for f in findings],
-        }
-        sys.stdout.buffer.write(orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
-        sys.stdout.flush()
-    elif [f.code for f in checker.findings] == ["not-sse"]:
-        # one line: the other findings would only describe how an HTML page or a binary fails as SSE
-        for finding in http_findings:
-            print(f"{source}: {finding.severity} {finding.code}: {finding.message}")
-        print(f"{source}: {checker.findings[0].message} ({size} bytes)")
-    else:
-        print(_format(findings, source, size, checker.events))
-    return 1 if any(f.severity == ERROR for f in findings) else 0

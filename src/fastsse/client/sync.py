@@ -1,19 +1,25 @@
-"""Transports: ``create_stream`` over pycurl, and event / chunk iterators over any byte iterator.
+"""The blocking side: ``Client`` (the many-streams engine on the calling thread's own poll loop) and
+``create_stream``, one request on a one-connection ``Client``.
 
-The scanning, parsing and folding all happen inside ``ChatStream.write`` (compiled for the cython
-backend); this module only moves bytes and maps transport outcomes to results and errors.
+``Client`` polls curl's sockets itself (epoll where there is one, else ``selectors``), so it works
+without asyncio; ``AsyncClient`` (``aio.py``) drives the same engine from an event loop.
 """
 
 from __future__ import annotations
 
-from collections import deque
-from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
+import collections
+import contextlib
+import select
+import selectors
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from .._backend import ChatStream, Decoder, Event
-from .._errors import EventTooLarge, event_limit
+from .._errors import event_limit
+from ._options import OPTIONS_DOC, RequestOptions
+from .engine import _WAIT_SLICE, DEFAULT_MAX_CONNECTIONS, OnChunk, _Engine, _Job
 
-OnChunk = Callable[[dict[str, Any]], "bool | None"]
+__all__ = ["Client", "create_stream", "curl_failure"]
 
 
 def create_stream(
@@ -88,8 +94,6 @@ def create_stream(
     curl cannot decode (code 61); whatever ``on_chunk`` raises, unchanged, after the transfer is
     stopped; EventTooLarge if an event passes ``max_event_bytes``; ImportError without pycurl.
     """
-    from .engine import Client
-
     event_limit(max_event_bytes, "create_stream")
 
     with Client(max_connections=1, timing=False) as client:
@@ -120,159 +124,293 @@ def curl_failure(url: str, err: BaseException) -> tuple[str, int | None]:
     return (f"{url}: {message} (curl error {code})" if code is not None else f"{url}: {message}"), code
 
 
-def _check_source(source: object, call: str, *, want_async: bool) -> None:
-    """A TypeError at the call for a source the iterator cannot read, saying which call fits it."""
-    kind = type(source).__name__
-    if isinstance(source, (bytes, bytearray, memoryview, str)):
-        raise TypeError(
-            f"{call}() takes an iterable of byte chunks (such as response.iter_bytes()), not {kind}; "
-            f"for one piece already in memory pass [data]"
+class Client:
+    """``Client(*, base_url=None, api_key=None, headers=None, path="/chat/completions",
+    max_connections=100, timeout=None, connect_timeout=None, idle_timeout=None, proxy=None,
+    ca_bundle=None, client_cert=None, max_event_bytes=None, timing=True, http2=False)``
+
+    The same engine, driven on the calling thread by its own poll loop (epoll where there is
+    one, else the platform's ``selectors``: kqueue, select): ``create_stream`` for one request, ``run`` for many at once, ``as_completed`` to take
+    them as they end. Ctrl-C (KeyboardInterrupt) stops a call within about 0.1 s, cancelling
+    every transfer it had started. ``with Client(...) as client:`` closes the connections at the
+    end; so does ``close()``.
+
+    One thread at a time: a client keeps no lock, so give each thread its own (they share
+    nothing). ``on_chunk`` runs on the calling thread.
+    """
+
+    def __init__(
+        self,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        headers: Mapping[str, str] | Sequence[str] | None = None,
+        path: str | None = None,
+        api: str = "chat",
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        timeout: float | None = None,
+        connect_timeout: float | None = None,
+        idle_timeout: float | None = None,
+        proxy: str | None = None,
+        ca_bundle: str | None = None,
+        client_cert: str | tuple[str, str] | None = None,
+        max_event_bytes: int | None = None,
+        timing: bool = True,
+        http2: bool = False,
+    ) -> None:
+        self._engine = _SyncEngine(
+            RequestOptions(
+                api=api,
+                base_url=base_url,
+                api_key=api_key,
+                path=path,
+                headers=headers,
+                timeout=timeout,
+                connect_timeout=connect_timeout,
+                idle_timeout=idle_timeout,
+                proxy=proxy,
+                ca_bundle=ca_bundle,
+                client_cert=client_cert,
+                max_event_bytes=max_event_bytes,
+            ),
+            max_connections=max_connections,
+            timing=timing,
+            http2=http2,
         )
-    is_async, is_sync = hasattr(source, "__aiter__"), hasattr(source, "__iter__")
-    other = call[1:] if want_async else "a" + call
-    if want_async and not is_async:
-        hint = f"; for a sync one ({kind}) use {other}()" if is_sync else f", not {kind}"
-        raise TypeError(f"{call}() takes an async iterable of byte chunks{hint}")
-    if not want_async and not is_sync:
-        hint = f"; for an async one ({kind}) use {other}()" if is_async else f", not {kind}"
-        raise TypeError(f"{call}() takes an iterable of byte chunks{hint}")
+
+    def create_stream(
+        self, request: Mapping[str, Any], /, on_chunk: OnChunk | None = None, **options: Any
+    ) -> dict[str, Any]:
+        """``client.create_stream(request, on_chunk=None, **options) -> dict``
+
+        One request, as ``fastsse.create_stream`` makes it, on this client's connections; the
+        result carries ``"timing"``. Options override the client's for this request (``curl=``, a
+        ``pycurl.Curl`` of your own, is used for the transfer and left open).
+
+        It raises what ``create_stream`` raises, TypeError for an unknown option and
+        KeyboardInterrupt on Ctrl-C (the transfer is cancelled first).
+        """
+        engine = self._engine
+        job = engine.make_job(request, {**options, "on_chunk": on_chunk})
+        for _ in engine.drive([job], 1):
+            pass
+        outcome = job.result
+        if isinstance(outcome, BaseException):
+            raise outcome
+        assert isinstance(outcome, dict)
+        return outcome
+
+    def as_completed(
+        self,
+        requests: Iterable[Mapping[str, Any]],
+        /,
+        on_chunk: Callable[[int, dict[str, Any]], Any] | None = None,
+        *,
+        concurrency: int | None = None,
+    ) -> Iterator[tuple[int, dict[str, Any] | BaseException]]:
+        """``client.as_completed(requests, on_chunk=None, *, concurrency=None)`` yields
+        ``(index, outcome)`` for each request as it ends, at most ``concurrency`` (default
+        ``max_connections``) in flight. An outcome is the result dict, or the exception
+        ``create_stream`` would have raised (a TransportError carries ``.result`` with its timing).
+        ``on_chunk(index, chunk)`` sees every chunk with its request's index.
+
+        It raises TypeError for a request that is not a mapping and KeyboardInterrupt on Ctrl-C
+        (every transfer in flight is cancelled first). Closing the iterator early cancels the rest.
+        """
+        engine = self._engine
+        jobs = []
+        for index, request in enumerate(requests):
+            chunk_cb = None if on_chunk is None else _indexed(on_chunk, index)
+            jobs.append(engine.make_job(request, {"on_chunk": chunk_cb}, index))
+        limit = engine.max_connections if concurrency is None else concurrency
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise ValueError(f"concurrency must be a positive int, not {concurrency!r}")
+        for job in engine.drive(jobs, limit):
+            yield job.index, job.result
+
+    def run(
+        self,
+        requests: Iterable[Mapping[str, Any]],
+        /,
+        on_chunk: Callable[[int, dict[str, Any]], Any] | None = None,
+        *,
+        concurrency: int | None = None,
+    ) -> list[dict[str, Any] | BaseException]:
+        """``client.run(requests, on_chunk=None, *, concurrency=None) -> list``: every request's
+        outcome, in request order (a result dict, or the exception for that request, as in
+        ``as_completed``). A failure of one request never stops the others.
+
+        It raises what ``as_completed`` raises.
+        """
+        items = list(requests)
+        out: list[dict[str, Any] | BaseException] = [{}] * len(items)
+        for index, outcome in self.as_completed(items, on_chunk, concurrency=concurrency):
+            out[index] = outcome
+        return out
+
+    def close(self) -> None:
+        """Close every connection and the multi handle."""
+        self._engine.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
-def _bad_chunk(chunk: object, call: str) -> TypeError:
-    hint = (
-        " (iterate the response's bytes, e.g. iter_bytes(), not its text)" if isinstance(chunk, str) else ""
-    )
-    return TypeError(
-        f"{call}() needs chunks of bytes, bytearray or memoryview; the source gave {type(chunk).__name__}{hint}"
-    )
+Client.__doc__ = (Client.__doc__ or "") + OPTIONS_DOC
 
 
-def iter_events(source: Iterable[bytes], /, *, max_event_bytes: int | None = None) -> Iterator[Event]:
-    """Yield the events of a stream given as an iterable of byte chunks (``httpx``'s
-    ``response.iter_bytes()``, ``requests``' ``response.iter_content(None)``, a file opened ``rb``).
+def _indexed(on_chunk: Callable[[int, dict[str, Any]], Any], index: int) -> OnChunk:
+    def call(chunk: dict[str, Any]) -> Any:
+        return on_chunk(index, chunk)
 
-    It raises TypeError at the call if ``source`` is bytes or str (not an iterable of chunks) or an
-    async iterable (use ``aiter_events``), and while iterating for a chunk that is not bytes;
-    EventTooLarge after yielding every event completed before and beside the oversized one.
-    """
-    _check_source(source, "iter_events", want_async=False)
-    return _iter_events(source, event_limit(max_event_bytes, "iter_events"))
+    return call
 
 
-def _iter_events(source: Iterable[bytes], limit: int | None) -> Iterator[Event]:
-    decoder = Decoder(max_event_bytes=limit)
-    for chunk in source:
+class _SyncEngine(_Engine):
+    """The engine on its own poll loop, run by the calling thread: epoll where there is one (its
+    ``poll`` hands back bare ``(fd, events)`` pairs), the platform's ``selectors`` elsewhere."""
+
+    def __init__(self, options: RequestOptions, /, **kwargs: Any) -> None:
+        super().__init__(options, **kwargs)
+        self.epoll = select.epoll() if hasattr(select, "epoll") else None
+        self.selector = None if self.epoll is not None else selectors.DefaultSelector()
+        self.registered: dict[int, int] = {}  # fd -> the events it is registered for
+        self.deadline: float | None = None  # when curl wants its timeout action (monotonic s)
+        self.ready: collections.deque[_Job] = collections.deque()
+
+    def _on_socket(self, what: int, fd: int, multi: Any, data: Any) -> None:
         try:
-            events = decoder.feed(chunk)
-        except EventTooLarge as exc:
-            yield from exc.events
-            raise
-        except TypeError:
-            raise _bad_chunk(chunk, "iter_events") from None
-        yield from events
-    decoder.close()
+            self._watch(what, fd)
+        except BaseException as exc:
+            self.callback_exc = exc
 
-
-def aiter_events(
-    source: AsyncIterable[bytes], /, *, max_event_bytes: int | None = None
-) -> AsyncIterator[Event]:
-    """The async form of ``iter_events`` (``httpx``'s ``aiter_bytes()``, aiohttp's ``content.iter_any()``):
-    ``async for event in aiter_events(response.aiter_bytes())``.
-
-    It raises TypeError at the call if ``source`` is not an async iterable (a sync one: use
-    ``iter_events``), and otherwise what ``iter_events`` raises.
-    """
-    _check_source(source, "aiter_events", want_async=True)
-    return _aiter_events(source, event_limit(max_event_bytes, "aiter_events"))
-
-
-async def _aiter_events(source: AsyncIterable[bytes], limit: int | None) -> AsyncIterator[Event]:
-    decoder = Decoder(max_event_bytes=limit)
-    async for chunk in source:
-        try:
-            events = decoder.feed(chunk)
-        except EventTooLarge as exc:
-            for event in exc.events:
-                yield event
-            raise
-        except TypeError:
-            raise _bad_chunk(chunk, "aiter_events") from None
-        for event in events:
-            yield event
-    decoder.close()
-
-
-class ChunkIterator:
-    """Iterates the parsed chat chunks of a byte stream; ``result()`` is the folded completion.
-
-    Made by ``iter_chunks`` / ``aiter_chunks``. Iteration ends at the end of the input, after an error
-    payload (which is yielded first), or when you stop iterating; ``result()`` may be called at any
-    time and gives the aggregate of every chunk yielded so far, with its verdict. An event past
-    ``max_event_bytes`` stops the stream: the chunks before it are yielded, then EventTooLarge is raised.
-    """
-
-    def __init__(self, source: Any, *, max_event_bytes: int | None = None, call: str = "iter_chunks") -> None:
-        _check_source(source, call, want_async=call.startswith("a"))
-        self._call = call
-        self._source = source
-        self._pending: deque[dict[str, Any]] = deque()
-        self._stream = ChatStream(self._pending.append, max_event_bytes=event_limit(max_event_bytes, call))
-        self._error: EventTooLarge | None = None
-
-    def _drain(self) -> Iterator[dict[str, Any]]:
-        while self._pending:
-            yield self._pending.popleft()
-
-    def _write(self, data: bytes) -> bool:
-        try:
-            return self._stream.write(data) == 0
-        except TypeError:
-            raise _bad_chunk(data, self._call) from None
-        except EventTooLarge as exc:
-            self._error = exc  # raised once the chunks folded before it have been yielded
-            return True
-
-    def __iter__(self) -> Iterator[dict[str, Any]]:
-        for data in self._source:
-            stop = self._write(data)
-            yield from self._drain()
-            if stop:
-                break
+    def _watch(self, what: int, fd: int) -> None:
+        pycurl = self.pycurl
+        events = 0
+        if what != pycurl.POLL_REMOVE:
+            if what & pycurl.POLL_IN:
+                events |= _READ
+            if what & pycurl.POLL_OUT:
+                events |= _WRITE
+        old = self.registered.get(fd)
+        if old == events:
+            return
+        epoll = self.epoll
+        if epoll is not None:
+            flags = (_EPOLL_IN if events & _READ else 0) | (select.EPOLLOUT if events & _WRITE else 0)
+            if not events:
+                with contextlib.suppress(OSError):  # curl may have closed it already
+                    epoll.unregister(fd)
+            elif old is None:
+                try:
+                    epoll.register(fd, flags)
+                except FileExistsError:  # a new socket under a number we never heard removed
+                    epoll.modify(fd, flags)
+            else:
+                try:
+                    epoll.modify(fd, flags)
+                except FileNotFoundError:  # the old socket closed; this is a new one
+                    epoll.register(fd, flags)
         else:
-            self._stream.close()
-        self._raise_if_failed()
-
-    async def __aiter__(self) -> AsyncIterator[dict[str, Any]]:
-        async for data in self._source:
-            stop = self._write(data)
-            for chunk in self._drain():
-                yield chunk
-            if stop:
-                break
+            assert self.selector is not None
+            if old is not None:
+                with contextlib.suppress(KeyError, ValueError, OSError):
+                    self.selector.unregister(fd)
+            if events:
+                self.selector.register(fd, events)
+        if events:
+            self.registered[fd] = events
         else:
-            self._stream.close()
-        self._raise_if_failed()
+            self.registered.pop(fd, None)
 
-    def _raise_if_failed(self) -> None:
-        error, self._error = self._error, None
-        if error is not None:
-            raise error
+    def _on_timer(self, timeout_ms: int) -> None:
+        try:
+            self.deadline = None if timeout_ms < 0 else time.monotonic() + timeout_ms / 1000
+        except BaseException as exc:
+            self.callback_exc = exc
 
-    def result(self) -> dict[str, Any]:
-        return self._stream.result()
+    def _finished(self, job: _Job) -> None:
+        self.ready.append(job)
+
+    def _wait(self, timeout: float) -> None:
+        """Wait up to ``timeout`` seconds for socket events and hand them to curl."""
+        action = self.action
+        cselect_in, cselect_out = self.pycurl.CSELECT_IN, self.pycurl.CSELECT_OUT
+        if self.epoll is not None:
+            for fd, ev in self.epoll.poll(timeout):
+                action(
+                    fd, (cselect_in if ev & _EPOLL_IN else 0) | (cselect_out if ev & select.EPOLLOUT else 0)
+                )
+            return
+        assert self.selector is not None
+        if not self.registered:  # select() on nothing fails on Windows
+            time.sleep(timeout)
+            return
+        for key, mask in self.selector.select(timeout):
+            action(key.fd, (cselect_in if mask & _READ else 0) | (cselect_out if mask & _WRITE else 0))
+
+    def drive(self, jobs: list[_Job], concurrency: int) -> Iterator[_Job]:
+        """Run ``jobs`` with at most ``concurrency`` in flight; yield each as it settles."""
+        if self.closed:
+            raise RuntimeError("the client is closed")
+        pending = collections.deque(jobs)
+        mine: set[int] = set()
+        in_flight = 0
+        pycurl = self.pycurl
+        try:
+            while pending or in_flight:
+                while pending and in_flight < concurrency:
+                    job = pending.popleft()
+                    mine.add(id(job))
+                    in_flight += 1
+                    try:
+                        self.submit(job)
+                    except BaseException as exc:
+                        self._settle(job, exc)
+                while self.ready:
+                    job = self.ready.popleft()
+                    if id(job) in mine:
+                        mine.discard(id(job))
+                        in_flight -= 1
+                        yield job
+                if not in_flight:
+                    continue
+                wait = _WAIT_SLICE
+                if self.deadline is not None:
+                    wait = min(wait, max(0.0, self.deadline - time.monotonic()))
+                self._wait(wait)
+                if self.deadline is not None and time.monotonic() >= self.deadline:
+                    self.deadline = None
+                    self.action(pycurl.SOCKET_TIMEOUT, 0)
+                if self.idle_jobs:
+                    self.check_idle()
+                if self.callback_exc is not None:
+                    self._raise_callback_exc()
+        finally:
+            if mine:  # Ctrl-C, an exception, or the caller closed the generator: stop the rest
+                for job in jobs:
+                    if id(job) in mine and not job.done:
+                        self.cancel(job)
+                self.ready = collections.deque(job for job in self.ready if id(job) not in mine)
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        super().close()
+        if self.epoll is not None:
+            self.epoll.close()
+        if self.selector is not None:
+            self.selector.close()
+        self.registered.clear()
 
 
-def iter_chunks(source: Iterable[bytes], /, *, max_event_bytes: int | None = None) -> ChunkIterator:
-    """Parsed chat chunks of a byte iterable, in order; ``.result()`` on the returned iterator folds them.
-
-    It raises TypeError as ``iter_events`` does (an async source: use ``aiter_chunks``).
-    """
-    return ChunkIterator(source, max_event_bytes=max_event_bytes)
-
-
-def aiter_chunks(source: AsyncIterable[bytes], /, *, max_event_bytes: int | None = None) -> ChunkIterator:
-    """The async form of ``iter_chunks``: ``async for chunk in aiter_chunks(response.aiter_bytes())``.
-
-    It raises TypeError as ``aiter_events`` does (a sync source: use ``iter_chunks``).
-    """
-    return ChunkIterator(source, max_event_bytes=max_event_bytes, call="aiter_chunks")
+_READ, _WRITE = selectors.EVENT_READ, selectors.EVENT_WRITE
+# Error and hang-up wake curl as a read would: it reads, and learns what happened.
+_EPOLL_IN = (
+    (select.EPOLLIN | select.EPOLLERR | select.EPOLLHUP | select.EPOLLRDHUP)
+    if hasattr(select, "epoll")
+    else 0
+)

@@ -1,9 +1,9 @@
 """The cold half shared by the Responses and Messages folds on both backends: the verdict type and
 the small helpers the result builders use.
 
-The hot halves (one call per event) live twice, in ``_responses_c.pyx`` / ``_responses_py.py`` and
-``_messages_c.pyx`` / ``_messages_py.py``; they keep their state in objects whose attribute names
-``_responses.py`` and ``_messages.py`` read, so the two backends cannot disagree about a result.
+The hot halves (one call per event) live twice, in ``responses/_fold_c.pyx`` / ``responses/_fold_py.py`` and
+``messages/_fold_c.pyx`` / ``messages/_fold_py.py``; they keep their state in objects whose attribute names
+``responses/_result.py`` and ``messages/_result.py`` read, so the two backends cannot disagree about a result.
 """
 
 from __future__ import annotations
@@ -118,7 +118,7 @@ def loads(payload: Any) -> Any:
     try:
         return orjson.loads(payload)
     except orjson.JSONDecodeError:
-        from ._chat import loads_replacing
+        from ..chat._result import loads_replacing
 
         return loads_replacing(payload)
 

@@ -5,8 +5,8 @@
 from cpython.bytes cimport PyBytes_FromStringAndSize
 from libc.string cimport memcmp
 
-from ._decoder_c cimport Decoder
-from ._reader_c cimport Span
+from ..sse._decoder_c cimport Decoder
+from .._native.reader cimport Span
 
 
 cdef enum:

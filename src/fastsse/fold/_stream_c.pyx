@@ -1,6 +1,6 @@
 # cython: language_level=3, freethreading_compatible=True, annotation_typing=False
 # cython: embedsignature=True, embedsignature.format=clinic
-"""The compiled plumbing both fused format streams share (``FoldStream`` in ``_responses_py.py`` is
+"""The compiled plumbing both fused format streams share (``FoldStream`` in ``responses/_fold_py.py`` is
 its readable twin): write/feed/close, the re-entry guard, ``max_event_bytes``, ``on_chunk``, the
 verdict and the timing arrays. A format supplies its aggregator, its own ``_on_event`` (skip,
 fold the hot event from its bytes, or parse it and hand it to ``_deliver``: the fast path pays for
@@ -11,13 +11,13 @@ no extra call) and three cdef hooks: ``_kind`` (the token kind of a parsed event
 cimport cython
 from cpython.list cimport PyList_Append
 
-from ._decoder_c cimport Decoder
+from ..sse._decoder_c cimport Decoder
 
 from time import monotonic_ns as _monotonic_ns
 
-from ._errors import too_large
-from ._fold import anchor_pair, format_verdict_dict
-from ._timing import build_timing
+from .._errors import too_large
+from ._base import anchor_pair, format_verdict_dict
+from .._timing import build_timing
 
 
 cdef class FoldStream(Decoder):
@@ -138,7 +138,7 @@ The base of ``ResponsesStream`` and ``MessagesStream``; not used on its own."""
 
 
 cdef class FoldSink:
-    """The base of a translator's fast path on a fused format stream (see ``_fold_stream_c.pxd``);
+    """The base of a translator's fast path on a fused format stream (see ``fold/_stream_c.pxd``);
     this one takes nothing."""
 
     cdef bint ready(self) except -1:

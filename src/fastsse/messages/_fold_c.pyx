@@ -1,11 +1,11 @@
 # cython: language_level=3, freethreading_compatible=True, annotation_typing=False
 # cython: embedsignature=True, embedsignature.format=clinic
-"""Compiled Messages fold and MessagesStream; ``_messages_py.py`` is the readable twin and the
+"""Compiled Messages fold and MessagesStream; ``messages/_fold_py.py`` is the readable twin and the
 reference. Each payload goes through ``orjson.loads`` and one dispatch on the event type; text
 and tool-input fragments are kept in per-block lists joined once, and tool input is parsed once
 at ``content_block_stop``. MessagesStream subclasses the shared compiled FoldStream (a Decoder, in
-``_fold_stream_c``) and folds inside its event hook. The cold half (result assembly, the verdict)
-is shared Python in ``_messages.py``.
+``fold._stream_c``) and folds inside its event hook. The cold half (result assembly, the verdict)
+is shared Python in ``messages/_result.py``.
 """
 
 cimport cython
@@ -17,16 +17,16 @@ from cpython.unicode cimport PyUnicode_GET_LENGTH
 from cpython.object cimport PyObject
 from libc.string cimport memcmp
 
-from ._fold_stream_c cimport D_ARGUMENTS, D_REASONING, D_TEXT, FastDelta, FoldStream, event_name, payload_is_done
-from ._reader_c cimport Span, after_value, decode, read_key, read_plain, read_string, read_uint, skip_ws, span_is
+from ..fold._stream_c cimport D_ARGUMENTS, D_REASONING, D_TEXT, FastDelta, FoldStream, event_name, payload_is_done
+from .._native.reader cimport Span, after_value, decode, read_key, read_plain, read_string, read_uint, skip_ws, span_is
 
 import orjson
 
-from ._fold import CONTENT, REASONING
-from ._fold import MAX_DEPARTURES, MAX_INDEX, format_verdict_dict, is_done, joined, loads as _loads_slow
-from ._messages import BLOCK_OF_DELTA, build_message, event_error, tool_input
-from ._messages import make_verdict as _make_verdict
-from ._messages import token_kind as _token_kind
+from ..fold._base import CONTENT, REASONING
+from ..fold._base import MAX_DEPARTURES, MAX_INDEX, format_verdict_dict, is_done, joined, loads as _loads_slow
+from ._result import BLOCK_OF_DELTA, build_message, event_error, tool_input
+from ._result import make_verdict as _make_verdict
+from ._result import token_kind as _token_kind
 
 cdef long long _MAX_INDEX = MAX_INDEX
 cdef int CONTENT_C = CONTENT
@@ -113,7 +113,7 @@ cdef class MessagesAggregator:
 
 Folds the events of an Anthropic Messages stream into the message the API returns without
     streaming. One aggregator per stream; not safe to share between threads. See the Python twin
-    (``fastsse._messages_py.MessagesAggregator``) for the rules; both behave identically.
+    (``fastsse.messages._fold_py.MessagesAggregator``) for the rules; both behave identically.
     """
 
     cdef dict _fields
@@ -561,7 +561,7 @@ cdef class MessagesStream(FoldStream):
 Scans, parses and folds an Anthropic Messages stream in one pass, for pycurl's
     ``WRITEFUNCTION`` (or any push source); one per stream, not safe to share between threads.
     The protocol of ``ChatStream``; an ``error`` event stops the stream. See the Python twin
-    (``fastsse._messages_py.MessagesStream``).
+    (``fastsse.messages._fold_py.MessagesStream``).
     """
 
     def __init__(

@@ -1,6 +1,6 @@
-"""Pure-Python Messages fold and MessagesStream: the readable twin of ``_messages_c.pyx`` and the
+"""Pure-Python Messages fold and MessagesStream: the readable twin of ``_fold_c.pyx`` and the
 reference for its behaviour. The cold half (result assembly, the verdict) is shared in
-``_messages.py``; the fused stream's plumbing is shared with the Responses twin.
+``_result.py``; the fused stream's plumbing, shared with the Responses twin, is ``fold/_stream_py.py``.
 """
 
 from __future__ import annotations
@@ -9,11 +9,11 @@ from typing import Any
 
 import orjson
 
-from ._fold import FormatVerdict, is_done, is_index, joined, loads
-from ._messages import BLOCK_OF_DELTA, build_message, event_error, tool_input
-from ._messages import make_verdict as _make_verdict
-from ._messages import token_kind as _token_kind
-from ._responses_py import FoldCounters, FoldStream, OnEvent, _check_payload
+from ..fold._base import FormatVerdict, is_done, is_index, joined, loads
+from ..fold._stream_py import FoldCounters, FoldStream, OnEvent, check_payload
+from ._result import BLOCK_OF_DELTA, build_message, event_error, tool_input
+from ._result import make_verdict as _make_verdict
+from ._result import token_kind as _token_kind
 
 
 class _Block:
@@ -88,14 +88,14 @@ class MessagesAggregator(FoldCounters):
     def feed_data(self, payload: str | bytes | bytearray | memoryview, /) -> bool:
         """Parse one event's data and fold it: True if it was folded, False for a skipped or ignored
         payload. It raises TypeError if ``payload`` is not str or bytes-like."""
-        _check_payload(payload)
+        check_payload(payload)
         return self._fold(payload, None) is not None
 
     def feed_event(self, event: Any, /) -> bool:
         """Fold one SSE event (anything with ``event`` and ``data`` attributes); returns what
         ``feed_data`` returns. It raises TypeError if ``event.data`` is not str or bytes-like."""
         data = event.data
-        _check_payload(data)
+        check_payload(data)
         name = event.event
         return self._fold(data, name if name and name != "message" else None) is not None
 

@@ -5,9 +5,9 @@
 sent, whether a usage value is held back for the end) and handles every event the compiled fast
 path does not: it parses the payload, repairs the chunk by the encoder's rules, folds what it
 forwards into the ``ChatAggregator`` (through its public ``feed``) and serialises it. A chunk
-that needs no repair is forwarded as its own bytes. The compiled relay (``_relay_c.pyx``) calls
+that needs no repair is forwarded as its own bytes. The compiled relay (``relay/_relay_c.pyx``) calls
 into this module only for chunks its fast path cannot forward or splice; the pure-Python relay
-(``_relay_py.py``) calls it for every event.
+(``relay/_relay_py.py``) calls it for every event.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any, Final
 
 import orjson
 
-from ._chat import content_parts, loads_replacing
+from ..chat._result import content_parts, loads_replacing
 
 DONE: Final = b"data: [DONE]\n\n"
 USAGE_MODES: Final = ("end", "keep", "drop")

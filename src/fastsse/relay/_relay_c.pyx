@@ -1,9 +1,9 @@
 # cython: language_level=3, freethreading_compatible=True, annotation_typing=False
 # cython: embedsignature=True, embedsignature.format=clinic
-"""Compiled ``Relay``; ``_relay_py.py`` is the readable twin.
+"""Compiled ``Relay``; ``relay/_relay_py.py`` is the readable twin.
 
 One pass per payload: the relay subclasses the compiled ``Decoder`` (the scanner), reads each
-payload with the chat fold's validating reader (``_read``, cimported from ``_aggregator_c``),
+payload with the chat fold's validating reader (``_read``, cimported from ``chat._fold_c``),
 decides from the reader's plan whether the chunk can go out as its own bytes, and folds the plan
 into the ``ChatAggregator`` (``fast_apply``) with no dict built. The per-chunk repairs that leave
 the chunk's shape alone are splices into those bytes: ``finish_reason: ""`` becomes ``null``, a
@@ -18,7 +18,7 @@ from cpython.long cimport PyLong_AsLongLongAndOverflow, PyLong_CheckExact
 from cpython.unicode cimport PyUnicode_CheckExact, PyUnicode_DATA, PyUnicode_GET_LENGTH
 from libc.string cimport memcmp
 
-from ._aggregator_c cimport (
+from ..chat._fold_c cimport (
     F_ESC,
     K_ARGUMENTS,
     K_CONTENT,
@@ -47,17 +47,17 @@ from ._aggregator_c cimport (
     fold_usage,
     fold_verdict,
 )
-from ._decoder_c cimport Decoder
-from ._outbuf cimport OutBuf, out_free, out_put, out_reserve, out_take
+from ..sse._decoder_c cimport Decoder
+from .._native.outbuf cimport OutBuf, out_free, out_put, out_reserve, out_take
 
 from typing import Any
 
 import orjson
 
-from ._aggregator_c import ChatAggregator
-from ._chat import Verdict, verdict_dict
-from ._errors import too_large
-from ._relay import READER_FIELDS, RelayCore, check_options
+from ..chat._fold_c import ChatAggregator
+from ..chat._result import Verdict, verdict_dict
+from .._errors import too_large
+from ._core import READER_FIELDS, RelayCore, check_options
 
 
 cdef extern from "Python.h":

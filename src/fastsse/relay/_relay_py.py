@@ -1,6 +1,6 @@
-"""Pure-Python ``Relay``: the readable twin of ``_relay_c.pyx``.
+"""Pure-Python ``Relay``: the readable twin of ``relay/_relay_c.pyx``.
 
-The scanner is ``_decoder_py.Decoder`` (subclassed, like ``ChatStream``), the fold its
+The scanner is ``sse._decoder_py.Decoder`` (subclassed, like ``ChatStream``), the fold its
 ``ChatAggregator``, the repair rules ``_relay.RelayCore``, which both backends share; here every
 event goes through that core, where the compiled relay forwards or splices most chunks itself.
 """
@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Any
 
-from ._aggregator_py import ChatAggregator
-from ._chat import Verdict, verdict_dict
-from ._decoder_py import Decoder, as_bytes
-from ._errors import too_large
-from ._relay import OnChunk, RelayCore, check_options
+from .._errors import too_large
+from ..chat._fold_py import ChatAggregator
+from ..chat._result import Verdict, verdict_dict
+from ..sse._decoder_py import Decoder, as_bytes
+from ._core import OnChunk, RelayCore, check_options
 
 __all__ = ["Relay"]
 

@@ -10,7 +10,7 @@ that are not a JSON object are dropped (a client's JSON parser would fail on the
 
 from __future__ import annotations
 
-from ._backend import Relay
+from .._backend import Relay
 
 Normalizer = Relay
 

@@ -1,11 +1,11 @@
 # cython: language_level=3, freethreading_compatible=True, annotation_typing=False
 # cython: embedsignature=True, embedsignature.format=clinic
-"""Compiled Responses fold and ResponsesStream; ``_responses_py.py`` is the readable twin and the
+"""Compiled Responses fold and ResponsesStream; ``responses/_fold_py.py`` is the readable twin and the
 reference. Each payload goes through ``orjson.loads`` and one dispatch on the event type (a dict
 lookup to a small code); text fragments are kept in per-part lists joined once. ResponsesStream
-subclasses the shared compiled FoldStream (a Decoder, in ``_fold_stream_c``) and folds inside its
+subclasses the shared compiled FoldStream (a Decoder, in ``fold._stream_c``) and folds inside its
 event hook, with no Event object per event.
-The cold half (vocabulary, result assembly, the verdict) is shared Python in ``_responses.py``.
+The cold half (vocabulary, result assembly, the verdict) is shared Python in ``responses/_result.py``.
 """
 
 cimport cython
@@ -17,16 +17,16 @@ from cpython.unicode cimport PyUnicode_GET_LENGTH
 from cpython.object cimport PyObject
 from libc.string cimport memcmp
 
-from ._fold_stream_c cimport D_ARGUMENTS, D_REASONING, D_REFUSAL, D_TEXT, FastDelta, FoldStream, event_name, event_name_given, payload_is_done
-from ._reader_c cimport Span, after_value, decode, read_empty_array, read_key, read_plain, read_string, read_uint, skip_ws, span_is
+from ..fold._stream_c cimport D_ARGUMENTS, D_REASONING, D_REFUSAL, D_TEXT, FastDelta, FoldStream, event_name, event_name_given, payload_is_done
+from .._native.reader cimport Span, after_value, decode, read_empty_array, read_key, read_plain, read_string, read_uint, skip_ws, span_is
 
 import orjson
 
-from ._fold import CONTENT, REASONING
-from ._fold import MAX_DEPARTURES, MAX_INDEX, format_verdict_dict, is_done, joined, loads as _loads_slow
-from ._responses import ITEM_OF_PART, ITEM_TEXT, PART_TEXT, build_response, event_error
-from ._responses import make_verdict as _make_verdict
-from ._responses import token_kind as _token_kind
+from ..fold._base import CONTENT, REASONING
+from ..fold._base import MAX_DEPARTURES, MAX_INDEX, format_verdict_dict, is_done, joined, loads as _loads_slow
+from ._result import ITEM_OF_PART, ITEM_TEXT, PART_TEXT, build_response, event_error
+from ._result import make_verdict as _make_verdict
+from ._result import token_kind as _token_kind
 
 cdef long long _MAX_INDEX = MAX_INDEX
 cdef int CONTENT_C = CONTENT
@@ -163,7 +163,7 @@ cdef class ResponsesAggregator:
 
 Folds the events of an OpenAI Responses stream into the object the API returns without
     streaming. One aggregator per stream; not safe to share between threads. See the Python twin
-    (``fastsse._responses_py.ResponsesAggregator``) for the rules; both behave identically.
+    (``fastsse.responses._fold_py.ResponsesAggregator``) for the rules; both behave identically.
     """
 
     cdef dict _top
@@ -676,7 +676,7 @@ cdef class ResponsesStream(FoldStream):
 
 Scans, parses and folds an OpenAI Responses stream in one pass, for pycurl's
     ``WRITEFUNCTION`` (or any push source); one per stream, not safe to share between threads.
-    The protocol of ``ChatStream``; see the Python twin (``fastsse._responses_py.ResponsesStream``).
+    The protocol of ``ChatStream``; see the Python twin (``fastsse.responses._fold_py.ResponsesStream``).
     """
 
     def __init__(

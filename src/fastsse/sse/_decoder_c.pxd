@@ -1,5 +1,5 @@
 # cython: language_level=3
-# The compiled decoder's layout, so ``_aggregator_c`` can subclass it (ChatStream folds inside
+# The compiled decoder's layout, so ``chat._fold_c`` can subclass it (ChatStream folds inside
 # ``_on_event`` with no Event object per chunk).
 
 cdef struct Buf:

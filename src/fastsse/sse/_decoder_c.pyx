@@ -1,6 +1,6 @@
 # cython: language_level=3, freethreading_compatible=True, annotation_typing=False
 # cython: embedsignature=True, embedsignature.format=clinic
-"""Compiled SSE decoder: the same rules as ``_decoder_py.py``, scanned with C pointers.
+"""Compiled SSE decoder: the same rules as ``sse/_decoder_py.py``, scanned with C pointers.
 
 Lines are found with memchr (one cached search per terminator kind, so the cost is linear
 whatever the chunking); a partial line, the event's data and its type live in growable C
@@ -14,7 +14,7 @@ from cpython.mem cimport PyMem_Free, PyMem_Realloc
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.string cimport memchr, memcpy
 
-from ._errors import bad_input_type, event_limit, too_large
+from .._errors import bad_input_type, event_limit, too_large
 from ._fields import long_retry
 
 cdef str _MESSAGE = "message"

@@ -1,4 +1,4 @@
-"""Pure-Python SSE decoder: the readable reference for ``_decoder_c.pyx``.
+"""Pure-Python SSE decoder: the readable reference for ``sse/_decoder_c.pyx``.
 
 Both implement the WHATWG "event stream interpretation" rules byte for byte; the golden vectors in
 ``tests/vectors`` and the differential Hypothesis tests hold them to the same output.
@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from ._errors import bad_input_type, event_limit, too_large
+from .._errors import bad_input_type, event_limit, too_large
 from ._fields import long_retry, split_field
 
 _EOL: Final = re.compile(rb"[\r\n]")

@@ -17,9 +17,15 @@ error becomes the target's error. docs/translation.md lists the field mapping.
 
 from __future__ import annotations
 
-from typing import Any, Final, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
-from ._backend import ChatToMessages, ChatToResponses, MessagesToChat, ResponsesToChat
+from .. import _backend
+
+if TYPE_CHECKING:
+    from .._backend import ChatToMessages as ChatToMessages
+    from .._backend import ChatToResponses as ChatToResponses
+    from .._backend import MessagesToChat as MessagesToChat
+    from .._backend import ResponsesToChat as ResponsesToChat
 
 __all__ = [
     "APIS",
@@ -38,11 +44,17 @@ class Translator(Protocol):
     """What every translator offers: ``write(data) -> bytes``, ``close() -> bytes`` and ``result()``,
     the upstream's fold with its verdict."""
 
-    def write(self, data: bytes | bytearray | memoryview, /) -> bytes: ...
+    def write(self, data: bytes | bytearray | memoryview, /) -> bytes:
+        """Feed upstream bytes; return the translated bytes they allow (possibly empty)."""
+        ...
 
-    def close(self, *, truncated: bool = False) -> bytes: ...
+    def close(self, *, truncated: bool = False) -> bytes:
+        """End the upstream; return the last translated bytes (the terminal event if it was whole)."""
+        ...
 
-    def result(self) -> dict[str, Any]: ...
+    def result(self) -> dict[str, Any]:
+        """The upstream's fold, with its verdict."""
+        ...
 
 
 class _Chain:
@@ -73,16 +85,32 @@ def translator(source: str, target: str, /, **options: Any) -> Translator:
     It raises ValueError for an unknown API or ``source == target`` and TypeError for an option
     the class does not take.
     """
+    classes = _backend.current
     if source not in APIS or target not in APIS:
         raise ValueError(f"unknown API {source if source not in APIS else target!r}; expected one of {APIS}")
     if source == target:
         raise ValueError(f"nothing to translate: source and target are both {source!r}")
     limit = {"max_event_bytes": options["max_event_bytes"]} if "max_event_bytes" in options else {}
     if source == "chat":
-        return (ChatToMessages if target == "messages" else ChatToResponses)(**options)
-    to_chat = (MessagesToChat if source == "messages" else ResponsesToChat)(
+        direct: Translator = (classes.ChatToMessages if target == "messages" else classes.ChatToResponses)(
+            **options
+        )
+        return direct
+    to_chat: Translator = (classes.MessagesToChat if source == "messages" else classes.ResponsesToChat)(
         **{k: v for k, v in options.items() if k != "max_event_bytes"} | limit
     )
     if target == "chat":
         return to_chat
-    return _Chain(to_chat, (ChatToMessages if target == "messages" else ChatToResponses)(**limit))
+    from_chat = classes.ChatToMessages if target == "messages" else classes.ChatToResponses
+    return _Chain(to_chat, from_chat(**limit))
+
+
+_CLASSES: Final = ("ChatToMessages", "ChatToResponses", "MessagesToChat", "ResponsesToChat")
+
+
+def __getattr__(name: str) -> Any:
+    # The selected backend's classes, looked up when asked for: _backend imports this package's
+    # twins while it selects, so this module cannot take names from it while it is imported.
+    if name in _CLASSES:
+        return getattr(_backend, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

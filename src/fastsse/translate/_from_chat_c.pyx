@@ -1,15 +1,15 @@
 # cython: language_level=3, freethreading_compatible=True, annotation_typing=False
 # cython: embedsignature=True, embedsignature.format=clinic
-"""Compiled translators; ``_translate_py.py`` holds the readable twins and ``_translate.py`` the
+"""Compiled translators; ``translate/_translate_py.py`` holds the readable twins and ``translate/_rules.py`` the
 rules both share. Here: chat -> Messages and chat -> Responses; the Messages / Responses -> chat
-pair lives in ``_to_chat_c.pyx`` and is re-exported.
+pair lives in ``translate/_to_chat_c.pyx`` and is re-exported.
 
 A chat translator is a compiled ``ChatStream`` whose callback is the shared core
 (``MessagesFromChat`` / ``ResponsesFromChat``), with a sink (``ChatSink``) that sees every event
 first. The sink reads the payload with the chat fold's reader (``_read``); when the chunk only
 continues what is open downstream (text, reasoning or a refusal into the open block or part, or
 arguments of a tool call already started) it folds the plan (``fast_apply``) and writes the
-target's events itself: a cached frame, the delta as orjson would write it (``_json_out.pxd``,
+target's events itself: a cached frame, the delta as orjson would write it (``_native/json_out.pxd``,
 straight from the payload's bytes), the frame's tail. Everything else (first and last chunks,
 a new block, part or call, usage, annotations, errors, anything the reader gives up on) goes to
 the core, after the sink hands it what it wrote and changed (pending bytes, the Responses
@@ -23,7 +23,7 @@ from cpython.dict cimport PyDict_GetItemWithError
 from cpython.list cimport PyList_Append
 from libc.string cimport memcmp
 
-from ._aggregator_c cimport (
+from ..chat._fold_c cimport (
     F_ESC,
     K_ARGUMENTS,
     K_CONTENT,
@@ -45,14 +45,14 @@ from ._aggregator_c cimport (
     set_sink,
     stream_aggregator,
 )
-from ._json_out cimport json_string_into, json_string_max
-from ._outbuf cimport OutBuf, out_after, out_free, out_put_bytes, out_put_int, out_reserve, out_take
+from .._native.json_out cimport json_string_into, json_string_max
+from .._native.outbuf cimport OutBuf, out_after, out_free, out_put_bytes, out_put_int, out_reserve, out_take
 
 from typing import Any
 
-from ._aggregator_c import ChatStream
+from ..chat._fold_c import ChatStream
 from ._to_chat_c import MessagesToChat, ResponsesToChat
-from ._translate import MessagesFromChat, ResponsesFromChat
+from ._rules import MessagesFromChat, ResponsesFromChat
 
 __all__ = ["ChatToMessages", "ChatToResponses", "MessagesToChat", "ResponsesToChat"]
 
@@ -356,7 +356,7 @@ cdef class ChatToMessages(_FromChat):
     """ChatToMessages(*, max_event_bytes=None)
 --
 
-Chat chunks in, Messages events out; see the Python twin (``fastsse._translate_py``) for the
+Chat chunks in, Messages events out; see the Python twin (``fastsse.translate._translate_py``) for the
     mapping. Both behave identically."""
 
     def __init__(self, *, max_event_bytes: int | None = None) -> None:
@@ -368,7 +368,7 @@ cdef class ChatToResponses(_FromChat):
     """ChatToResponses(*, max_event_bytes=None)
 --
 
-Chat chunks in, Responses events out; see the Python twin (``fastsse._translate_py``) for the
+Chat chunks in, Responses events out; see the Python twin (``fastsse.translate._translate_py``) for the
     mapping. Both behave identically."""
 
     def __init__(self, *, max_event_bytes: int | None = None) -> None:

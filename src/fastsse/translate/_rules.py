@@ -2,8 +2,8 @@
 
 A core remembers what a translation has written (the target encoder's state, the tool calls
 opened, the usage held for the end) and turns each parsed upstream chunk or event into the
-target's bytes, appended to ``out`` in order. The pure-Python translators (``_translate_py.py``)
-hand it every chunk; the compiled ones (``_translate_c.pyx``) write the hot deltas themselves and
+target's bytes, appended to ``out`` in order. The pure-Python translators (``translate/_translate_py.py``)
+hand it every chunk; the compiled ones (``translate/_from_chat_c.pyx``) write the hot deltas themselves and
 hand it the rest, syncing what they changed first, so both write the same bytes.
 """
 
@@ -15,9 +15,9 @@ from typing import Any, Final, TypeGuard
 
 import orjson
 
-from .encode import ChatChunkEncoder
-from .encode_messages import STOP_REASONS, MessagesEncoder, chat_usage_to_messages
-from .encode_responses import INCOMPLETE, ResponsesEncoder, chat_usage_to_responses
+from ..chat.encode import ChatChunkEncoder
+from ..messages.encode import STOP_REASONS, MessagesEncoder, chat_usage_to_messages
+from ..responses.encode import INCOMPLETE, ResponsesEncoder, chat_usage_to_responses
 
 
 def _is_index(value: object) -> TypeGuard[int]:

@@ -1,14 +1,14 @@
 # cython: language_level=3, freethreading_compatible=True, annotation_typing=False
 # cython: embedsignature=True, embedsignature.format=clinic
-"""Compiled Messages -> chat and Responses -> chat translators; ``_translate_py.py`` holds their
-readable twins and ``_translate.py`` the rules both share (``ChatFromMessages``,
+"""Compiled Messages -> chat and Responses -> chat translators; ``translate/_translate_py.py`` holds their
+readable twins and ``translate/_rules.py`` the rules both share (``ChatFromMessages``,
 ``ChatFromResponses``).
 
 Each translator drives the compiled fold stream of its upstream with the shared core as its
 callback, and hangs a sink on it (``FoldSink``): once the core has written the role chunk, the
 stream offers every event to its fold's fast reader first, and a delta the reader folds (text,
 thinking or reasoning, a refusal, tool input or function arguments) is written here as the chat
-chunk the core would write: a cached frame, the delta as orjson writes it (``_json_out.pxd``,
+chunk the core would write: a cached frame, the delta as orjson writes it (``_native/json_out.pxd``,
 from the payload's bytes), the frame's tail. A thinking delta is written with its string twice
 (``reasoning_content`` and the ``reasoning_details`` part of its block, as the core writes it).
 Every other event goes to the core, after the sink
@@ -23,15 +23,15 @@ from cpython.dict cimport PyDict_GetItemWithError
 from cpython.list cimport PyList_Append
 from cpython.object cimport PyObject
 
-from ._fold_stream_c cimport D_ARGUMENTS, D_REASONING, D_REFUSAL, D_TEXT, FastDelta, FoldSink, set_fold_sink
-from ._json_out cimport json_string_into, json_string_max
-from ._outbuf cimport OutBuf, out_after, out_free, out_put, out_put_bytes, out_put_int, out_reserve, out_take
+from ..fold._stream_c cimport D_ARGUMENTS, D_REASONING, D_REFUSAL, D_TEXT, FastDelta, FoldSink, set_fold_sink
+from .._native.json_out cimport json_string_into, json_string_max
+from .._native.outbuf cimport OutBuf, out_after, out_free, out_put, out_put_bytes, out_put_int, out_reserve, out_take
 
 from typing import Any
 
-from ._messages_c import MessagesStream
-from ._responses_c import ResponsesStream
-from ._translate import ARGUMENTS_TAIL, TEXT_TAIL, THINKING_MID, THINKING_TAIL, ChatFromMessages, ChatFromResponses
+from ..messages._fold_c import MessagesStream
+from ..responses._fold_c import ResponsesStream
+from ._rules import ARGUMENTS_TAIL, TEXT_TAIL, THINKING_MID, THINKING_TAIL, ChatFromMessages, ChatFromResponses
 
 cdef bytes _TEXT_TAIL = TEXT_TAIL
 cdef bytes _ARGUMENTS_TAIL = ARGUMENTS_TAIL
@@ -229,7 +229,7 @@ cdef class MessagesToChat(_ToChat):
     """MessagesToChat(*, created=None, include_usage=True, max_event_bytes=None)
 --
 
-Messages events in, chat chunks out; see the Python twin (``fastsse._translate_py``) for the
+Messages events in, chat chunks out; see the Python twin (``fastsse.translate._translate_py``) for the
     mapping. Both behave identically."""
 
     def __init__(self, *, created: int | None = None, include_usage: bool = True, max_event_bytes: int | None = None) -> None:
@@ -242,7 +242,7 @@ cdef class ResponsesToChat(_ToChat):
     """ResponsesToChat(*, created=None, include_usage=True, max_event_bytes=None)
 --
 
-Responses events in, chat chunks out; see the Python twin (``fastsse._translate_py``) for the
+Responses events in, chat chunks out; see the Python twin (``fastsse.translate._translate_py``) for the
     mapping. Both behave identically."""
 
     def __init__(self, *, created: int | None = None, include_usage: bool = True, max_event_bytes: int | None = None) -> None:

@@ -1,8 +1,8 @@
-"""Pure-Python translators: the readable twins of ``_translate_c.pyx``.
+"""Pure-Python translators: the readable twins of ``translate/_from_chat_c.pyx``.
 
-Each translator is a fold stream of this backend (``_aggregator_py.ChatStream``,
-``_messages_py.MessagesStream``, ``_responses_py.ResponsesStream``) whose callback is a core from
-``_translate.py``; every parsed chunk or event goes through that core, where the compiled
+Each translator is a fold stream of this backend (``chat._fold_py.ChatStream``,
+``messages._fold_py.MessagesStream``, ``responses._fold_py.ResponsesStream``) whose callback is a core from
+``translate/_rules.py``; every parsed chunk or event goes through that core, where the compiled
 translators write the hot deltas themselves.
 """
 
@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._aggregator_py import ChatStream
-from ._chat import Verdict
-from ._fold import FormatVerdict
-from ._messages_py import MessagesStream
-from ._responses_py import ResponsesStream
-from ._translate import (
+from ..chat._fold_py import ChatStream
+from ..chat._result import Verdict
+from ..fold._base import FormatVerdict
+from ..messages._fold_py import MessagesStream
+from ..responses._fold_py import ResponsesStream
+from ._rules import (
     ChatFromMessages,
     ChatFromResponses,
     FromChat,

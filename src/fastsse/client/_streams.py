@@ -1,4 +1,12 @@
-"""The byte-out stream formats of ``AsyncClient`` / ``Client``: a ``Relay`` (``format="relay"``)
+"""The one table of stream formats the engine and the iterators build their streams from, and the
+byte-out formats themselves.
+
+``new_stream(format, on_chunk, ...)`` is the only place a request's stream class is found: the
+fused fold of its API (``ChatStream``, ``ResponsesStream``, ``MessagesStream``) or a byte-out
+writer. Every class comes from ``fastsse._backend.current``, the selected backend's namespace, read
+at each request: the tests replace that one name to run every format on one backend.
+
+The byte-out formats: a ``Relay`` (``format="relay"``)
 or a translator (``format="to-chat"``, ``"to-responses"``, ``"to-messages"``: the request's API
 translated into that one) behind the engine's stream protocol, so a gateway gets the bytes to send
 downstream out of the same write callback that would otherwise fold chunks.
@@ -14,13 +22,47 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
-from .._backend import Relay
+from .. import _backend
 from .._errors import EventTooLarge
+from .._formats import api_format
 from .._timing import Timing, anchor_pair, build_timing
 
 SendBytes = Callable[[bytes], Any]
+
+FORMATS: Final = ("chat", "responses", "messages", "relay", "to-chat", "to-responses", "to-messages")
+
+
+def check_format(name: object, /) -> None:
+    """It raises ValueError unless ``name`` is one of ``FORMATS``."""
+    if name not in FORMATS:
+        raise ValueError(f"unknown format {name!r}; known: {sorted(FORMATS)}")
+
+
+def new_stream(
+    name: str,
+    on_chunk: Callable[[Any], Any] | None,
+    /,
+    *,
+    api: str,
+    max_event_bytes: int | None,
+    timing: bool,
+) -> Any:
+    """A new stream for format ``name`` reading an answer of ``api``: the fused fold of an API
+    (``on_chunk`` gets parsed events) or a byte-out writer (``on_chunk`` gets the bytes to send on).
+
+    It raises ValueError for an unknown format, or ``to-X`` where ``X`` is ``api`` itself.
+    """
+    check_format(name)
+    if name == "relay":
+        return RelayStream(on_chunk, max_event_bytes=max_event_bytes, timing=timing)
+    if name.startswith("to-"):
+        return TranslateStream(
+            on_chunk, source=api, target=name[3:], max_event_bytes=max_event_bytes, timing=timing
+        )
+    cls = getattr(_backend.current, api_format(name).stream_name)
+    return cls(on_chunk, max_event_bytes=max_event_bytes, timing=timing)
 
 
 class _BytesStream:
@@ -87,7 +129,7 @@ class RelayStream(_BytesStream):
     def __init__(
         self, on_bytes: SendBytes | None = None, *, max_event_bytes: int | None = None, timing: bool = False
     ) -> None:
-        super().__init__(Relay(max_event_bytes=max_event_bytes), on_bytes, timing)
+        super().__init__(_backend.current.Relay(max_event_bytes=max_event_bytes), on_bytes, timing)
 
     def _before(self, exc: EventTooLarge) -> bytes:
         return exc.events[0] if exc.events else b""
@@ -115,7 +157,8 @@ class TranslateStream(_BytesStream):
     ) -> None:
         from ..translate import translator
 
-        super().__init__(translator(source, target, max_event_bytes=max_event_bytes), on_bytes, timing)
+        writer = translator(source, target, max_event_bytes=max_event_bytes)
+        super().__init__(writer, on_bytes, timing)
 
     @property
     def translator(self) -> Any:
