@@ -10,6 +10,7 @@ request index. The definitions beside vLLM's and AIPerf's are in ``docs/load.md`
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import itertools
 import math
 import random
@@ -296,9 +297,7 @@ class Tokenizer:
         problems = []
         if os.path.isfile(path):
             try:
-                from tokenizers import Tokenizer as Fast  # type: ignore[import-not-found]
-
-                fast = Fast.from_file(path)
+                fast = importlib.import_module("tokenizers").Tokenizer.from_file(path)
                 self._encode = lambda text: list(fast.encode(text, add_special_tokens=False).ids)
                 self._decode = lambda ids: str(fast.decode(ids))
                 return
@@ -307,9 +306,9 @@ class Tokenizer:
             except Exception as exc:
                 problems.append(f"tokenizers could not read {path}: {exc}")
         try:
-            from transformers import AutoTokenizer  # type: ignore[import-not-found]
-
-            auto = AutoTokenizer.from_pretrained(name, local_files_only=True)
+            auto = importlib.import_module("transformers").AutoTokenizer.from_pretrained(
+                name, local_files_only=True
+            )
             self._encode = lambda text: list(auto.encode(text, add_special_tokens=False))
             self._decode = lambda ids: str(auto.decode(ids))
             return
