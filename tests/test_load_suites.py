@@ -379,3 +379,10 @@ def test_merge_reads_a_version_1_document(tmp_path: Path, capsys: Any) -> None:
 def test_a_sweep_is_not_merged(server: Any) -> None:
     with pytest.raises(ValueError, match="sweep"):
         load.merge([{"schema": "fastsse.load/2", "kind": "sweep", "origin_epoch_ns": 0}])
+
+
+def test_every_option_is_in_the_docs() -> None:
+    docs = (Path(__file__).parent.parent / "docs" / "load.md").read_text(encoding="utf-8")
+    options = [o for a in load._parser()._actions for o in a.option_strings if o.startswith("--")]
+    assert len(options) > 30
+    assert [o for o in options if f"`{o}" not in docs and o != "--help"] == []

@@ -137,7 +137,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     load.add_argument("--rate", type=float, help="requests per second arriving (open loop)")
     load.add_argument(
-        "--arrival", choices=("poisson", "constant"), default="poisson", help="arrival process for --rate"
+        "--arrival",
+        choices=("poisson", "constant"),
+        help="arrival process for --rate: poisson (default) or constant; a sweep's rates default to constant",
     )
     load.add_argument(
         "--burstiness",
@@ -309,8 +311,11 @@ def config_from_args(args: argparse.Namespace) -> Config:
         raise ValueError("--concurrency must be at least --workers (each worker needs a slot)")
     if not args.burstiness > 0:
         raise ValueError("--burstiness must be > 0")
-    if args.burstiness != 1.0 and args.arrival == "constant":
-        raise ValueError("--burstiness shapes random gaps: it does not go with --arrival constant")
+    if args.burstiness != 1.0 and (args.arrival == "constant" or (args.sweep and args.arrival is None)):
+        raise ValueError(
+            "--burstiness shapes random gaps: it does not go with --arrival constant (a sweep's default: "
+            "add --arrival poisson)"
+        )
     if args.ramp_up is not None:
         if args.rate is not None:
             raise ValueError("--ramp-up sets the rate: give --ramp-start-rps and --ramp-end-rps, not --rate")
@@ -366,7 +371,7 @@ def config_from_args(args: argparse.Namespace) -> Config:
         headers=tuple(headers),
         concurrency=concurrency,
         rate=args.rate,
-        arrival=args.arrival,
+        arrival=args.arrival or ("constant" if args.sweep else "poisson"),
         requests=requests,
         duration=args.duration,
         warmup=args.warmup,
