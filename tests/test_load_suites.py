@@ -209,6 +209,14 @@ def test_a_tokenizer_counts_the_prompts_exactly(tmp_path: Path) -> None:
     assert counter.cut("time year people way day", 2) == "time year"
 
 
+def test_synthetic_lengths_and_prompts_are_bounded() -> None:
+    with pytest.raises(ValueError, match="bound"):
+        _load_plan.prepare(load.Config(url="u", model="m", random_input_len=1 << 21))
+    # an open count (or a huge one) draws at most RANDOM_POOL distinct prompts, used in turn
+    many = _load_plan.prepare(load.Config(url="u", model="m", requests=10**9, random_input_len=2))
+    assert len(many.dataset) == _load_plan.RANDOM_POOL
+
+
 def test_a_tokenizer_that_cannot_load_says_how(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="pip install tokenizers"):
         _load_plan.Tokenizer(str(tmp_path / "nothing-here"))

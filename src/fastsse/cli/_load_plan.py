@@ -31,7 +31,8 @@ APIS: Final = ("chat", "responses", "messages")
 RAMPS: Final = ("linear", "exponential")
 SLOS: Final = ("ttft", "tpot", "e2el")  # vLLM's --goodput keys, in ms
 DEFAULT_PERCENTILES: Final = (50.0, 90.0, 99.0)
-RANDOM_POOL: Final = 1024  # synthetic prompts drawn when the request count is open (--duration)
+RANDOM_POOL: Final = 4096  # distinct synthetic prompts at most (used in turn): memory stays bounded
+MAX_LENGTH: Final = 1 << 20  # the longest synthetic prompt, prefix or output (--random-*-len, --prefix-len)
 
 # what each outcome means (docs/load.md, "Outcomes")
 COMPLETE, INCOMPLETE, STREAM_ERROR, HTTP_ERROR, FAILED = "complete", "incomplete", "error", "http", "failed"
@@ -426,15 +427,19 @@ def read_dataset(path: str, tokenizer: Tokenizer | None = None) -> tuple[str, ..
 def prepare(config: Config) -> Config:
     """The config with its synthetic rows and shared prefix drawn (once, here, for every worker).
 
-    It raises ValueError for a tokenizer that cannot be loaded.
+    It raises ValueError for a tokenizer that cannot be loaded or a length over ``MAX_LENGTH``.
     """
+    for name in ("random_input_len", "random_output_len", "prefix_len"):
+        value = getattr(config, name)
+        if value is not None and value * (1 + config.random_range_ratio) > MAX_LENGTH:
+            raise ValueError(f"--{name.replace('_', '-')} is over the bound of {MAX_LENGTH:,}")
     tokenizer = Tokenizer(config.tokenizer) if config.tokenizer else None
     changes: dict[str, Any] = {}
     if (config.random_input_len or config.random_output_len) and not config.dataset:
         count = (
             (config.requests + config.warmup) * config.turns if config.requests is not None else RANDOM_POOL
         )
-        changes["dataset"] = random_rows(config, max(count, 1), tokenizer)
+        changes["dataset"] = random_rows(config, min(max(count, 1), RANDOM_POOL), tokenizer)
     if config.prefix_len and not config.prefix:
         text = words(config.prefix_len, random.Random(config.seed * 31 + 5))
         changes["prefix"] = tokenizer.cut(text, config.prefix_len) if tokenizer is not None else text
