@@ -352,7 +352,7 @@ async def _phase(
             index = c * turns + t if turns > 1 else c
             payload = body(index, history)
             record = await one(index, payload, queued)
-            answer = record.answer
+            answer, record.answer = record.answer, None  # kept for the next turn only, not for the run
             if turns > 1:
                 record.conversation, record.turn = c, t
             _shift(record, origin)
