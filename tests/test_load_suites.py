@@ -134,6 +134,18 @@ def test_the_schedule_is_drawn_once_and_dealt_out() -> None:
     assert sorted(i for p in parts for i, _ in p.warmup_arrivals or ()) == [0, 1, 2]
 
 
+def test_worker_processes_send_the_one_schedule(server: Any) -> None:
+    # constant arrivals at 20/s dealt to two processes: request i is due (i + 1) x 50 ms after the
+    # agreed start on the run's one clock, whichever process sent it (before, each process ran its
+    # own stream at R/K: two constant streams in step, so requests came in pairs)
+    doc = load.run(config(server, rate=20.0, arrival="constant", concurrency=None, requests=6, workers=2))
+    assert doc["summary"]["outcomes"] == {"complete": 6}
+    assert [w["runner"] for w in doc["workers"]] == ["process", "process"]
+    for r in doc["requests"]:
+        assert r["worker"] == r["index"] % 2
+        assert abs(r["queued"] - (r["index"] + 1) * 50_000_000) <= 40_000_000, r["index"]
+
+
 def test_arrival_arguments_are_checked() -> None:
     base = ["http://127.0.0.1:9/v1", "--model", "m"]
     for extra, word in [
