@@ -1,0 +1,403 @@
+"""What a read costs: fastsse's engine against libcurl driven from C, in one interleaved session.
+
+Every client streams from the scripted server (``fastsse.testing.spawn_scripted_server``, a child
+process pinned to core 0: 50 ms to the first token, then one event per HTTP chunk, each stamped
+with its send time) from a child process of its own pinned to core 1. Clients:
+
+- ``C-raw``: sockets + epoll, one ``recv`` per readiness, counting event ends: the floor
+  (``reference/raw_floor.c``);
+- ``C-libcurl``: libcurl (the copy pycurl brought) driven by ``curl_multi_socket_action`` +
+  epoll with a C write callback counting event ends: what libcurl itself costs, the reference the
+  target is a ratio of (``reference/curl_floor.c``);
+- ``AsyncClient`` / ``Client``: fastsse's engine folding every stream (no chunk objects); the
+  ``+on_chunk`` rows add an ``on_chunk`` that takes each chunk's stamp (their lag);
+- ``aiohttp-vllm``: aiohttp with vLLM ``bench serve``'s framing (``fastsse.cli._peers``);
+- ``curl_cffi``: curl_cffi's ``AsyncSession`` (libcurl under asyncio) with the same framing.
+
+Figures per run: client CPU per content chunk (the client process's CPU time over its run, over
+the content chunks it received), busy (that CPU over the run's wall time), lag p50/p99 (receive
+stamp minus the server's send stamp, content chunks only), and **others**: the CPU that neither
+the client nor the server used during the run, from ``/proc/stat``, in cores. A run with others
+above ``QUIET`` (0.10 of a core) was disturbed by another process; each row keeps the quietest
+of its repeats and says how many were quiet. The order of clients is rotated per repeat, so
+no client always runs first or last.
+
+As a test (``--benchmark-disable``) every client streams 16 x 10 chunks at both delays and must
+get them all; the C references skip, with the reason, where no C compiler, libcurl headers or
+libcurl are found (``_reference.py``). The table in benchmarks/README.md ("Read cost") comes from
+``python benchmarks/test_bench_read_cost.py [--repeats 3] [--clients a,b] [--json out.json]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import codecs
+import json
+import math
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any
+
+import pytest
+
+import _reference  # beside this file: on sys.path under pytest and as a script
+import test_bench_many as many
+
+C_CLIENTS = ("C-raw", "C-libcurl")
+FASTSSE_CLIENTS = ("AsyncClient", "AsyncClient+on_chunk", "Client", "Client+on_chunk")
+PEER_CLIENTS = ("aiohttp-vllm", "curl_cffi")
+CLIENTS = C_CLIENTS + FASTSSE_CLIENTS + PEER_CLIENTS
+REFERENCE = "C-libcurl"
+# (streams, ms between chunks): where fastsse is not saturated, as the issue sets the target.
+LOADS = ((128, 20.0), (256, 0.0))
+CHUNKS = 100
+QUIET = 0.10  # cores used by other processes during a run above which it counts as disturbed
+EVENTS_AROUND_CONTENT = 3  # the role chunk, the finish chunk and [DONE]
+_EXE = {"C-raw": "raw_floor", "C-libcurl": "curl_floor"}
+
+
+# The curl_cffi peer (not in fastsse.cli._peers: the package does not depend on curl_cffi).
+
+
+def _curl_cffi_run(url: str, bodies: list[dict[str, Any]]) -> tuple[int, list[int], int]:
+    """(content chunks, lags in ns, failed streams) for curl_cffi's ``AsyncSession``, each read
+    decoded, split at blank lines, ``data: `` removed, stamped and ``json.loads``-ed (the framing
+    of the aiohttp-vllm row, so the two rows differ in the HTTP client only)."""
+    from curl_cffi.requests import AsyncSession
+
+    endpoint = url.rstrip("/") + "/chat/completions"
+    headers = {"Authorization": "Bearer x"}
+
+    async def one(session: Any, body: dict[str, Any]) -> tuple[int, list[int], bool]:
+        chunks, lags, done = 0, [], False
+        response = await session.post(endpoint, json={**body, "stream": True}, headers=headers, stream=True)
+        try:
+            if response.status_code != 200:
+                return 0, [], False
+            decoder = codecs.getincrementaldecoder("utf-8")()
+            pending = ""
+            async for raw in response.aiter_content():
+                pending += decoder.decode(raw)
+                *events, pending = pending.split("\n\n")
+                for event in events:
+                    event = event.strip()
+                    if not event or event.startswith(":"):
+                        continue
+                    text = event.removeprefix("data: ")
+                    if text == "[DONE]":
+                        done = True
+                        continue
+                    now = time.monotonic_ns()
+                    data = json.loads(text)
+                    choices = data.get("choices") or []
+                    if choices and choices[0].get("delta", {}).get("content"):
+                        chunks += 1
+                        lags.append(now - data[many.STAMP])
+        finally:
+            await response.aclose()
+        return chunks, lags, done
+
+    async def main() -> list[Any]:
+        async with AsyncSession(max_clients=len(bodies), timeout=600) as session:
+            return await asyncio.gather(*(one(session, b) for b in bodies), return_exceptions=True)
+
+    total, lags, failed = 0, [], 0
+    for outcome in asyncio.run(main()):
+        if isinstance(outcome, BaseException) or not outcome[2]:
+            failed += 1
+            continue
+        total += outcome[0]
+        lags += outcome[1]
+    return total, lags, failed
+
+
+def measure(name: str, url: str, streams: int, chunks: int, itl_ms: float) -> dict[str, Any]:
+    """One Python client's run in this process (the child): ``test_bench_many.measure``'s figures."""
+    if name != "curl_cffi":
+        return many.measure(name, url, streams, chunks, itl_ms)
+    import curl_cffi.requests  # noqa: F401  (imports are not a cost per chunk)
+
+    bodies = [many._body(itl_ms, chunks) for _ in range(streams)]
+    cpu0, wall0 = time.process_time(), time.monotonic()
+    got, lags, failed = _curl_cffi_run(url, bodies)
+    cpu, wall = time.process_time() - cpu0, time.monotonic() - wall0
+    return {
+        "client": name,
+        "streams": streams,
+        "chunks": got,
+        "failed": failed,
+        "cpu_s": cpu,
+        "wall_s": wall,
+        "cpu_us_per_chunk": cpu / got * 1e6 if got else math.nan,
+        "busy": cpu / wall if wall else math.nan,
+        "lag_p50_ms": many._percentile(lags, 0.5),
+        "lag_p99_ms": many._percentile(lags, 0.99),
+    }
+
+
+# Who else used the CPU during a run.
+
+
+def _busy_jiffies() -> int:
+    """CPU time every core spent on anything but idle and iowait, in clock ticks (all processes)."""
+    with open("/proc/stat") as stat:
+        fields = stat.readline().split()[1:]
+    ticks = [int(f) for f in fields[:8]]  # user nice system idle iowait irq softirq steal
+    return sum(ticks) - ticks[3] - ticks[4]
+
+
+def _process_jiffies(pid: int) -> int:
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])  # utime, stime
+
+
+class Others:
+    """The CPU, in cores, that processes other than the client, the server and this one used
+    between ``start()`` and ``stop(client_cpu_s)``; nan where ``/proc`` is not there."""
+
+    def __init__(self, server_pid: int | None) -> None:
+        self.server_pid = server_pid
+        self.hz = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+    def _sample(self) -> tuple[int, int, float, float]:
+        server = _process_jiffies(self.server_pid) if self.server_pid else 0
+        me = resource.getrusage(resource.RUSAGE_SELF)
+        return _busy_jiffies(), server, me.ru_utime + me.ru_stime, time.monotonic()
+
+    def start(self) -> None:
+        try:
+            self._start: tuple[int, int, float, float] | None = self._sample()
+        except OSError:
+            self._start = None
+
+    def stop(self, client_cpu_s: float) -> float:
+        if self._start is None:
+            return math.nan
+        busy, server, mine, wall = self._sample()
+        b0, s0, m0, w0 = self._start
+        others_s = (busy - b0 - (server - s0)) / self.hz - client_cpu_s - (mine - m0)
+        return max(0.0, others_s) / max(wall - w0, 1e-9)
+
+
+def _pin_client() -> None:
+    many._pin(many.CLIENT_CPU)
+
+
+def run_once(
+    name: str, url: str, streams: int, chunks: int, itl_ms: float, server_pid: int | None
+) -> dict[str, Any]:
+    """One run of client ``name`` in a child process pinned to the client core, with its others share.
+
+    It raises ``_reference.Unavailable`` when a C reference cannot be built here and RuntimeError
+    when the client fails.
+    """
+    others = Others(server_pid)
+    children0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if name in C_CLIENTS:
+        exe = _reference.build(_EXE[name])
+        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as body_file:
+            json.dump({**many._body(itl_ms, chunks), "stream": True}, body_file)
+        argv = [str(exe), url.rstrip("/") + "/chat/completions", body_file.name, str(streams), str(chunks)]
+        preexec = _pin_client
+    else:
+        argv = [sys.executable, os.path.abspath(__file__), "--child", name, "--url", url]
+        argv += ["--streams", str(streams), "--chunks", str(chunks), "--itl-ms", str(itl_ms)]
+        preexec = None  # the child pins itself, after its imports
+    others.start()
+    try:
+        done = subprocess.run(
+            argv, capture_output=True, text=True, timeout=900, check=False, preexec_fn=preexec
+        )
+    finally:
+        if name in C_CLIENTS:
+            os.unlink(body_file.name)
+    children1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    child_cpu = (children1.ru_utime + children1.ru_stime) - (children0.ru_utime + children0.ru_stime)
+    share = others.stop(child_cpu)
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if done.returncode != 0 or not lines:
+        raise RuntimeError(f"{name} failed ({done.returncode}): {done.stderr[-2000:]}")
+    row: dict[str, Any] = json.loads(lines[-1])
+    if name in C_CLIENTS:
+        # The C clients count every event; a stream's content chunks are all but three of its events.
+        content = row["events"] - EVENTS_AROUND_CONTENT * (streams - row["failed"])
+        row.update(
+            client=name,
+            streams=streams,
+            chunks=content,
+            cpu_us_per_chunk=row["cpu_s"] / content * 1e6 if content > 0 else math.nan,
+            busy=row["cpu_s"] / row["wall_s"] if row["wall_s"] else math.nan,
+        )
+    row.update(itl_ms=itl_ms, others=share)
+    return row
+
+
+def session(
+    url: str,
+    server_pid: int | None,
+    clients: list[str],
+    loads: tuple[tuple[int, float], ...],
+    chunks: int,
+    repeats: int,
+) -> dict[tuple[str, int, float], list[dict[str, Any]]]:
+    """Every (client, load) ``repeats`` times, interleaved: each repeat runs every load and every
+    client once, the client order rotated by one per repeat. Runs that cannot be built are left out."""
+    runs: dict[tuple[str, int, float], list[dict[str, Any]]] = {}
+    for rep in range(repeats):
+        order = clients[rep % len(clients) :] + clients[: rep % len(clients)]
+        for streams, itl in loads:
+            for name in order:
+                try:
+                    row = run_once(name, url, streams, chunks, itl, server_pid)
+                except _reference.Unavailable as exc:
+                    print(f"  {name}: skipped ({exc})", file=sys.stderr)
+                    continue
+                except RuntimeError as exc:
+                    print(f"  {name}: {exc}", file=sys.stderr)
+                    continue
+                runs.setdefault((name, streams, itl), []).append(row)
+                print(
+                    f"  [{rep + 1}/{repeats}] C={streams} {itl:g} ms {name}: {row['cpu_us_per_chunk']:.1f} us/chunk, "
+                    f"busy {row['busy']:.0%}, others {row['others']:.2f}, load {os.getloadavg()[0]:.2f}",
+                    file=sys.stderr,
+                )
+    return runs
+
+
+def quietest(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The run with the least CPU used by others (nan counts as quiet), with how many were quiet."""
+    best = min(rows, key=lambda r: 0.0 if math.isnan(r["others"]) else r["others"])
+    quiet = sum(1 for r in rows if not r["others"] > QUIET)
+    return {**best, "quiet_runs": quiet, "runs": len(rows)}
+
+
+def tables(runs: dict[tuple[str, int, float], list[dict[str, Any]]], clients: list[str]) -> str:
+    """The issue's table (CPU per content chunk, and its ratio to the C libcurl reference) and the details."""
+    loads = sorted({(s, i) for _, s, i in runs}, key=lambda load: (-load[1], load[0]))
+    best = {key: quietest(rows) for key, rows in runs.items()}
+    head = " | ".join(f"C={s}, " + (f"{i:g} ms apart" if i else "no delay") for s, i in loads)
+    out = [f"| client | {head} |", "|---|" + "---:|" * len(loads)]
+    for name in clients:
+        cells = []
+        for s, i in loads:
+            row, ref = best.get((name, s, i)), best.get((REFERENCE, s, i))
+            if row is None:
+                cells.append("not run")
+                continue
+            ratio = (
+                f" ({row['cpu_us_per_chunk'] / ref['cpu_us_per_chunk']:.2f}x)"
+                if ref and name != REFERENCE
+                else ""
+            )
+            cells.append(f"{row['cpu_us_per_chunk']:.1f} µs{ratio}")
+        out.append(f"| {name} | " + " | ".join(cells) + " |")
+    out += [
+        "",
+        "| client | load | CPU/chunk (µs) | busy | lag p50 (ms) | lag p99 (ms) | others (cores) | quiet runs | failed |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for s, i in loads:
+        for name in clients:
+            row = best.get((name, s, i))
+            if row is None:
+                continue
+            out.append(
+                f"| {name} | C={s}, {i:g} ms | {row['cpu_us_per_chunk']:.1f} | {row['busy']:.0%} | "
+                f"{row['lag_p50_ms']:.2f} | {row['lag_p99_ms']:.2f} | {row['others']:.2f} | "
+                f"{row['quiet_runs']}/{row['runs']} | {row['failed']} |"
+            )
+    return "\n".join(out)
+
+
+# As a test: every client once per load, small, and it must get every chunk.
+
+
+@pytest.fixture(scope="module")
+def scripted() -> Any:
+    from fastsse.testing import spawn_scripted_server
+
+    with spawn_scripted_server(cpu=many.SERVER_CPU if (os.cpu_count() or 1) > 1 else None) as server:
+        yield server
+
+
+@pytest.mark.parametrize("load", LOADS, ids=[f"C{s}-{i:g}ms" for s, i in LOADS])
+@pytest.mark.parametrize("client", CLIENTS)
+def test_read_cost(benchmark: Any, scripted: Any, quick: bool, client: str, load: tuple[int, float]) -> None:
+    streams, itl = load
+    chunks = CHUNKS
+    if quick:
+        streams, chunks = 16, 10
+    benchmark.group = f"read-cost:C{load[0]}:{itl:g}ms"
+    if client == "curl_cffi":
+        pytest.importorskip("curl_cffi", reason="curl_cffi is not installed (pip install curl_cffi)")
+    if client == "aiohttp-vllm":
+        pytest.importorskip("aiohttp", reason="aiohttp is not installed (pip install aiohttp)")
+    if client in C_CLIENTS:
+        try:
+            _reference.build(_EXE[client])
+        except _reference.Unavailable as exc:
+            pytest.skip(str(exc))
+    figures: dict[str, Any] = {}
+
+    def once() -> None:
+        figures.update(run_once(client, scripted.base_url, streams, chunks, itl, scripted.pid))
+
+    benchmark.pedantic(once, rounds=1, iterations=1)
+    benchmark.extra_info.update(figures)
+    assert figures["failed"] == 0
+    assert figures["chunks"] == streams * chunks
+    if client in C_CLIENTS:
+        assert figures["events"] == streams * (chunks + EVENTS_AROUND_CONTENT)
+        assert 0 < figures["lag_samples"] <= streams * chunks
+        assert 0 <= figures["lag_p50_ms"] <= figures["lag_p99_ms"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--chunks", type=int, default=CHUNKS)
+    parser.add_argument("--clients", default=",".join(CLIENTS))
+    parser.add_argument(
+        "--loads",
+        default=",".join(f"{s}x{i:g}" for s, i in LOADS),
+        help="STREAMSxMS,... (default 128x20,256x0)",
+    )
+    parser.add_argument("--json", help="also write every run to this file")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--url", help=argparse.SUPPRESS)
+    parser.add_argument("--streams", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--itl-ms", type=float, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        _pin_client()
+        print(json.dumps(measure(args.child, args.url, args.streams, args.chunks, args.itl_ms or 0.0)))
+        return 0
+    from fastsse.testing import spawn_scripted_server
+
+    loads = tuple((int(s), float(i)) for s, i in (part.split("x") for part in args.loads.split(",")))
+    clients = args.clients.split(",")
+    load_before = os.getloadavg()
+    with spawn_scripted_server(cpu=many.SERVER_CPU) as server:
+        runs = session(server.base_url, server.pid, clients, loads, args.chunks, args.repeats)
+    print(
+        f"\n{args.chunks} chunks per stream, {args.repeats} interleaved repeats, quietest kept "
+        f"(load average {load_before[0]:.2f} before, {os.getloadavg()[0]:.2f} after)\n"
+    )
+    print(tables(runs, clients), flush=True)
+    if args.json:
+        with open(args.json, "w") as out:
+            json.dump([row for rows in runs.values() for row in rows], out, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src"))
+    raise SystemExit(main())
