@@ -18,8 +18,8 @@ what to install) when there is no compiler, no headers or no libcurl, so a bench
 
 from __future__ import annotations
 
-import glob
 import hashlib
+import importlib.metadata
 import os
 import shlex
 import shutil
@@ -57,12 +57,12 @@ def libcurl() -> Path | None:
     if chosen:
         return Path(chosen)
     try:
-        import pycurl
-    except ImportError:
+        files = importlib.metadata.files("pycurl") or []
+    except importlib.metadata.PackageNotFoundError:
         return None
-    site = Path(pycurl.__file__).resolve().parent
-    bundled = sorted(glob.glob(str(site / "pycurl.libs" / "libcurl*.so*")))
-    return Path(bundled[0]) if bundled else None
+    # auditwheel puts the bundled libraries in a "pycurl.libs" folder beside the package.
+    bundled = sorted(f for f in files if f.parent.name == "pycurl.libs" and f.name.startswith("libcurl"))
+    return Path(str(bundled[0].locate())).resolve() if bundled else None
 
 
 def _cache_dir() -> Path:

@@ -356,6 +356,10 @@ def test_read_cost(benchmark: Any, scripted: Any, quick: bool, client: str, load
         assert figures["events"] == streams * (chunks + EVENTS_AROUND_CONTENT)
         assert 0 < figures["lag_samples"] <= streams * chunks
         assert 0 <= figures["lag_p50_ms"] <= figures["lag_p99_ms"]
+    if client == "C-libcurl" and _reference.libcurl() is not None:
+        # It ran on the libcurl the engine runs on (pycurl's copy): the same version string.
+        pycurl = pytest.importorskip("pycurl")
+        assert figures["library"] == pycurl.version.split(" ", 1)[1]
 
 
 def main(argv: list[str] | None = None) -> int:
