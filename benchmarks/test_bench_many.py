@@ -131,7 +131,10 @@ def _warm_up(name: str, url: str) -> None:
     from fastsse.cli import _peers
 
     with contextlib.suppress(ImportError):
+        import pycurl  # noqa: F401  (the engine imports it on first use, inside the clock)
         import uvloop  # noqa: F401
+    # fastsse loads its clients lazily (module __getattr__): load them here, not in the first request.
+    _ = fastsse.AsyncClient, fastsse.Client
     if name in PEER_CLIENTS:
         _peers.open_peer(name, url, concurrency=1)
     fastsse.ChatStream(timing=True).write(b"data: {}\n\n")
