@@ -206,16 +206,17 @@ def run_once(
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as body_file:
             json.dump({**many._body(itl_ms, chunks), "stream": True}, body_file)
         argv = [str(exe), url.rstrip("/") + "/chat/completions", body_file.name, str(streams), str(chunks)]
-        preexec = _pin_client
     else:
         argv = [sys.executable, os.path.abspath(__file__), "--child", name, "--url", url]
         argv += ["--streams", str(streams), "--chunks", str(chunks), "--itl-ms", str(itl_ms)]
-        preexec = None  # the child pins itself, after its imports
+    env = {**os.environ}
+    if hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) > many.CLIENT_CPU:
+        env["FASTSSE_BENCH_CPU"] = str(
+            many.CLIENT_CPU
+        )  # the C clients pin themselves; Python ones: _pin_client
     others.start()
     try:
-        done = subprocess.run(
-            argv, capture_output=True, text=True, timeout=900, check=False, preexec_fn=preexec
-        )
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=900, check=False, env=env)
     finally:
         if name in C_CLIENTS:
             os.unlink(body_file.name)

@@ -6,6 +6,7 @@
 #define READ_COST_EVENTS_H
 
 #define _GNU_SOURCE
+#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,6 +31,17 @@ typedef struct {
     long nlags, cap;
     long events;
 } totals_t;
+
+/* FASTSSE_BENCH_CPU=N pins the process to core N before anything is timed (the benchmark runs
+ * the server on one core and the client on another). */
+static void pin_from_env(void) {
+    const char *cpu = getenv("FASTSSE_BENCH_CPU");
+    if (!cpu || !*cpu) return;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(atoi(cpu), &set);
+    if (sched_setaffinity(0, sizeof set, &set) != 0) perror("sched_setaffinity");
+}
 
 static int64_t now_ns(void) {
     struct timespec t;
