@@ -12,6 +12,10 @@ Compiling needs libcurl's headers (``curl/curl.h``, any 7.x/8.x: the calls used 
 both), from ``libcurl4-openssl-dev`` on Debian/Ubuntu or ``libcurl-devel`` on Fedora/RHEL;
 ``CFLAGS`` is passed to the compiler, so ``CFLAGS=-I/some/include`` works too.
 
+``reference/curl_chatstream.pyx`` (the same libcurl loop feeding a real ``ChatStream``) is a
+Cython extension: ``build_module("curl_chatstream")`` cythonizes and compiles it the same way
+(it needs Cython too) and imports it.
+
 ``build(name) -> Path`` returns the executable; it raises ``Unavailable`` (with the reason and
 what to install) when there is no compiler, no headers or no libcurl, so a benchmark can skip.
 """
@@ -20,16 +24,23 @@ from __future__ import annotations
 
 import hashlib
 import importlib.metadata
+import importlib.util
 import os
 import shlex
 import shutil
 import subprocess
+import sys
 import sysconfig
 import tempfile
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent / "reference"
-SOURCES = {"curl_floor": ("curl_floor.c", "events.h"), "raw_floor": ("raw_floor.c", "events.h")}
+SOURCES = {
+    "curl_floor": ("curl_floor.c", "events.h"),
+    "raw_floor": ("raw_floor.c", "events.h"),
+    "curl_chatstream": ("curl_chatstream.pyx", "events.h"),
+}
 HEADERS_HINT = (
     "libcurl's headers are missing: apt-get install libcurl4-openssl-dev (Debian/Ubuntu), "
     "dnf install libcurl-devel (Fedora/RHEL), or CFLAGS=-I<dir holding curl/curl.h>"
@@ -82,31 +93,66 @@ def build(name: str) -> Path:
     """
     sources = [HERE / file for file in SOURCES[name]]
     cc = _compiler()
-    link: list[str] = []
-    if name == "curl_floor":
-        lib = libcurl()
-        if lib is None:
-            link = ["-lcurl"]
-        elif not lib.exists():
-            raise Unavailable(f"libcurl not found at {lib}")
-        else:
-            link = [str(lib), f"-Wl,-rpath,{lib.parent}"]
     flags = ["-O2", "-std=gnu11", *shlex.split(os.environ.get("CFLAGS", ""))]
+    link = _link_curl() if name != "raw_floor" else []
+    exe = _cache_dir() / f"{name}-{_key(sources, cc + flags + link)}"
+    if not exe.exists():
+        _compile(cc, [*flags, str(sources[0]), *link], exe, sources[0].name)
+    return exe
+
+
+def build_module(name: str) -> Any:
+    """``build_module(name) -> module``: the Cython reference ``name`` ("curl_chatstream"), built
+    on first use and imported. It raises ``Unavailable`` as ``build`` does, and when Cython is missing."""
+    sources = [HERE / file for file in SOURCES[name]]
+    cc = _compiler()
+    suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
+    includes = [f"-I{sysconfig.get_paths()['include']}", f"-I{HERE}"]
+    flags = ["-O2", "-fPIC", "-shared", *includes, *shlex.split(os.environ.get("CFLAGS", ""))]
+    link = _link_curl()
+    folder = _cache_dir() / f"{name}-{_key(sources, cc + flags + link + [sys.version])}"
+    lib = folder / f"{name}{suffix}"
+    if not lib.exists():
+        folder.mkdir(exist_ok=True)
+        c_file = folder / f"{name}.c"
+        argv = [sys.executable, "-m", "cython", "-3", "-o", str(c_file), str(sources[0])]
+        done = subprocess.run(argv, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            if "no module named cython" in done.stderr.lower():
+                raise Unavailable("Cython is not installed (pip install cython)")
+            raise Unavailable(f"cythonizing {sources[0].name} failed: {done.stderr.strip()[-600:]}")
+        _compile(cc, [*flags, str(c_file), *link], lib, sources[0].name)
+    spec = importlib.util.spec_from_file_location(name, lib)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _link_curl() -> list[str]:
+    lib = libcurl()
+    if lib is None:
+        return ["-lcurl"]
+    if not lib.exists():
+        raise Unavailable(f"libcurl not found at {lib}")
+    return [str(lib), f"-Wl,-rpath,{lib.parent}"]
+
+
+def _key(sources: list[Path], argv: list[str]) -> str:
     key = hashlib.sha256()
-    for part in [*(s.read_bytes() for s in sources), " ".join(cc + flags + link).encode()]:
+    for part in [*(s.read_bytes() for s in sources), " ".join(argv).encode()]:
         key.update(part)
-    exe = _cache_dir() / f"{name}-{key.hexdigest()[:16]}"
-    if exe.exists():
-        return exe
-    tmp = exe.with_suffix(f".{os.getpid()}.tmp")
-    argv = [*cc, *flags, "-o", str(tmp), str(sources[0]), *link]
-    done = subprocess.run(argv, capture_output=True, text=True, check=False)
+    return key.hexdigest()[:16]
+
+
+def _compile(cc: list[str], args: list[str], out: Path, what: str) -> None:
+    tmp = out.with_name(f"{out.name}.{os.getpid()}.tmp")
+    done = subprocess.run([*cc, "-o", str(tmp), *args], capture_output=True, text=True, check=False)
     if done.returncode != 0:
         if "curl/curl.h" in done.stderr:
             raise Unavailable(HEADERS_HINT)
-        if name == "curl_floor" and ("-lcurl" in done.stderr or "cannot find" in done.stderr):
+        if "-lcurl" in done.stderr or "cannot find -l" in done.stderr:
             raise Unavailable("no libcurl to link (pip install pycurl, or install the system's libcurl)")
         reason = done.stderr.strip()[-600:] or f"exit status {done.returncode}"
-        raise Unavailable(f"compiling {sources[0].name} with {cc[0]} failed: {reason}")
-    tmp.replace(exe)
-    return exe
+        raise Unavailable(f"compiling {what} with {cc[0]} failed: {reason}")
+    tmp.replace(out)

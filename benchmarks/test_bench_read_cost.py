@@ -9,6 +9,9 @@ with its send time) from a child process of its own pinned to core 1. Clients:
 - ``C-libcurl``: libcurl (the copy pycurl brought) driven by ``curl_multi_socket_action`` +
   epoll with a C write callback counting event ends: what libcurl itself costs, the reference the
   target is a ratio of (``reference/curl_floor.c``);
+- ``Cython-libcurl+ChatStream``: the same libcurl loop in Cython, each read handed by the C write
+  callback to a real ``ChatStream`` (``reference/curl_chatstream.pyx``): the compiled driver's
+  shape, before the stream has a C entry point (a bytes object and a compiled call per read);
 - ``AsyncClient`` / ``Client``: fastsse's engine folding every stream (no chunk objects); the
   ``+on_chunk`` rows add an ``on_chunk`` that takes each chunk's stamp (their lag);
 - ``aiohttp-vllm``: aiohttp with vLLM ``bench serve``'s framing (``fastsse.cli._peers``);
@@ -49,9 +52,11 @@ import _reference  # beside this file: on sys.path under pytest and as a script
 import test_bench_many as many
 
 C_CLIENTS = ("C-raw", "C-libcurl")
+CYTHON = "Cython-libcurl+ChatStream"
 FASTSSE_CLIENTS = ("AsyncClient", "AsyncClient+on_chunk", "Client", "Client+on_chunk")
 PEER_CLIENTS = ("aiohttp-vllm", "curl_cffi")
-CLIENTS = C_CLIENTS + FASTSSE_CLIENTS + PEER_CLIENTS
+CLIENTS = (*C_CLIENTS, CYTHON, *FASTSSE_CLIENTS, *PEER_CLIENTS)
+COUNTS_EVENTS = (*C_CLIENTS, CYTHON)  # clients that report event ends, not content chunks
 REFERENCE = "C-libcurl"
 # (streams, ms between chunks): where fastsse is not saturated, as the issue sets the target.
 LOADS = ((128, 20.0), (256, 0.0))
@@ -118,6 +123,11 @@ def _curl_cffi_run(url: str, bodies: list[dict[str, Any]]) -> tuple[int, list[in
 
 def measure(name: str, url: str, streams: int, chunks: int, itl_ms: float) -> dict[str, Any]:
     """One Python client's run in this process (the child): ``test_bench_many.measure``'s figures."""
+    if name == CYTHON:
+        driver = _reference.build_module("curl_chatstream")
+        body = json.dumps({**many._body(itl_ms, chunks), "stream": True}).encode()
+        many._warm_up("AsyncClient", url)  # fastsse's imports, as for its own clients
+        return dict(driver.run(url.rstrip("/") + "/chat/completions", body, streams, chunks))
     if name != "curl_cffi":
         return many.measure(name, url, streams, chunks, itl_ms)
     import curl_cffi.requests  # noqa: F401  (imports are not a cost per chunk)
@@ -227,7 +237,7 @@ def run_once(
     if done.returncode != 0 or not lines:
         raise RuntimeError(f"{name} failed ({done.returncode}): {done.stderr[-2000:]}")
     row: dict[str, Any] = json.loads(lines[-1])
-    if name in C_CLIENTS:
+    if name in COUNTS_EVENTS:
         # The C clients count every event; a stream's content chunks are all but three of its events.
         content = row["events"] - EVENTS_AROUND_CONTENT * (streams - row["failed"])
         row.update(
@@ -257,6 +267,8 @@ def session(
         for streams, itl in loads:
             for name in order:
                 try:
+                    if name == CYTHON:
+                        _reference.build_module("curl_chatstream")  # here, to skip with the reason
                     row = run_once(name, url, streams, chunks, itl, server_pid)
                 except _reference.Unavailable as exc:
                     print(f"  {name}: skipped ({exc})", file=sys.stderr)
@@ -341,11 +353,13 @@ def test_read_cost(benchmark: Any, scripted: Any, quick: bool, client: str, load
         pytest.importorskip("curl_cffi", reason="curl_cffi is not installed (pip install curl_cffi)")
     if client == "aiohttp-vllm":
         pytest.importorskip("aiohttp", reason="aiohttp is not installed (pip install aiohttp)")
-    if client in C_CLIENTS:
-        try:
+    try:
+        if client in C_CLIENTS:
             _reference.build(_EXE[client])
-        except _reference.Unavailable as exc:
-            pytest.skip(str(exc))
+        elif client == CYTHON:
+            _reference.build_module("curl_chatstream")
+    except _reference.Unavailable as exc:
+        pytest.skip(str(exc))
     figures: dict[str, Any] = {}
 
     def once() -> None:
@@ -355,11 +369,11 @@ def test_read_cost(benchmark: Any, scripted: Any, quick: bool, client: str, load
     benchmark.extra_info.update(figures)
     assert figures["failed"] == 0
     assert figures["chunks"] == streams * chunks
-    if client in C_CLIENTS:
+    if client in COUNTS_EVENTS:
         assert figures["events"] == streams * (chunks + EVENTS_AROUND_CONTENT)
         assert 0 < figures["lag_samples"] <= streams * chunks
         assert 0 <= figures["lag_p50_ms"] <= figures["lag_p99_ms"]
-    if client == "C-libcurl" and _reference.libcurl() is not None:
+    if client in ("C-libcurl", CYTHON) and _reference.libcurl() is not None:
         # It ran on the libcurl the engine runs on (pycurl's copy): the same version string.
         pycurl = pytest.importorskip("pycurl")
         assert figures["library"] == pycurl.version.split(" ", 1)[1]

@@ -5,7 +5,9 @@
 #ifndef READ_COST_EVENTS_H
 #define READ_COST_EVENTS_H
 
-#define _GNU_SOURCE
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* memmem */
+#endif
 #include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
