@@ -39,7 +39,6 @@ import codecs
 import json
 import math
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -163,6 +162,17 @@ def _busy_jiffies() -> int:
     return user + nice + system + irq + softirq
 
 
+def _cpu_s(*, children: bool) -> float:
+    """User + system seconds of this process or its waited-for children; nan where the resource
+    module is missing (Windows: there is no /proc either, so no others figure)."""
+    try:
+        import resource
+    except ImportError:
+        return math.nan
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN if children else resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 def _process_jiffies(pid: int) -> int:
     with open(f"/proc/{pid}/stat") as stat:
         fields = stat.read().rsplit(")", 1)[1].split()
@@ -179,8 +189,7 @@ class Others:
 
     def _sample(self) -> tuple[int, int, float, float]:
         server = _process_jiffies(self.server_pid) if self.server_pid else 0
-        me = resource.getrusage(resource.RUSAGE_SELF)
-        return _busy_jiffies(), server, me.ru_utime + me.ru_stime, time.monotonic()
+        return _busy_jiffies(), server, _cpu_s(children=False), time.monotonic()
 
     def start(self) -> None:
         try:
@@ -210,7 +219,7 @@ def run_once(
     when the client fails.
     """
     others = Others(server_pid)
-    children0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    children0 = _cpu_s(children=True)
     if name in C_CLIENTS:
         exe = _reference.build(_EXE[name])
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as body_file:
@@ -230,8 +239,7 @@ def run_once(
     finally:
         if name in C_CLIENTS:
             os.unlink(body_file.name)
-    children1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    child_cpu = (children1.ru_utime + children1.ru_stime) - (children0.ru_utime + children0.ru_stime)
+    child_cpu = _cpu_s(children=True) - children0
     share = others.stop(child_cpu)
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     if done.returncode != 0 or not lines:
