@@ -78,7 +78,7 @@ def libcurl() -> Path | None:
 
 def _cache_dir() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(
-        tempfile.gettempdir(), f"fastsse-bench-{os.getuid()}"
+        tempfile.gettempdir(), f"fastsse-bench-{getattr(os, 'getuid', lambda: 0)()}"
     )
     path = Path(base) / "fastsse-read-cost"
     path.mkdir(parents=True, exist_ok=True)
