@@ -12,6 +12,7 @@ with its send time) from a child process of its own pinned to core 1. Clients:
 - ``Cython-libcurl+ChatStream``: the same libcurl loop in Cython, each read handed by the C write
   callback to a real ``ChatStream`` (``reference/curl_chatstream.pyx``): the compiled driver's
   shape, before the stream has a C entry point (a bytes object and a compiled call per read);
+  ``+on_chunk``: with a Python ``on_chunk`` that takes each chunk's stamp;
 - ``AsyncClient`` / ``Client``: fastsse's engine folding every stream (no chunk objects); the
   ``+on_chunk`` rows add an ``on_chunk`` that takes each chunk's stamp (their lag);
 - ``aiohttp-vllm``: aiohttp with vLLM ``bench serve``'s framing (``fastsse.cli._peers``);
@@ -52,10 +53,11 @@ import test_bench_many as many
 
 C_CLIENTS = ("C-raw", "C-libcurl")
 CYTHON = "Cython-libcurl+ChatStream"
+CYTHON_ON_CHUNK = CYTHON + "+on_chunk"
 FASTSSE_CLIENTS = ("AsyncClient", "AsyncClient+on_chunk", "Client", "Client+on_chunk")
 PEER_CLIENTS = ("aiohttp-vllm", "curl_cffi")
-CLIENTS = (*C_CLIENTS, CYTHON, *FASTSSE_CLIENTS, *PEER_CLIENTS)
-COUNTS_EVENTS = (*C_CLIENTS, CYTHON)  # clients that report event ends, not content chunks
+CLIENTS = (*C_CLIENTS, CYTHON, CYTHON_ON_CHUNK, *FASTSSE_CLIENTS, *PEER_CLIENTS)
+COUNTS_EVENTS = (*C_CLIENTS, CYTHON, CYTHON_ON_CHUNK)  # clients that report event ends, not content chunks
 REFERENCE = "C-libcurl"
 # (streams, ms between chunks): where fastsse is not saturated, as the issue sets the target.
 LOADS = ((128, 20.0), (256, 0.0))
@@ -122,11 +124,12 @@ def _curl_cffi_run(url: str, bodies: list[dict[str, Any]]) -> tuple[int, list[in
 
 def measure(name: str, url: str, streams: int, chunks: int, itl_ms: float) -> dict[str, Any]:
     """One Python client's run in this process (the child): ``test_bench_many.measure``'s figures."""
-    if name == CYTHON:
+    if name in (CYTHON, CYTHON_ON_CHUNK):
         driver = _reference.build_module("curl_chatstream")
         body = json.dumps({**many._body(itl_ms, chunks), "stream": True}).encode()
         many._warm_up("AsyncClient", url)  # fastsse's imports, as for its own clients
-        return dict(driver.run(url.rstrip("/") + "/chat/completions", body, streams, chunks))
+        endpoint = url.rstrip("/") + "/chat/completions"
+        return dict(driver.run(endpoint, body, streams, chunks, name == CYTHON_ON_CHUNK))
     if name != "curl_cffi":
         return many.measure(name, url, streams, chunks, itl_ms)
     import curl_cffi.requests  # noqa: F401  (imports are not a cost per chunk)
@@ -275,7 +278,7 @@ def session(
         for streams, itl in loads:
             for name in order:
                 try:
-                    if name == CYTHON:
+                    if name in (CYTHON, CYTHON_ON_CHUNK):
                         _reference.build_module("curl_chatstream")  # here, to skip with the reason
                     row = run_once(name, url, streams, chunks, itl, server_pid)
                 except _reference.Unavailable as exc:
@@ -364,7 +367,7 @@ def test_read_cost(benchmark: Any, scripted: Any, quick: bool, client: str, load
     try:
         if client in C_CLIENTS:
             _reference.build(_EXE[client])
-        elif client == CYTHON:
+        elif client in (CYTHON, CYTHON_ON_CHUNK):
             _reference.build_module("curl_chatstream")
     except _reference.Unavailable as exc:
         pytest.skip(str(exc))
@@ -381,7 +384,7 @@ def test_read_cost(benchmark: Any, scripted: Any, quick: bool, client: str, load
         assert figures["events"] == streams * (chunks + EVENTS_AROUND_CONTENT)
         assert 0 < figures["lag_samples"] <= streams * chunks
         assert 0 <= figures["lag_p50_ms"] <= figures["lag_p99_ms"]
-    if client in ("C-libcurl", CYTHON) and _reference.libcurl() is not None:
+    if client in ("C-libcurl", CYTHON, CYTHON_ON_CHUNK) and _reference.libcurl() is not None:
         # It ran on the libcurl the engine runs on (pycurl's copy): the same version string.
         pycurl = pytest.importorskip("pycurl")
         assert figures["library"] == pycurl.version.split(" ", 1)[1]

@@ -6,7 +6,8 @@ third row). Compiled by the benchmark itself (``_reference.build_module``), neve
 multi handle (the libcurl pycurl brought) driven from C as ``curl_floor.c`` drives it
 (``curl_multi_socket_action``, C socket and timer callbacks, one epoll set, the wait in C), each
 read handed by the C write callback to a real ``fastsse.ChatStream`` (``timing=True``, no
-``on_chunk``), then ``result()`` per stream as the engine returns it. What it does not have yet is
+``on_chunk``, or with one that takes each chunk's stamp), then ``result()`` per stream as the engine
+returns it. What it does not have yet is
 the stream's C entry point: each read still becomes a bytes object and one call of the stream's
 compiled ``write`` (no Python frame). It counts event ends and takes the send stamps as the C
 clients do (``events.h``), for the lag and the chunk count. Written for fastsse's benchmarks.
@@ -16,6 +17,8 @@ from cpython.bytes cimport PyBytes_FromStringAndSize
 from cpython.ref cimport PyObject
 from libc.stdint cimport int64_t
 from libc.stdlib cimport calloc, free
+
+from time import monotonic_ns
 
 import fastsse
 
@@ -142,8 +145,10 @@ cdef int on_timer(CURLM *multi, long ms, void *userp) noexcept nogil:
     return 0
 
 
-def run(str url, bytes body, long n, long chunks):
-    """run(url, body, streams, chunks) -> dict: the figures, in the C clients' JSON keys."""
+def run(str url, bytes body, long n, long chunks, bint on_chunk=False):
+    """run(url, body, streams, chunks, on_chunk=False) -> dict: the figures, in the C clients' JSON
+    keys. With ``on_chunk`` every stream gets a Python ``on_chunk`` that takes each content chunk's
+    lag where user code gets it (as the engine's ``+on_chunk`` rows do), and the lags are those."""
     global epfd, timeout_ms
     cdef job_t *jobs = <job_t *>calloc(n, sizeof(job_t))
     cdef bytes url_b = url.encode()
@@ -158,7 +163,15 @@ def run(str url, bytes body, long n, long chunks):
     cdef long j
     cdef double cpu0, cpu
     cdef int64_t wall0
-    streams = [fastsse.ChatStream(timing=True) for _ in range(n)]
+    lags = []
+
+    def take_stamp(chunk):
+        now = monotonic_ns()
+        choices = chunk["choices"]
+        if choices and choices[0]["delta"].get("content"):
+            lags.append(now - chunk["fastsse_sent_ns"])
+
+    streams = [fastsse.ChatStream(take_stamp if on_chunk else None, timing=True) for _ in range(n)]
     writers = [s.write for s in streams]
     totals.chunks = chunks
     totals.nlags = 0
@@ -234,9 +247,9 @@ def run(str url, bytes body, long n, long chunks):
         "failed": failed + incomplete,
         "cpu_s": cpu,
         "wall_s": wall,
-        "lag_samples": totals.nlags,
-        "lag_p50_ms": pct_ms(&totals, 0.5),
-        "lag_p99_ms": pct_ms(&totals, 0.99),
+        "lag_samples": len(lags) if on_chunk else totals.nlags,
+        "lag_p50_ms": _pct_ms(lags, 0.5) if on_chunk else pct_ms(&totals, 0.5),
+        "lag_p99_ms": _pct_ms(lags, 0.99) if on_chunk else pct_ms(&totals, 0.99),
         "library": curl_version().decode(),
     }
     curl_multi_cleanup(multi)
@@ -245,3 +258,10 @@ def run(str url, bytes body, long n, long chunks):
     free(totals.lags)
     free(jobs)
     return figures
+
+
+def _pct_ms(list lags, double q):
+    if not lags:
+        return -1.0
+    lags.sort()
+    return lags[min(len(lags) - 1, <Py_ssize_t>(q * len(lags)))] / 1e6
