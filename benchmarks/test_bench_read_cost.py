@@ -165,15 +165,15 @@ def _busy_jiffies() -> int:
     return user + nice + system + irq + softirq
 
 
-def _cpu_s(*, children: bool) -> float:
-    """User + system seconds of this process or its waited-for children; nan where the resource
-    module is missing (Windows: there is no /proc either, so no others figure)."""
+def _usage(*, children: bool) -> tuple[float, float]:
+    """(user + system seconds, voluntary context switches) of this process or of its waited-for
+    children; nan where the resource module is missing (Windows: no /proc either, so no others)."""
     try:
         import resource
     except ImportError:
-        return math.nan
+        return math.nan, math.nan
     usage = resource.getrusage(resource.RUSAGE_CHILDREN if children else resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
+    return usage.ru_utime + usage.ru_stime, float(usage.ru_nvcsw)
 
 
 def _process_jiffies(pid: int) -> int:
@@ -192,7 +192,7 @@ class Others:
 
     def _sample(self) -> tuple[int, int, float, float]:
         server = _process_jiffies(self.server_pid) if self.server_pid else 0
-        return _busy_jiffies(), server, _cpu_s(children=False), time.monotonic()
+        return _busy_jiffies(), server, _usage(children=False)[0], time.monotonic()
 
     def start(self) -> None:
         try:
@@ -222,7 +222,7 @@ def run_once(
     when the client fails.
     """
     others = Others(server_pid)
-    children0 = _cpu_s(children=True)
+    cpu0, sleeps0 = _usage(children=True)
     if name in C_CLIENTS:
         exe = _reference.build(_EXE[name])
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as body_file:
@@ -242,8 +242,8 @@ def run_once(
     finally:
         if name in C_CLIENTS:
             os.unlink(body_file.name)
-    child_cpu = _cpu_s(children=True) - children0
-    share = others.stop(child_cpu)
+    cpu1, sleeps1 = _usage(children=True)
+    share = others.stop(cpu1 - cpu0)
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     if done.returncode != 0 or not lines:
         raise RuntimeError(f"{name} failed ({done.returncode}): {done.stderr[-2000:]}")
@@ -258,7 +258,10 @@ def run_once(
             cpu_us_per_chunk=row["cpu_s"] / content * 1e6 if content > 0 else math.nan,
             busy=row["cpu_s"] / row["wall_s"] if row["wall_s"] else math.nan,
         )
-    row.update(itl_ms=itl_ms, others=share)
+    # How often the client went to sleep (voluntary context switches over its whole life, start-up
+    # included: a few dozen) per content chunk: each sleep is a wake-up the kernel charges for, and
+    # a client that drains its sockets faster sleeps, and pays, more often.
+    row.update(itl_ms=itl_ms, others=share, sleeps_per_chunk=(sleeps1 - sleeps0) / max(1, row["chunks"]))
     return row
 
 
@@ -325,8 +328,8 @@ def tables(runs: dict[tuple[str, int, float], list[dict[str, Any]]], clients: li
         out.append(f"| {name} | " + " | ".join(cells) + " |")
     out += [
         "",
-        "| client | load | CPU/chunk (µs) | busy | lag p50 (ms) | lag p99 (ms) | others (cores) | quiet runs | failed |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| client | load | CPU/chunk (µs) | busy | sleeps/chunk | lag p50 (ms) | lag p99 (ms) | others (cores) | quiet runs | failed |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for s, i in loads:
         for name in clients:
@@ -335,6 +338,7 @@ def tables(runs: dict[tuple[str, int, float], list[dict[str, Any]]], clients: li
                 continue
             out.append(
                 f"| {name} | C={s}, {i:g} ms | {row['cpu_us_per_chunk']:.1f} | {row['busy']:.0%} | "
+                f"{row.get('sleeps_per_chunk', math.nan):.2f} | "
                 f"{row['lag_p50_ms']:.2f} | {row['lag_p99_ms']:.2f} | {row['others']:.2f} | "
                 f"{row['quiet_runs']}/{row['runs']} | {row['failed']} |"
             )
@@ -411,7 +415,7 @@ def test_the_table_keeps_the_quietest_run_and_divides_by_the_reference() -> None
     assert "| C-libcurl | 10.0 µs |" in text
     assert "| Client | 15.0 µs (1.50x) |" in text
     assert "| curl_cffi | not run |" in text
-    assert "| Client | C=128, 20 ms | 15.0 | 50% | 0.10 | 1.00 | 0.02 | 1/2 | 0 |" in text
+    assert "| Client | C=128, 20 ms | 15.0 | 50% | nan | 0.10 | 1.00 | 0.02 | 1/2 | 0 |" in text
 
 
 def main(argv: list[str] | None = None) -> int:
