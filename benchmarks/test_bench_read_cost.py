@@ -438,7 +438,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.child:
         _pin_client()
-        print(json.dumps(measure(args.child, args.url, args.streams, args.chunks, args.itl_ms or 0.0)))
+        row = measure(args.child, args.url, args.streams, args.chunks, args.itl_ms or 0.0)
+        # When the measured window ended (CLOCK_MONOTONIC): a profiler can keep to the window.
+        row["window_end_ns"] = time.monotonic_ns()
+        print(json.dumps(row))
         return 0
     from fastsse.testing import spawn_scripted_server
 
