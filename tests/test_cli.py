@@ -236,3 +236,35 @@ def test_file_errors_share_one_prefix(capsys: pytest.CaptureFixture[str], tmp_pa
     for command in ("check", "events"):
         code, _, err = run(capsys, command, str(missing))
         assert code == 2 and err.startswith(f"fastsse {command}: ") and err.count("\n") == 1
+
+
+# issue 25, point 4: a reader that goes away ends the command quietly, on either backend
+
+
+class _ClosedPipe:
+    """A stdout whose reader left after ``room`` characters, as `| head -c N` leaves."""
+
+    def __init__(self, room: int) -> None:
+        self.room = room
+
+    def write(self, text: str) -> int:
+        self.room -= len(text)
+        if self.room < 0:
+            raise BrokenPipeError(32, "Broken pipe")
+        return len(text)
+
+    def flush(self) -> None:
+        if self.room < 0:
+            raise BrokenPipeError(32, "Broken pipe")
+
+    def isatty(self) -> bool:
+        return False
+
+
+def test_demo_into_a_closed_pipe_is_quiet(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, stream_backend: SimpleNamespace
+) -> None:
+    monkeypatch.setattr(sys, "stdout", _ClosedPipe(100))  # the break comes inside on_chunk
+    code, _, err = run(capsys, "demo", "--model", "long-3000")
+    assert code == 141
+    assert err.startswith("fastsse demo (backend: ") and err.count("\n") == 2  # the banner, nothing else
