@@ -335,3 +335,33 @@ def test_cli_url_transport_errors(server, capsys: pytest.CaptureFixture[str]) ->
         == 2
     )
     assert "(curl error " in capsys.readouterr().err
+
+
+# issue 25, point 5: a text with no event and no field is not an event stream, whatever the chunking
+
+
+@pytest.mark.parametrize("api", ["chat", "responses", "messages"])
+def test_text_without_fields_is_one_not_sse_finding(api: str) -> None:
+    from fastsse.check import checker
+
+    text = b"Release notes\r\n\r\n- faster: the decoder\n- data loss fixed (see: #12)\n: not a comment\n" * 30
+    whole = check_stream(text, api=api)
+    assert [(f.code, f.offset) for f in whole] == [("not-sse", 0)]
+    assert whole[0].message == "not an event stream: it is text with no SSE field (line 1: 'Release notes')"
+    for size in (1, 3, 64):
+        lint = checker(api)
+        for i in range(0, len(text), size):
+            lint.feed(text[i : i + size])
+        assert lint.close()[-1:] == whole and lint.findings == whole
+
+
+@pytest.mark.parametrize(
+    ("body", "first"),
+    [
+        (b": ping\n\n: ping\n\n", "empty-stream"),  # a quiet stream, not a text
+        (b"retry: 100\n\nhello\n", "non-data-field"),  # a field: linted as a stream
+        (b"data\n", "missing-final-blank-line"),  # an empty data field is a field
+    ],
+)
+def test_a_field_or_only_comments_keep_the_stream_rules(body: bytes, first: str) -> None:
+    assert [f.code for f in check_stream(body)][:1] == [first]

@@ -174,6 +174,40 @@ def test_check_and_events_say_not_an_event_stream(
     assert err.count("\n") == 1 and err.startswith(f"fastsse events: {path}: not an event stream: {why}")
 
 
+PROSE = (
+    "\ufeff# fastsse\n\nServer-Sent Events, decoded.\n\n```sh\npip install .\n```\n\n"
+    "Note: a colon in a sentence is no field.\n" * 40
+).encode()
+
+
+@pytest.mark.parametrize("api", ["chat", "responses", "messages"])
+def test_check_and_events_say_a_text_is_not_an_event_stream(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, api: str
+) -> None:
+    # issue 25, point 5: a README given by mistake is one line and exit 1, as a page or a document is
+    path = tmp_path / "README.md"
+    path.write_bytes(PROSE)
+    code, out, err = run(capsys, "check", "--api", api, str(path))
+    assert (code, err) == (1, "")
+    assert out == (
+        f"{path}: not an event stream: it is text with no SSE field (line 1: '# fastsse') ({len(PROSE)} bytes)\n"
+    )
+    code, out, err = run(capsys, "events", str(path))
+    assert (code, out) == (1, "")
+    assert (
+        err
+        == f"fastsse events: {path}: not an event stream: it is text with no SSE field (line 1: '# fastsse')\n"
+    )
+
+
+def test_text_with_a_field_is_linted_as_a_stream(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    # a field makes it a (broken) stream: its findings are worth reading
+    path = tmp_path / "half.sse"
+    path.write_bytes(b"hello\ndata: {}\n")
+    code, out, _ = run(capsys, "check", str(path))
+    assert code == 1 and "not an event stream" not in out and "missing-final-blank-line" in out
+
+
 def test_events_on_comments_only_says_no_event(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     path = tmp_path / "pings.sse"
     path.write_bytes(b": ping\n\n: ping\n\n")
