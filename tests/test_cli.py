@@ -6,6 +6,7 @@ failure, exit 2 for what stopped a request, 1 for an answer or input that is not
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -302,3 +303,66 @@ def test_demo_into_a_closed_pipe_is_quiet(
     code, _, err = run(capsys, "demo", "--model", "long-3000")
     assert code == 141
     assert err.startswith("fastsse demo (backend: ") and err.count("\n") == 2  # the banner, nothing else
+
+
+# issue 25, point 2: a cut stream exits 1 with the partial fold; nothing arrived is still exit 2
+
+
+def test_demo_cut_stream_prints_the_partial_fold(
+    capsys: pytest.CaptureFixture[str], stream_backend: SimpleNamespace
+) -> None:
+    from fastsse.testing.server import PLAIN
+
+    code, out, err = run(capsys, "demo", "--model", "disconnect")
+    assert code == 1
+    text, _, fold = out.partition("Partial response (the answer is incomplete):\n")
+    assert text.strip() == "".join(PLAIN[:6])  # the six tokens sent before the cut
+    result = json.loads(fold)
+    assert result["choices"][0]["message"]["content"] == "".join(PLAIN[:6])
+    assert result["verdict"]["complete"] is False and result["verdict"]["done"] is False
+    last = err.splitlines()[-1]
+    assert last.startswith("fastsse demo: the answer is incomplete: the transfer failed mid-stream: http://")
+    assert last.endswith(
+        "/v1/chat/completions: transfer closed with outstanding read data remaining (curl error 18)"
+    )
+
+
+# issue 25, point 7: every choice, the refusal text, a page cut to one line
+
+
+def test_demo_prints_every_choice(
+    capsys: pytest.CaptureFixture[str], stream_backend: SimpleNamespace
+) -> None:
+    from fastsse.testing.server import PLAIN
+
+    code, out, err = run(capsys, "demo", "--model", "n2")
+    assert code == 0, err
+    head = out.split("Final aggregated response:")[0]
+    # n2 interleaves two choices token by token; choice 1's first token is marked "[1] "
+    assert head.strip().splitlines() == [
+        "[choice 0] " + "".join(PLAIN),
+        "[choice 1] [1] " + "".join(PLAIN),
+    ]
+
+
+def test_demo_prints_the_refusal(capsys: pytest.CaptureFixture[str], stream_backend: SimpleNamespace) -> None:
+    from fastsse.testing.server import REFUSAL
+
+    code, out, err = run(capsys, "demo", "--model", "refusal")
+    assert code == 0, err
+    assert out.split("Final aggregated response:")[0].strip() == "(refusal) " + "".join(REFUSAL)
+
+
+def test_demo_page_is_one_short_line(
+    capsys: pytest.CaptureFixture[str], stream_backend: SimpleNamespace
+) -> None:
+    from fastsse.testing.server import HTML_PAGE
+
+    code, out, err = run(capsys, "demo", "--model", "html")
+    assert (code, out) == (1, "")
+    last = err.splitlines()[-1]
+    assert err.count("\n") == 3  # the banner, its blank line, this line
+    assert last.endswith(
+        "/v1: HTTP 200: not an event stream: it starts like an HTML or XML page: "
+        f"'<!DOCTYPE html>' ({len(HTML_PAGE)} bytes)"
+    )

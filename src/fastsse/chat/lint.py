@@ -100,6 +100,7 @@ CODES: Final[dict[str, CodeInfo]] = {
     ),
     # HTTP (check --url only)
     "content-type": CodeInfo(ERROR, "the response is not text/event-stream"),
+    "transfer-cut": CodeInfo(ERROR, "the transfer failed after the answer began (a cut, a timeout)"),
 }
 
 
