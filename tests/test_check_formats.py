@@ -363,3 +363,20 @@ def test_messages_trailing_done_is_a_warning() -> None:
 def test_done_that_is_not_alone_is_still_invalid_json() -> None:
     body = responses_body(GOOD_R) + b"data: [DONE] now\n\n"
     assert codes(body, "responses") == ["invalid-json"]
+
+
+def test_recorded_streams_have_no_unknown_event() -> None:
+    # real OpenAI streams with web_search, file_search and code_interpreter calls, Anthropic streams
+    # with server tools: every event they carry is in the API reference. OpenRouter ends its
+    # Responses streams with data: [DONE] (r18).
+    from _formats_helpers import recorded_dir
+
+    folder = recorded_dir()
+    seen = 0
+    for api in ("responses", "messages"):
+        for path in sorted((folder / api).glob("*.sse")):
+            found = {f.code for f in check_stream(path.read_bytes(), api=api)}
+            assert not found & {"unknown-event", "invalid-json"}, path.name
+            assert ("done-sentinel" in found) == (path.stem == "r18-openrouter-data-only-reasoning-text")
+            seen += 1
+    assert seen >= 40
