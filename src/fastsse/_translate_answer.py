@@ -447,7 +447,7 @@ def response(
     allow (a wrong type, no choices, a failed response) or, unless ``lossy``, for what the target
     cannot express.
     """
-    if type(body) is not dict:
+    if not isinstance(body, dict):
         raise TypeError(f"response() takes the body as a dict, not {type(body).__name__}")
     _check_apis(source, target)
     ctx = _Ctx(lossy)

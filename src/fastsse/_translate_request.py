@@ -52,12 +52,13 @@ class Translated(dict[str, Any]):
 class _Ctx:
     """One translation's bookkeeping: strict (raise) or lossy (list), and how a path is named."""
 
-    __slots__ = ("dropped", "lossy", "name")
+    __slots__ = ("dropped", "lossy", "name", "origins")
 
     def __init__(self, lossy: bool, name: Callable[[str], str] | None = None) -> None:
         self.lossy = lossy
         self.dropped: list[str] = []
         self.name = name
+        self.origins: list[str] = []  # towards chat: the source path of each chat message written
 
     def drop(self, path: str, why: str) -> None:
         """What the target cannot express: raise, or (lossy) list it and go on."""
@@ -88,7 +89,7 @@ def _text(value: object) -> bool:
 
 
 def _dict(ctx: _Ctx, value: object, path: str) -> dict[str, Any]:
-    if type(value) is not dict:
+    if not isinstance(value, dict):
         raise ctx.bad(path, f"expected an object, not {type(value).__name__}")
     return value
 
@@ -513,6 +514,7 @@ def _messages_to_chat(body: dict[str, Any], ctx: _Ctx) -> dict[str, Any]:
     chat: list[dict[str, Any]] = []
     if body.get("system") is not None:
         chat.append(_messages_system_to_chat(ctx, body["system"]))
+        ctx.origins.append("system")
     calls: set[str] = set()
     for i, turn in enumerate(_list(ctx, body.get("messages"), "messages")):
         path = f"messages[{i}]"
@@ -525,6 +527,7 @@ def _messages_to_chat(body: dict[str, Any], ctx: _Ctx) -> dict[str, Any]:
             raise ctx.bad(f"{path}.role", f"unknown role {_short(role)}")
         if isinstance(content, str):
             chat.append({"role": role, "content": content})
+            ctx.origins.append(path)
             continue
         blocks = [
             _dict(ctx, b, f"{path}.content[{j}]")
@@ -534,6 +537,7 @@ def _messages_to_chat(body: dict[str, Any], ctx: _Ctx) -> dict[str, Any]:
             chat += _user_turn_to_chat(ctx, blocks, path, calls)
         else:
             chat.append(_assistant_turn_to_chat(ctx, blocks, path, calls))
+        ctx.origins += [path] * (len(chat) - len(ctx.origins))
     out["messages"] = chat
     _messages_settings_to_chat(body, ctx, out)
     return out
@@ -998,12 +1002,15 @@ def _responses_to_chat(body: dict[str, Any], ctx: _Ctx) -> dict[str, Any]:
     instructions = body.get("instructions")
     if instructions is not None:
         chat.append({"role": "system", "content": _input_content_to_chat(ctx, instructions, "instructions")})
+        ctx.origins.append("instructions")
     given = body.get("input")
     items = [{"role": "user", "content": given}] if isinstance(given, str) else _list(ctx, given, "input")
     turn: dict[str, Any] | None = None  # the assistant turn being built
     stage = -1
     calls: set[str] = set()
+    path = ""
     for i, item in enumerate(items):
+        ctx.origins += [path] * (len(chat) - len(ctx.origins))  # what the last item started
         path = f"input[{i}]"
         item = _dict(ctx, item, path)
         kind = item.get("type", "message")
@@ -1121,6 +1128,7 @@ def _responses_to_chat(body: dict[str, Any], ctx: _Ctx) -> dict[str, Any]:
                     },
                 }
             )
+    ctx.origins += [path] * (len(chat) - len(ctx.origins))
     out: dict[str, Any] = {"messages": chat}
     _responses_settings_to_chat(body, ctx, out)
     return out
@@ -1233,10 +1241,18 @@ _CHAT_NAMES: Final = {
 }
 
 
-def _via_chat(source: str, path: str) -> str:
+def _via_chat(source: str, middle: dict[str, Any], origins: list[str], path: str) -> str:
+    """A path in the chat body between the two halves, named in the source body: the message it
+    came from (and for Messages thinking, its block), else the source's name of the field."""
     head, sep, rest = path.partition(".")
-    if head.startswith("messages["):
-        return f"{path} (of the request in chat)"
+    if head.startswith("messages[") and head.endswith("]") and head[9:-1].isdigit():
+        n = int(head[9:-1])
+        origin = origins[n] if n < len(origins) else head
+        if rest.startswith("reasoning_details[") and source == "messages":
+            k = int(rest[18 : rest.index("]")])
+            block = middle["messages"][n]["reasoning_details"][k].get("index")
+            return f"{origin}.content[{block}]"
+        return f"{origin} ({rest} in chat)" if rest else origin
     named = _CHAT_NAMES[source].get(head)
     return named + sep + rest if named is not None else path
 
@@ -1256,7 +1272,7 @@ def request(body: dict[str, Any], source: str, target: str, /, *, lossy: bool = 
     a Messages target without ``max_tokens``) or, unless ``lossy``, when it holds what the target
     cannot express.
     """
-    if type(body) is not dict:
+    if not isinstance(body, dict):
         raise TypeError(f"request() takes the body as a dict, not {type(body).__name__}")
     _check_apis(source, target)
     ctx = _Ctx(lossy)
@@ -1266,7 +1282,7 @@ def request(body: dict[str, Any], source: str, target: str, /, *, lossy: bool = 
         out = _TO_CHAT[source](body, ctx)
     else:
         middle = _TO_CHAT[source](body, ctx)
-        second = _Ctx(lossy, lambda path: _via_chat(source, path))
+        second = _Ctx(lossy, lambda path: _via_chat(source, middle, ctx.origins, path))
         out = _FROM_CHAT[target](middle, second)
         ctx.dropped += second.dropped
     return Translated(out, ctx.dropped)
