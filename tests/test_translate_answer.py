@@ -18,7 +18,7 @@ import pytest
 from _recorded import shared_dir
 from fastsse import get_backend
 from fastsse._translate_answer import MESSAGE_LIMIT, error, response
-from fastsse._translate_request import Untranslatable
+from fastsse._translate_bodies import Untranslatable
 
 CREATED = 1_767_225_600
 

@@ -12,12 +12,14 @@ from typing import Any, Final
 import orjson
 
 from ._translate import FINISH_FROM_MESSAGES, _messages_usage, _responses_usage
-from ._translate_request import (
+from ._translate_bodies import (
     ANTHROPIC_FORMAT,
+    Path,
     Translated,
     _check_apis,
     _Ctx,
     _dict,
+    _extra,
     _list,
     _str,
 )
@@ -25,6 +27,8 @@ from .encode_messages import STOP_REASONS, chat_usage_to_messages
 from .encode_responses import INCOMPLETE, chat_usage_to_responses
 
 __all__ = ["error", "response"]
+
+_CHOICE_KEYS: Final = frozenset({"index", "message", "finish_reason", "logprobs"})
 
 
 def _absent(value: object) -> bool:
@@ -38,22 +42,22 @@ def _chat_answer(ctx: _Ctx, body: dict[str, Any]) -> dict[str, Any]:
     """What the other APIs can carry of a chat.completion, read once: id, model, created, the
     reasoning (text and OpenRouter details), text, refusal, tool calls, url citations,
     finish_reason, usage."""
-    for key in body.keys() - _CHAT_ANSWER_KEYS:
+    for key in _extra(body, _CHAT_ANSWER_KEYS):
         if not _absent(body[key]):
             ctx.drop(key, "no counterpart")
     choices = _list(ctx, body.get("choices"), "choices")
     if not choices:
         raise ctx.bad("choices", "a chat.completion with no choice has no answer to carry")
     for i in range(1, len(choices)):
-        ctx.drop(f"choices[{i}]", "the target writes one answer")
+        ctx.drop(("choices", i), "the target writes one answer")
     choice = _dict(ctx, choices[0], "choices[0]")
-    for key in choice.keys() - {"index", "message", "finish_reason", "logprobs"}:
+    for key in _extra(choice, _CHOICE_KEYS):
         if not _absent(choice[key]):
             ctx.drop(f"choices[0].{key}", "no counterpart")
     if not _absent(choice.get("logprobs")):
         ctx.drop("choices[0].logprobs", "no counterpart")
     msg = _dict(ctx, choice.get("message"), "choices[0].message")
-    for key in msg.keys() - _CHAT_ANSWER_MESSAGE_KEYS:
+    for key in _extra(msg, _CHAT_ANSWER_MESSAGE_KEYS):
         if not _absent(msg[key]):
             ctx.drop(f"choices[0].message.{key}", "no counterpart")
     reasoning = msg.get("reasoning_content")
@@ -61,14 +65,14 @@ def _chat_answer(ctx: _Ctx, body: dict[str, Any]) -> dict[str, Any]:
         reasoning = msg.get("reasoning")
     calls = []
     for k, call in enumerate(_list(ctx, msg.get("tool_calls") or [], "choices[0].message.tool_calls")):
-        where = f"choices[0].message.tool_calls[{k}]"
+        where = ((("choices", 0), ".message.tool_calls"), k)
         call = _dict(ctx, call, where)
-        fn = _dict(ctx, call.get("function"), f"{where}.function")
+        fn = _dict(ctx, call.get("function"), (where, ".function"))
         calls.append(
             (
-                _str(ctx, call.get("id") or f"call_{k}", f"{where}.id"),
-                _str(ctx, fn.get("name"), f"{where}.function.name"),
-                _str(ctx, fn.get("arguments") or "", f"{where}.function.arguments"),
+                _str(ctx, call.get("id") or f"call_{k}", (where, ".id")),
+                _str(ctx, fn.get("name"), (where, ".function.name")),
+                _str(ctx, fn.get("arguments") or "", (where, ".function.arguments")),
             )
         )
     content = msg.get("content")
@@ -113,7 +117,7 @@ def _chat_to_messages(ctx: _Ctx, body: dict[str, Any]) -> dict[str, Any]:
     blocks: list[dict[str, Any]] = []
     signed = False
     for k, entry in enumerate(a["details"]):
-        where = f"choices[0].message.reasoning_details[{k}]"
+        where = ((("choices", 0), ".message.reasoning_details"), k)
         entry = _dict(ctx, entry, where)
         kind = entry.get("type")
         if kind == "reasoning.text" and entry.get("signature"):
@@ -124,12 +128,12 @@ def _chat_to_messages(ctx: _Ctx, body: dict[str, Any]) -> dict[str, Any]:
                 {
                     "type": "thinking",
                     "thinking": text if isinstance(text, str) else "",
-                    "signature": _str(ctx, entry["signature"], f"{where}.signature"),
+                    "signature": _str(ctx, entry["signature"], (where, ".signature")),
                 }
             )
         elif kind == "reasoning.encrypted" and entry.get("format", ANTHROPIC_FORMAT) == ANTHROPIC_FORMAT:
             blocks.append(
-                {"type": "redacted_thinking", "data": _str(ctx, entry.get("data"), f"{where}.data")}
+                {"type": "redacted_thinking", "data": _str(ctx, entry.get("data"), (where, ".data"))}
             )
         elif kind != "reasoning.text":
             ctx.drop(where, "no Messages counterpart")
@@ -141,13 +145,13 @@ def _chat_to_messages(ctx: _Ctx, body: dict[str, Any]) -> dict[str, Any]:
     if a["annotations"]:
         ctx.drop("choices[0].message.annotations", "no Messages counterpart")
     for k, (call_id, name, raw) in enumerate(a["calls"]):
-        where = f"choices[0].message.tool_calls[{k}].function.arguments"
+        argued: Path = (((("choices", 0), ".message.tool_calls"), k), ".function.arguments")
         try:
             value = orjson.loads(raw) if raw.strip() else {}
         except orjson.JSONDecodeError:
             value = None
         if type(value) is not dict:
-            ctx.drop(where, "not a JSON object, and a Messages tool_use input is one")
+            ctx.drop(argued, "not a JSON object, and a Messages tool_use input is one")
             value = {}
         blocks.append({"type": "tool_use", "id": call_id, "name": name, "input": value})
     finish = a["finish"]
@@ -171,7 +175,7 @@ def _chat_to_responses(ctx: _Ctx, body: dict[str, Any]) -> dict[str, Any]:
     output: list[dict[str, Any]] = []
     for k, entry in enumerate(a["details"]):
         if type(entry) is dict and entry.get("type") != "reasoning.text":
-            ctx.drop(f"choices[0].message.reasoning_details[{k}]", "no Responses counterpart")
+            ctx.drop(((("choices", 0), ".message.reasoning_details"), k), "no Responses counterpart")
     if a["reasoning"]:
         output.append(
             {
@@ -188,7 +192,7 @@ def _chat_to_responses(ctx: _Ctx, body: dict[str, Any]) -> dict[str, Any]:
             if note.get("type") == "url_citation" and type(cited) is dict:
                 notes.append({"type": "url_citation", **cited})
             else:
-                ctx.drop(f"choices[0].message.annotations[{k}]", "no Responses counterpart")
+                ctx.drop(((("choices", 0), ".message.annotations"), k), "no Responses counterpart")
         parts.append({"type": "output_text", "text": a["content"], "annotations": notes})
     elif a["annotations"]:
         ctx.drop("choices[0].message.annotations", "no text to hold them")
@@ -263,7 +267,7 @@ _MESSAGE_KEYS: Final = frozenset(
 
 
 def _messages_to_chat(ctx: _Ctx, body: dict[str, Any], created: int | None) -> dict[str, Any]:
-    for key in body.keys() - _MESSAGE_KEYS:
+    for key in _extra(body, _MESSAGE_KEYS):
         if not _absent(body[key]):
             ctx.drop(key, "no chat counterpart")
     if body.get("stop_sequence") is not None:
@@ -274,28 +278,28 @@ def _messages_to_chat(ctx: _Ctx, body: dict[str, Any], created: int | None) -> d
     calls: list[dict[str, Any]] = []
     notes: list[dict[str, Any]] = []
     for j, block in enumerate(_list(ctx, body.get("content") or [], "content")):
-        where = f"content[{j}]"
+        where = ("content", j)
         block = _dict(ctx, block, where)
         kind = block.get("type")
         if kind == "text":
             start = sum(map(len, text))
-            text.append(_str(ctx, block.get("text"), f"{where}.text"))
-            for k, cited in enumerate(_list(ctx, block.get("citations") or [], f"{where}.citations")):
+            text.append(_str(ctx, block.get("text"), (where, ".text")))
+            for k, cited in enumerate(_list(ctx, block.get("citations") or [], (where, ".citations"))):
                 if type(cited) is dict and cited.get("type") == "web_search_result_location":
                     found = {key: cited[key] for key in ("url", "title") if isinstance(cited.get(key), str)}
                     span = {"start_index": start, "end_index": start + len(text[-1])}
                     notes.append({"type": "url_citation", "url_citation": {**found, **span}})
                 else:
-                    ctx.drop(f"{where}.citations[{k}]", "no chat counterpart")
+                    ctx.drop(((where, ".citations"), k), "no chat counterpart")
         elif kind == "thinking":
-            said = _str(ctx, block.get("thinking"), f"{where}.thinking")
+            said = _str(ctx, block.get("thinking"), (where, ".thinking"))
             thinking.append(said)
             entry: dict[str, Any] = {"type": "reasoning.text", "text": said}
             if block.get("signature"):
-                entry["signature"] = _str(ctx, block["signature"], f"{where}.signature")
+                entry["signature"] = _str(ctx, block["signature"], (where, ".signature"))
             details.append({**entry, "format": ANTHROPIC_FORMAT, "index": j})
         elif kind == "redacted_thinking":
-            data = _str(ctx, block.get("data"), f"{where}.data")
+            data = _str(ctx, block.get("data"), (where, ".data"))
             details.append(
                 {"type": "reasoning.encrypted", "data": data, "format": ANTHROPIC_FORMAT, "index": j}
             )
@@ -303,10 +307,10 @@ def _messages_to_chat(ctx: _Ctx, body: dict[str, Any], created: int | None) -> d
             given = block.get("input")
             calls.append(
                 {
-                    "id": _str(ctx, block.get("id"), f"{where}.id"),
+                    "id": _str(ctx, block.get("id"), (where, ".id")),
                     "type": "function",
                     "function": {
-                        "name": _str(ctx, block.get("name"), f"{where}.name"),
+                        "name": _str(ctx, block.get("name"), (where, ".name")),
                         "arguments": orjson.dumps(given if given is not None else {}).decode(),
                     },
                 }
@@ -350,17 +354,17 @@ def _responses_to_chat(ctx: _Ctx, body: dict[str, Any], created: int | None) -> 
     calls: list[dict[str, Any]] = []
     notes: list[dict[str, Any]] = []
     for i, item in enumerate(_list(ctx, body.get("output") or [], "output")):
-        where = f"output[{i}]"
+        where = ("output", i)
         item = _dict(ctx, item, where)
         kind = item.get("type")
         if kind == "message":
-            for j, part in enumerate(_list(ctx, item.get("content") or [], f"{where}.content")):
-                at = f"{where}.content[{j}]"
+            for j, part in enumerate(_list(ctx, item.get("content") or [], (where, ".content"))):
+                at = ((where, ".content"), j)
                 part = _dict(ctx, part, at)
                 if part.get("type") == "output_text":
                     start = sum(map(len, text))
-                    text.append(_str(ctx, part.get("text"), f"{at}.text"))
-                    for k, note in enumerate(_list(ctx, part.get("annotations") or [], f"{at}.annotations")):
+                    text.append(_str(ctx, part.get("text"), (at, ".text")))
+                    for k, note in enumerate(_list(ctx, part.get("annotations") or [], (at, ".annotations"))):
                         if type(note) is dict and note.get("type") == "url_citation":
                             cited = {
                                 key: note[key]
@@ -372,28 +376,28 @@ def _responses_to_chat(ctx: _Ctx, body: dict[str, Any], created: int | None) -> 
                                     cited[key] += start
                             notes.append({"type": "url_citation", "url_citation": cited})
                         else:
-                            ctx.drop(f"{at}.annotations[{k}]", "no chat counterpart")
+                            ctx.drop(((at, ".annotations"), k), "no chat counterpart")
                     if part.get("logprobs"):
-                        ctx.drop(f"{at}.logprobs", "no chat counterpart here")
+                        ctx.drop((at, ".logprobs"), "no chat counterpart here")
                 elif part.get("type") == "refusal":
-                    refusal.append(_str(ctx, part.get("refusal"), f"{at}.refusal"))
+                    refusal.append(_str(ctx, part.get("refusal"), (at, ".refusal")))
                 else:
                     ctx.drop(at, "no chat counterpart")
         elif kind == "reasoning":
             for key in ("summary", "content"):
-                for j, part in enumerate(_list(ctx, item.get(key) or [], f"{where}.{key}")):
-                    part = _dict(ctx, part, f"{where}.{key}[{j}]")
-                    reasoning.append(_str(ctx, part.get("text"), f"{where}.{key}[{j}].text"))
+                for j, part in enumerate(_list(ctx, item.get(key) or [], (where, "." + key))):
+                    part = _dict(ctx, part, ((where, "." + key), j))
+                    reasoning.append(_str(ctx, part.get("text"), (((where, "." + key), j), ".text")))
             if item.get("encrypted_content"):
-                ctx.drop(f"{where}.encrypted_content", "no chat counterpart")
+                ctx.drop((where, ".encrypted_content"), "no chat counterpart")
         elif kind == "function_call":
             calls.append(
                 {
-                    "id": _str(ctx, item.get("call_id"), f"{where}.call_id"),
+                    "id": _str(ctx, item.get("call_id"), (where, ".call_id")),
                     "type": "function",
                     "function": {
-                        "name": _str(ctx, item.get("name"), f"{where}.name"),
-                        "arguments": _str(ctx, item.get("arguments") or "", f"{where}.arguments"),
+                        "name": _str(ctx, item.get("name"), (where, ".name")),
+                        "arguments": _str(ctx, item.get("arguments") or "", (where, ".arguments")),
                     },
                 }
             )
