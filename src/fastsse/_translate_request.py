@@ -23,13 +23,15 @@ from ._translate_bodies import (
     _Ctx,
     _fmt,
 )
+from ._translate_req_direct import messages_to_responses, responses_to_messages
 from ._translate_req_messages import _chat_to_messages, _messages_to_chat
 from ._translate_req_responses import _chat_to_responses, _responses_to_chat
 
 __all__ = ["APIS", "Translated", "Untranslatable", "request"]
 
 
-# through chat: Messages <-> Responses
+# Messages <-> Responses: the rule is the two halves through chat (``through_chat``); ``request``
+# takes one walk that gives the same body (tests/test_translate_request.py holds them equal)
 
 _TO_CHAT: Final = {"messages": _messages_to_chat, "responses": _responses_to_chat}
 _FROM_CHAT: Final = {"messages": _chat_to_messages, "responses": _chat_to_responses}
@@ -69,7 +71,7 @@ def request(body: dict[str, Any], source: str, target: str, /, *, lossy: bool = 
     Translate a request body from ``source`` to ``target`` (``"chat"``, ``"responses"`` or
     ``"messages"``) and return it as a ``Translated`` dict (the body for the target upstream,
     ready for ``orjson.dumps``; ``dropped`` lists what ``lossy=True`` left out). Messages <->
-    Responses goes through chat. The input is not modified; the result may share its nested
+    Responses gives what the two halves through chat give. The input is not modified; the result may share its nested
     values (schemas, metadata).
 
     It raises TypeError if ``body`` is not a dict, ValueError for an unknown API or ``source ==
@@ -87,8 +89,19 @@ def request(body: dict[str, Any], source: str, target: str, /, *, lossy: bool = 
     elif target == "chat":
         out = _TO_CHAT[source](body, ctx)
     else:
-        middle = _TO_CHAT[source](body, ctx)
-        second = _Ctx(lossy, lambda path: _via_chat(source, middle, ctx.origins, path))
-        out = _FROM_CHAT[target](middle, second)
-        ctx.dropped += second.dropped
+        out = (messages_to_responses if source == "messages" else responses_to_messages)(body, ctx)
     return Translated(out, ctx.dropped)
+
+
+def through_chat(body: dict[str, Any], source: str, target: str, /, *, lossy: bool = False) -> Translated:
+    """``through_chat(body, source, target, /, *, lossy=False) -> Translated``: Messages <->
+    Responses as the two halves through chat, the rule ``request`` follows in one walk; a field
+    the second half cannot carry is named by where it came from in ``body``. It raises as
+    ``request`` does, and ValueError unless the two APIs are Messages and Responses."""
+    if {source, target} != {"messages", "responses"}:
+        raise ValueError("through_chat() goes between messages and responses")
+    ctx = _Ctx(lossy)
+    middle = _TO_CHAT[source](body, ctx)
+    second = _Ctx(lossy, lambda path: _via_chat(source, middle, ctx.origins, path))
+    out = _FROM_CHAT[target](middle, second)
+    return Translated(out, ctx.dropped + second.dropped)
