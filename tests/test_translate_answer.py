@@ -304,10 +304,22 @@ def test_responses_answer_to_chat() -> None:
     assert out == CHAT_FROM_RESPONSE_REASONING and out.dropped == []
 
 
+def test_a_signature_towards_responses_is_named() -> None:
+    with pytest.raises(Untranslatable) as caught:
+        response(CHAT_FROM_MESSAGE_THINKING, "chat", "responses")
+    assert caught.value.field == "choices[0].message.reasoning_details[0].signature"
+    out = response(CHAT_FROM_MESSAGE_THINKING, "chat", "responses", lossy=True)
+    assert out.dropped == [
+        "choices[0].message.reasoning_details[0].signature",
+        "choices[0].message.reasoning_details[1]",
+    ]
+    assert out["output"][0]["summary"] == [{"type": "summary_text", "text": "The user wants Paris."}]
+
+
 def test_messages_answer_to_responses_through_chat() -> None:
     out = response(MESSAGE_THINKING, "messages", "responses", lossy=True, created=CREATED)
     # the signature and the redacted block have no Responses place (OpenAI's encrypted_content is its own)
-    assert out.dropped == ["choices[0].message.reasoning_details[1] (of the answer in chat)"]
+    assert out.dropped == ["content[0].signature", "content[1]"]
     assert [item["type"] for item in out["output"]] == ["reasoning", "message", "function_call"]
     assert out["output"][0]["summary"] == [{"type": "summary_text", "text": "The user wants Paris."}]
     assert out["output"][2]["arguments"] == '{"city":"Paris","unit":"c"}'
@@ -315,6 +327,13 @@ def test_messages_answer_to_responses_through_chat() -> None:
         "cached_tokens": 1200
     }
     assert out["created_at"] == CREATED
+    halves = response(
+        response(MESSAGE_THINKING, "messages", "chat", created=CREATED), "chat", "responses", lossy=True
+    )
+    assert out == halves
+    back = response(out, "responses", "messages")
+    assert back == response(response(out, "responses", "chat"), "chat", "messages")
+    assert back["content"][0] == {"type": "thinking", "thinking": "The user wants Paris.", "signature": ""}
 
 
 @pytest.mark.parametrize(
@@ -754,5 +773,10 @@ def test_recorded_answers_survive_each_other_api(api: str, path: Path) -> None:
         there = response(answer, api, via, lossy=True, created=CREATED)
         json.dumps(there)
         assert _comparable(essence(there, via), api, via) == _comparable(original, api, via)
+        if "chat" not in (api, via) and answer.get("id"):  # one read and one write: the two halves
+            halves = response(
+                response(answer, api, "chat", lossy=True, created=CREATED), "chat", via, lossy=True
+            )
+            assert there == halves
         back = response(there, via, api, lossy=True, created=CREATED)
         assert _comparable(essence(back, api), api, via) == _comparable(original, api, via)

@@ -1,7 +1,8 @@
 """Whole (non-streaming) answers and HTTP error bodies translated between chat completions,
 Responses and Messages, with the stream translators' mapping: the same stop reasons, usage,
-tool calls, refusals and thinking. Chat is the hub: Messages <-> Responses goes through it.
-docs/translation.md has the tables.
+tool calls, refusals and thinking. Chat is the hub: each source is read into what a chat answer
+carries (``_Answer``) and written out in the target's shape, so Messages <-> Responses gives what
+the two halves through chat give, in one read and one write. docs/translation.md has the tables.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ from ._translate_bodies import (
     _check_apis,
     _Ctx,
     _dict,
-    _extra,
     _list,
     _str,
 )
@@ -28,76 +28,62 @@ from .encode_responses import INCOMPLETE, chat_usage_to_responses
 
 __all__ = ["error", "response"]
 
-_CHOICE_KEYS: Final = frozenset({"index", "message", "finish_reason", "logprobs"})
-
 
 def _absent(value: object) -> bool:
     return value is None or value == [] or value == {}
 
 
-# chat.completion -> the hub's parts
+def _others(ctx: _Ctx, body: dict[str, Any], allowed: frozenset[str], base: str, why: str) -> None:
+    """Drop the fields of ``body`` beyond ``allowed`` that hold something."""
+    if not allowed.issuperset(body):
+        for key in body:
+            if key not in allowed and not _absent(body[key]):
+                ctx.drop(base + key, why)
 
 
-def _chat_answer(ctx: _Ctx, body: dict[str, Any]) -> dict[str, Any]:
-    """What the other APIs can carry of a chat.completion, read once: id, model, created, the
-    reasoning (text and OpenRouter details), text, refusal, tool calls, url citations,
-    finish_reason, usage."""
-    for key in _extra(body, _CHAT_ANSWER_KEYS):
-        if not _absent(body[key]):
-            ctx.drop(key, "no counterpart")
-    choices = _list(ctx, body.get("choices"), "choices")
-    if not choices:
-        raise ctx.bad("choices", "a chat.completion with no choice has no answer to carry")
-    for i in range(1, len(choices)):
-        ctx.drop(("choices", i), "the target writes one answer")
-    choice = _dict(ctx, choices[0], "choices[0]")
-    for key in _extra(choice, _CHOICE_KEYS):
-        if not _absent(choice[key]):
-            ctx.drop(f"choices[0].{key}", "no counterpart")
-    if not _absent(choice.get("logprobs")):
-        ctx.drop("choices[0].logprobs", "no counterpart")
-    msg = _dict(ctx, choice.get("message"), "choices[0].message")
-    for key in _extra(msg, _CHAT_ANSWER_MESSAGE_KEYS):
-        if not _absent(msg[key]):
-            ctx.drop(f"choices[0].message.{key}", "no counterpart")
-    reasoning = msg.get("reasoning_content")
-    if reasoning is None:
-        reasoning = msg.get("reasoning")
-    calls = []
-    for k, call in enumerate(_list(ctx, msg.get("tool_calls") or [], "choices[0].message.tool_calls")):
-        where = ((("choices", 0), ".message.tool_calls"), k)
-        call = _dict(ctx, call, where)
-        fn = _dict(ctx, call.get("function"), (where, ".function"))
-        calls.append(
-            (
-                _str(ctx, call.get("id") or f"call_{k}", (where, ".id")),
-                _str(ctx, fn.get("name"), (where, ".function.name")),
-                _str(ctx, fn.get("arguments") or "", (where, ".function.arguments")),
-            )
-        )
-    content = msg.get("content")
-    if isinstance(content, list):  # some servers answer with parts
-        content = "".join(
-            p.get("text", "") for p in content if type(p) is dict and isinstance(p.get("text"), str)
-        )
-    return {
-        "id": body.get("id"),
-        "model": body.get("model"),
-        "created": body.get("created"),
-        "reasoning": reasoning if isinstance(reasoning, str) else None,
-        "details": _list(ctx, msg.get("reasoning_details") or [], "choices[0].message.reasoning_details"),
-        "content": _str(ctx, content, "choices[0].message.content") if content is not None else None,
-        "refusal": _str(ctx, msg["refusal"], "choices[0].message.refusal") if msg.get("refusal") else None,
-        "calls": calls,
-        "annotations": _list(ctx, msg.get("annotations") or [], "choices[0].message.annotations"),
-        "finish": choice.get("finish_reason"),
-        "usage": body.get("usage") if type(body.get("usage")) is dict else None,
-    }
+class _Answer:
+    """What a chat answer carries, read from any of the three: the hub between a read and a write.
+    ``details`` are OpenRouter's ``reasoning_details`` entries, each with the path it came from;
+    ``calls`` are (id, name, arguments as a string, path of the arguments); ``notes`` the url
+    citations in chat's shape, with the path that holds them."""
+
+    __slots__ = (
+        "calls",
+        "created",
+        "details",
+        "finish",
+        "id",
+        "model",
+        "notes",
+        "notes_at",
+        "reasoning",
+        "refusal",
+        "text",
+        "usage",
+    )
+
+    def __init__(self) -> None:
+        self.id: object = None
+        self.model: object = None
+        self.created: object = None
+        self.reasoning: str | None = None
+        self.details: list[tuple[Any, Path]] = []
+        self.text: str | None = None
+        self.refusal: str | None = None
+        self.calls: list[tuple[str, str, str, Path]] = []
+        self.notes: list[Any] = []
+        self.notes_at: Path = ""
+        self.finish: str | None = None
+        self.usage: dict[str, Any] | None = None
+
+
+# reading
 
 
 _CHAT_ANSWER_KEYS: Final = frozenset(
     {"id", "object", "created", "model", "choices", "usage", "system_fingerprint", "service_tier"}
 )
+_CHOICE_KEYS: Final = frozenset({"index", "message", "finish_reason", "logprobs"})
 _CHAT_ANSWER_MESSAGE_KEYS: Final = frozenset(
     {
         "role",
@@ -110,155 +96,73 @@ _CHAT_ANSWER_MESSAGE_KEYS: Final = frozenset(
         "annotations",
     }
 )
+_MESSAGE_PATH: Final = ("choices", 0), ".message"
 
 
-def _chat_to_messages(ctx: _Ctx, body: dict[str, Any]) -> dict[str, Any]:
-    a = _chat_answer(ctx, body)
-    blocks: list[dict[str, Any]] = []
-    signed = False
-    for k, entry in enumerate(a["details"]):
-        where = ((("choices", 0), ".message.reasoning_details"), k)
-        entry = _dict(ctx, entry, where)
-        kind = entry.get("type")
-        if kind == "reasoning.text" and entry.get("signature"):
-            # the thinking text is in reasoning_content too: the details carry its signature
-            signed = True
-            text = entry.get("text")
-            blocks.append(
-                {
-                    "type": "thinking",
-                    "thinking": text if isinstance(text, str) else "",
-                    "signature": _str(ctx, entry["signature"], (where, ".signature")),
-                }
-            )
-        elif kind == "reasoning.encrypted" and entry.get("format", ANTHROPIC_FORMAT) == ANTHROPIC_FORMAT:
-            blocks.append(
-                {"type": "redacted_thinking", "data": _str(ctx, entry.get("data"), (where, ".data"))}
-            )
-        elif kind != "reasoning.text":
-            ctx.drop(where, "no Messages counterpart")
-    if a["reasoning"] and not signed:
-        blocks.insert(0, {"type": "thinking", "thinking": a["reasoning"], "signature": ""})
-    for text in (a["content"], a["refusal"]):  # a refusal is text in Messages (stop_reason says it)
-        if text:
-            blocks.append({"type": "text", "text": text})
-    if a["annotations"]:
-        ctx.drop("choices[0].message.annotations", "no Messages counterpart")
-    for k, (call_id, name, raw) in enumerate(a["calls"]):
-        argued: Path = (((("choices", 0), ".message.tool_calls"), k), ".function.arguments")
-        try:
-            value = orjson.loads(raw) if raw.strip() else {}
-        except orjson.JSONDecodeError:
-            value = None
-        if type(value) is not dict:
-            ctx.drop(argued, "not a JSON object, and a Messages tool_use input is one")
-            value = {}
-        blocks.append({"type": "tool_use", "id": call_id, "name": name, "input": value})
-    finish = a["finish"]
-    return {
-        "id": a["id"] if isinstance(a["id"], str) and a["id"] else "msg_fastsse",
-        "type": "message",
-        "role": "assistant",
-        "model": a["model"] if isinstance(a["model"], str) else "",
-        "content": blocks,
-        "stop_reason": STOP_REASONS.get(finish, "end_turn") if isinstance(finish, str) else None,
-        "stop_sequence": None,
-        "usage": chat_usage_to_messages(a["usage"])
-        if a["usage"] is not None
-        else {"input_tokens": 0, "output_tokens": 0},
-    }
-
-
-def _chat_to_responses(ctx: _Ctx, body: dict[str, Any]) -> dict[str, Any]:
-    a = _chat_answer(ctx, body)
-    ident = a["id"] if isinstance(a["id"], str) and a["id"] else "resp_fastsse"
-    output: list[dict[str, Any]] = []
-    for k, entry in enumerate(a["details"]):
-        if type(entry) is dict and entry.get("type") != "reasoning.text":
-            ctx.drop(((("choices", 0), ".message.reasoning_details"), k), "no Responses counterpart")
-    if a["reasoning"]:
-        output.append(
-            {
-                "id": f"rs_{len(output)}_{ident}",
-                "type": "reasoning",
-                "summary": [{"type": "summary_text", "text": a["reasoning"]}],
-            }
+def _read_chat(ctx: _Ctx, body: dict[str, Any], created: int | None) -> _Answer:
+    _others(ctx, body, _CHAT_ANSWER_KEYS, "", "no counterpart")
+    choices = body.get("choices")
+    if type(choices) is not list:
+        choices = _list(ctx, choices, "choices")
+    if not choices:
+        raise ctx.bad("choices", "a chat.completion with no choice has no answer to carry")
+    for i in range(1, len(choices)):
+        ctx.drop(("choices", i), "the target writes one answer")
+    choice = choices[0]
+    if type(choice) is not dict:
+        choice = _dict(ctx, choice, "choices[0]")
+    _others(ctx, choice, _CHOICE_KEYS, "choices[0].", "no counterpart")
+    if not _absent(choice.get("logprobs")):
+        ctx.drop("choices[0].logprobs", "no counterpart")
+    msg = choice.get("message")
+    if type(msg) is not dict:
+        msg = _dict(ctx, msg, "choices[0].message")
+    _others(ctx, msg, _CHAT_ANSWER_MESSAGE_KEYS, "choices[0].message.", "no counterpart")
+    a = _Answer()
+    a.id, a.model, a.created = body.get("id"), body.get("model"), body.get("created")
+    reasoning = msg.get("reasoning_content")
+    if reasoning is None:
+        reasoning = msg.get("reasoning")
+    if isinstance(reasoning, str):
+        a.reasoning = reasoning
+    details = msg.get("reasoning_details")
+    if details:
+        at = (_MESSAGE_PATH, ".reasoning_details")
+        a.details = [(entry, (at, k)) for k, entry in enumerate(_list(ctx, details, at))]
+    content = msg.get("content")
+    if isinstance(content, list):  # some servers answer with parts
+        content = "".join(
+            p.get("text", "") for p in content if type(p) is dict and isinstance(p.get("text"), str)
         )
-    parts: list[dict[str, Any]] = []
-    if a["content"] is not None and (a["content"] or not a["refusal"]):
-        notes = []
-        for k, note in enumerate(a["annotations"]):
-            cited = note.get("url_citation") if type(note) is dict else None
-            if note.get("type") == "url_citation" and type(cited) is dict:
-                notes.append({"type": "url_citation", **cited})
-            else:
-                ctx.drop(((("choices", 0), ".message.annotations"), k), "no Responses counterpart")
-        parts.append({"type": "output_text", "text": a["content"], "annotations": notes})
-    elif a["annotations"]:
-        ctx.drop("choices[0].message.annotations", "no text to hold them")
-    if a["refusal"]:
-        parts.append({"type": "refusal", "refusal": a["refusal"]})
-    if parts:
-        output.append(
-            {
-                "id": f"msg_{len(output)}_{ident}",
-                "type": "message",
-                "status": "completed",
-                "role": "assistant",
-                "content": parts,
-            }
-        )
-    for call_id, name, raw in a["calls"]:
-        output.append(
-            {
-                "id": f"fc_{len(output)}_{ident}",
-                "type": "function_call",
-                "status": "completed",
-                "arguments": raw,
-                "call_id": call_id,
-                "name": name,
-            }
-        )
-    finish = a["finish"]
-    incomplete = INCOMPLETE.get(finish) if isinstance(finish, str) else None
-    created = a["created"]
-    return {
-        "id": ident,
-        "object": "response",
-        "created_at": created if type(created) is int else int(time.time()),
-        "status": "incomplete" if incomplete else "completed",
-        "error": None,
-        "incomplete_details": {"reason": incomplete} if incomplete else None,
-        "model": a["model"] if isinstance(a["model"], str) else "",
-        "output": output,
-        "parallel_tool_calls": True,
-        "tool_choice": "auto",
-        "tools": [],
-        "usage": chat_usage_to_responses(a["usage"]) if a["usage"] is not None else None,
-    }
-
-
-# Messages / Responses -> chat.completion
-
-
-def _chat_completion(
-    ident: object,
-    model: object,
-    created: int | None,
-    message: dict[str, Any],
-    finish: str | None,
-    usage: dict[str, Any] | None,
-) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "id": ident if isinstance(ident, str) and ident else "chatcmpl-fastsse",
-        "object": "chat.completion",
-        "created": created if created is not None else int(time.time()),
-        "model": model if isinstance(model, str) else "",
-        "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
-    }
-    if usage is not None:
-        out["usage"] = usage
-    return out
+    if content is not None:
+        a.text = content if type(content) is str else _str(ctx, content, "choices[0].message.content")
+    if msg.get("refusal"):
+        a.refusal = _str(ctx, msg["refusal"], "choices[0].message.refusal")
+    calls = msg.get("tool_calls")
+    if calls:
+        at = (_MESSAGE_PATH, ".tool_calls")
+        for k, call in enumerate(_list(ctx, calls, at)):
+            where = (at, k)
+            if type(call) is not dict:
+                call = _dict(ctx, call, where)
+            fn = call.get("function")
+            if type(fn) is not dict:
+                fn = _dict(ctx, fn, (where, ".function"))
+            ident, name, args = call.get("id") or f"call_{k}", fn.get("name"), fn.get("arguments") or ""
+            if type(ident) is not str or type(name) is not str or type(args) is not str:
+                ident = _str(ctx, ident, (where, ".id"))
+                name = _str(ctx, name, (where, ".function.name"))
+                args = _str(ctx, args, (where, ".function.arguments"))
+            a.calls.append((ident, name, args, (where, ".function.arguments")))
+    notes = msg.get("annotations")
+    if notes:
+        a.notes_at = (_MESSAGE_PATH, ".annotations")
+        a.notes = _list(ctx, notes, a.notes_at)
+    finish = choice.get("finish_reason")
+    a.finish = finish if isinstance(finish, str) else None
+    usage = body.get("usage")
+    a.usage = usage if type(usage) is dict else None
+    return a
 
 
 _MESSAGE_KEYS: Final = frozenset(
@@ -266,117 +170,102 @@ _MESSAGE_KEYS: Final = frozenset(
 )
 
 
-def _messages_to_chat(ctx: _Ctx, body: dict[str, Any], created: int | None) -> dict[str, Any]:
-    for key in _extra(body, _MESSAGE_KEYS):
-        if not _absent(body[key]):
-            ctx.drop(key, "no chat counterpart")
+def _read_messages(ctx: _Ctx, body: dict[str, Any], created: int | None) -> _Answer:
+    _others(ctx, body, _MESSAGE_KEYS, "", "no chat counterpart")
     if body.get("stop_sequence") is not None:
         ctx.drop("stop_sequence", "chat does not say which stop sequence ended the answer")
+    a = _Answer()
+    a.id, a.model, a.created = body.get("id"), body.get("model"), created
     text: list[str] = []
     thinking: list[str] = []
-    details: list[dict[str, Any]] = []
-    calls: list[dict[str, Any]] = []
-    notes: list[dict[str, Any]] = []
+    uses = False
     for j, block in enumerate(_list(ctx, body.get("content") or [], "content")):
         where = ("content", j)
-        block = _dict(ctx, block, where)
+        if type(block) is not dict:
+            block = _dict(ctx, block, where)
         kind = block.get("type")
         if kind == "text":
             start = sum(map(len, text))
-            text.append(_str(ctx, block.get("text"), (where, ".text")))
-            for k, cited in enumerate(_list(ctx, block.get("citations") or [], (where, ".citations"))):
-                if type(cited) is dict and cited.get("type") == "web_search_result_location":
-                    found = {key: cited[key] for key in ("url", "title") if isinstance(cited.get(key), str)}
-                    span = {"start_index": start, "end_index": start + len(text[-1])}
-                    notes.append({"type": "url_citation", "url_citation": {**found, **span}})
-                else:
-                    ctx.drop(((where, ".citations"), k), "no chat counterpart")
+            said = block.get("text")
+            text.append(said if type(said) is str else _str(ctx, said, (where, ".text")))
+            cited = block.get("citations")
+            if cited:
+                _citations(ctx, a, cited, where, start, start + len(text[-1]))
         elif kind == "thinking":
             said = _str(ctx, block.get("thinking"), (where, ".thinking"))
             thinking.append(said)
             entry: dict[str, Any] = {"type": "reasoning.text", "text": said}
             if block.get("signature"):
                 entry["signature"] = _str(ctx, block["signature"], (where, ".signature"))
-            details.append({**entry, "format": ANTHROPIC_FORMAT, "index": j})
+            a.details.append(({**entry, "format": ANTHROPIC_FORMAT, "index": j}, where))
         elif kind == "redacted_thinking":
             data = _str(ctx, block.get("data"), (where, ".data"))
-            details.append(
-                {"type": "reasoning.encrypted", "data": data, "format": ANTHROPIC_FORMAT, "index": j}
-            )
-        elif kind in ("tool_use", "server_tool_use"):
+            entry = {"type": "reasoning.encrypted", "data": data, "format": ANTHROPIC_FORMAT, "index": j}
+            a.details.append((entry, where))
+        elif kind == "tool_use" or kind == "server_tool_use":
             given = block.get("input")
-            calls.append(
-                {
-                    "id": _str(ctx, block.get("id"), (where, ".id")),
-                    "type": "function",
-                    "function": {
-                        "name": _str(ctx, block.get("name"), (where, ".name")),
-                        "arguments": orjson.dumps(given if given is not None else {}).decode(),
-                    },
-                }
-            )
+            ident, name = block.get("id"), block.get("name")
+            if type(ident) is not str or type(name) is not str:
+                ident = _str(ctx, ident, (where, ".id"))
+                name = _str(ctx, name, (where, ".name"))
+            args = orjson.dumps(given if given is not None else {}).decode()
+            a.calls.append((ident, name, args, (where, ".input")))
+            uses = True
         else:
             ctx.drop(where, f"a {kind!r} block has no chat counterpart")
-    message: dict[str, Any] = {
-        "role": "assistant",
-        "content": "".join(text) if text else None,
-        "refusal": None,
-    }
+    a.text = "".join(text) if text else None
     if thinking:
-        message["reasoning_content"] = "".join(thinking)
-    if details:
-        message["reasoning_details"] = details
-    if calls:
-        message["tool_calls"] = calls
-    if notes:
-        message["annotations"] = notes
+        a.reasoning = "".join(thinking)
     reason = body.get("stop_reason")
-    finish = FINISH_FROM_MESSAGES.get(reason, "stop") if isinstance(reason, str) else None
-    if finish == "tool_calls" and not calls:
-        finish = "stop"
+    if isinstance(reason, str):
+        a.finish = FINISH_FROM_MESSAGES.get(reason, "stop")
+        if a.finish == "tool_calls" and not uses:
+            a.finish = "stop"
     usage = body.get("usage")
-    return _chat_completion(
-        body.get("id"),
-        body.get("model"),
-        created,
-        message,
-        finish,
-        _messages_usage(usage) if type(usage) is dict else None,
-    )
+    a.usage = _messages_usage(usage) if type(usage) is dict else None
+    return a
 
 
-def _responses_to_chat(ctx: _Ctx, body: dict[str, Any], created: int | None) -> dict[str, Any]:
+def _citations(ctx: _Ctx, a: _Answer, cited: object, where: Path, start: int, end: int) -> None:
+    at = (where, ".citations")
+    for k, one in enumerate(_list(ctx, cited, at)):
+        if type(one) is dict and one.get("type") == "web_search_result_location":
+            found = {key: one[key] for key in ("url", "title") if isinstance(one.get(key), str)}
+            a.notes.append(
+                {"type": "url_citation", "url_citation": {**found, "start_index": start, "end_index": end}}
+            )
+            a.notes_at = at
+        else:
+            ctx.drop((at, k), "no chat counterpart")
+
+
+def _read_responses(ctx: _Ctx, body: dict[str, Any], created: int | None) -> _Answer:
     if body.get("status") == "failed" or not _absent(body.get("error")):
         raise ctx.bad("error", "a failed response has no answer: translate its error with error()")
+    # the other top-level fields restate the request (instructions, tools, sampling): not the answer
+    a = _Answer()
+    stamp = body.get("created_at")
+    a.id, a.model = body.get("id"), body.get("model")
+    a.created = created if created is not None else stamp if type(stamp) is int else None
     text: list[str] = []
     refusal: list[str] = []
     reasoning: list[str] = []
-    calls: list[dict[str, Any]] = []
-    notes: list[dict[str, Any]] = []
     for i, item in enumerate(_list(ctx, body.get("output") or [], "output")):
         where = ("output", i)
-        item = _dict(ctx, item, where)
+        if type(item) is not dict:
+            item = _dict(ctx, item, where)
         kind = item.get("type")
         if kind == "message":
             for j, part in enumerate(_list(ctx, item.get("content") or [], (where, ".content"))):
                 at = ((where, ".content"), j)
-                part = _dict(ctx, part, at)
+                if type(part) is not dict:
+                    part = _dict(ctx, part, at)
                 if part.get("type") == "output_text":
                     start = sum(map(len, text))
-                    text.append(_str(ctx, part.get("text"), (at, ".text")))
-                    for k, note in enumerate(_list(ctx, part.get("annotations") or [], (at, ".annotations"))):
-                        if type(note) is dict and note.get("type") == "url_citation":
-                            cited = {
-                                key: note[key]
-                                for key in ("url", "title", "start_index", "end_index")
-                                if key in note
-                            }
-                            for key in ("start_index", "end_index"):
-                                if type(cited.get(key)) is int:
-                                    cited[key] += start
-                            notes.append({"type": "url_citation", "url_citation": cited})
-                        else:
-                            ctx.drop(((at, ".annotations"), k), "no chat counterpart")
+                    said = part.get("text")
+                    text.append(said if type(said) is str else _str(ctx, said, (at, ".text")))
+                    if part.get("annotations"):
+                        _annotations(ctx, a, part["annotations"], at, start)
                     if part.get("logprobs"):
                         ctx.drop((at, ".logprobs"), "no chat counterpart here")
                 elif part.get("type") == "refusal":
@@ -391,47 +280,201 @@ def _responses_to_chat(ctx: _Ctx, body: dict[str, Any], created: int | None) -> 
             if item.get("encrypted_content"):
                 ctx.drop((where, ".encrypted_content"), "no chat counterpart")
         elif kind == "function_call":
-            calls.append(
-                {
-                    "id": _str(ctx, item.get("call_id"), (where, ".call_id")),
-                    "type": "function",
-                    "function": {
-                        "name": _str(ctx, item.get("name"), (where, ".name")),
-                        "arguments": _str(ctx, item.get("arguments") or "", (where, ".arguments")),
-                    },
-                }
-            )
+            ident, name, args = item.get("call_id"), item.get("name"), item.get("arguments") or ""
+            if type(ident) is not str or type(name) is not str or type(args) is not str:
+                ident = _str(ctx, ident, (where, ".call_id"))
+                name = _str(ctx, name, (where, ".name"))
+                args = _str(ctx, args, (where, ".arguments"))
+            a.calls.append((ident, name, args, (where, ".arguments")))
         else:
             ctx.drop(where, f"a {kind!r} item has no chat counterpart")
-    message: dict[str, Any] = {
-        "role": "assistant",
-        "content": "".join(text) if text else None,
-        "refusal": "".join(refusal) if refusal else None,
-    }
+    a.text = "".join(text) if text else None
+    a.refusal = "".join(refusal) if refusal else None
     if reasoning:
-        message["reasoning_content"] = "".join(reasoning)
-    if calls:
-        message["tool_calls"] = calls
-    if notes:
-        message["annotations"] = notes
+        a.reasoning = "".join(reasoning)
     status = body.get("status")
-    finish: str | None = "tool_calls" if calls else "stop"
     if status == "incomplete":
         details = body.get("incomplete_details")
         why = details.get("reason") if type(details) is dict else None
-        finish = "content_filter" if why == "content_filter" else "length"
-    elif status not in ("completed", None):
-        finish = None  # in progress: not finished
+        a.finish = "content_filter" if why == "content_filter" else "length"
+    elif status in ("completed", None):
+        a.finish = "tool_calls" if a.calls else "stop"
     usage = body.get("usage")
-    stamp = body.get("created_at")
-    return _chat_completion(
-        body.get("id"),
-        body.get("model"),
-        created if created is not None else stamp if type(stamp) is int else None,
-        message,
-        finish,
-        _responses_usage(usage) if type(usage) is dict else None,
-    )
+    a.usage = _responses_usage(usage) if type(usage) is dict else None
+    return a
+
+
+def _annotations(ctx: _Ctx, a: _Answer, notes: object, at: Path, start: int) -> None:
+    where = (at, ".annotations")
+    for k, note in enumerate(_list(ctx, notes, where)):
+        if type(note) is dict and note.get("type") == "url_citation":
+            cited = {key: note[key] for key in ("url", "title", "start_index", "end_index") if key in note}
+            for key in ("start_index", "end_index"):
+                if type(cited.get(key)) is int:
+                    cited[key] += start
+            a.notes.append({"type": "url_citation", "url_citation": cited})
+            a.notes_at = where
+        else:
+            ctx.drop((where, k), "no chat counterpart")
+
+
+# writing
+
+
+def _write_chat(ctx: _Ctx, a: _Answer) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": a.text, "refusal": a.refusal}
+    if a.reasoning is not None:
+        message["reasoning_content"] = a.reasoning
+    if a.details:
+        message["reasoning_details"] = [entry for entry, _ in a.details]
+    if a.calls:
+        message["tool_calls"] = [
+            {"id": ident, "type": "function", "function": {"name": name, "arguments": args}}
+            for ident, name, args, _ in a.calls
+        ]
+    if a.notes:
+        message["annotations"] = a.notes
+    out: dict[str, Any] = {
+        "id": a.id if isinstance(a.id, str) and a.id else "chatcmpl-fastsse",
+        "object": "chat.completion",
+        "created": a.created if a.created is not None else int(time.time()),
+        "model": a.model if isinstance(a.model, str) else "",
+        "choices": [{"index": 0, "message": message, "finish_reason": a.finish, "logprobs": None}],
+    }
+    if a.usage is not None:
+        out["usage"] = a.usage
+    return out
+
+
+def _write_messages(ctx: _Ctx, a: _Answer) -> dict[str, Any]:
+    blocks: list[dict[str, Any]] = []
+    signed = False
+    for entry, where in a.details:
+        if type(entry) is not dict:
+            entry = _dict(ctx, entry, where)
+        kind = entry.get("type")
+        if kind == "reasoning.text" and entry.get("signature"):
+            # the thinking text is in reasoning_content too: the details carry its signature
+            signed = True
+            text = entry.get("text")
+            signature = _str(ctx, entry["signature"], (where, ".signature"))
+            blocks.append(
+                {
+                    "type": "thinking",
+                    "thinking": text if isinstance(text, str) else "",
+                    "signature": signature,
+                }
+            )
+        elif kind == "reasoning.encrypted" and entry.get("format", ANTHROPIC_FORMAT) == ANTHROPIC_FORMAT:
+            blocks.append(
+                {"type": "redacted_thinking", "data": _str(ctx, entry.get("data"), (where, ".data"))}
+            )
+        elif kind != "reasoning.text":
+            ctx.drop(where, "no Messages counterpart")
+    if a.reasoning and not signed:
+        blocks.insert(0, {"type": "thinking", "thinking": a.reasoning, "signature": ""})
+    if a.text:
+        blocks.append({"type": "text", "text": a.text})
+    if a.refusal:  # a refusal is text in Messages (its stop_reason says it)
+        blocks.append({"type": "text", "text": a.refusal})
+    if a.notes:
+        ctx.drop(a.notes_at, "no Messages counterpart")
+    for ident, name, args, where in a.calls:
+        try:
+            value = orjson.loads(args) if args.strip() else {}
+        except orjson.JSONDecodeError:
+            value = None
+        if type(value) is not dict:
+            ctx.drop(where, "not a JSON object, and a Messages tool_use input is one")
+            value = {}
+        blocks.append({"type": "tool_use", "id": ident, "name": name, "input": value})
+    finish = a.finish
+    return {
+        "id": a.id if isinstance(a.id, str) and a.id else "msg_fastsse",
+        "type": "message",
+        "role": "assistant",
+        "model": a.model if isinstance(a.model, str) else "",
+        "content": blocks,
+        "stop_reason": STOP_REASONS.get(finish, "end_turn") if finish is not None else None,
+        "stop_sequence": None,
+        "usage": chat_usage_to_messages(a.usage)
+        if a.usage is not None
+        else {"input_tokens": 0, "output_tokens": 0},
+    }
+
+
+def _write_responses(ctx: _Ctx, a: _Answer) -> dict[str, Any]:
+    ident = a.id if isinstance(a.id, str) and a.id else "resp_fastsse"
+    output: list[dict[str, Any]] = []
+    for entry, where in a.details:
+        kind = entry.get("type") if type(entry) is dict else None
+        if kind != "reasoning.text":
+            ctx.drop(where, "no Responses counterpart")
+        elif entry.get("signature"):
+            # the text goes as the reasoning summary; OpenAI's encrypted_content is its own format
+            ctx.drop((where, ".signature"), "no Responses counterpart")
+    if a.reasoning:
+        output.append(
+            {
+                "id": f"rs_{len(output)}_{ident}",
+                "type": "reasoning",
+                "summary": [{"type": "summary_text", "text": a.reasoning}],
+            }
+        )
+    parts: list[dict[str, Any]] = []
+    if a.text is not None and (a.text or not a.refusal):
+        notes = []
+        for k, note in enumerate(a.notes):
+            cited = note.get("url_citation") if type(note) is dict else None
+            if type(cited) is dict and note.get("type") == "url_citation":
+                notes.append({"type": "url_citation", **cited})
+            else:
+                ctx.drop((a.notes_at, k), "no Responses counterpart")
+        parts.append({"type": "output_text", "text": a.text, "annotations": notes})
+    elif a.notes:
+        ctx.drop(a.notes_at, "no text to hold them")
+    if a.refusal:
+        parts.append({"type": "refusal", "refusal": a.refusal})
+    if parts:
+        output.append(
+            {
+                "id": f"msg_{len(output)}_{ident}",
+                "type": "message",
+                "status": "completed",
+                "role": "assistant",
+                "content": parts,
+            }
+        )
+    for call_id, name, args, _ in a.calls:
+        output.append(
+            {
+                "id": f"fc_{len(output)}_{ident}",
+                "type": "function_call",
+                "status": "completed",
+                "arguments": args,
+                "call_id": call_id,
+                "name": name,
+            }
+        )
+    incomplete = INCOMPLETE.get(a.finish) if a.finish is not None else None
+    return {
+        "id": ident,
+        "object": "response",
+        "created_at": a.created if type(a.created) is int else int(time.time()),
+        "status": "incomplete" if incomplete else "completed",
+        "error": None,
+        "incomplete_details": {"reason": incomplete} if incomplete else None,
+        "model": a.model if isinstance(a.model, str) else "",
+        "output": output,
+        "parallel_tool_calls": True,
+        "tool_choice": "auto",
+        "tools": [],
+        "usage": chat_usage_to_responses(a.usage) if a.usage is not None else None,
+    }
+
+
+_READ: Final = {"chat": _read_chat, "messages": _read_messages, "responses": _read_responses}
+_WRITE: Final = {"chat": _write_chat, "messages": _write_messages, "responses": _write_responses}
 
 
 def response(
@@ -443,8 +486,10 @@ def response(
     ``"responses"`` or ``"messages"``): a ``chat.completion``, a Responses ``response`` object, a
     Messages ``message``. It returns a ``Translated`` dict (``dropped`` lists what ``lossy=True``
     left out). The mapping is the stream translators' (stop reasons, usage with cached tokens,
-    tool calls, refusals, thinking with its signature in OpenRouter's ``reasoning_details``).
-    ``created`` is the chat ``created`` when the source has none (Messages), else the current time.
+    tool calls, refusals, thinking with its signature in OpenRouter's ``reasoning_details``);
+    Messages <-> Responses gives what the two halves through chat give. ``created`` is the chat
+    ``created`` (and Responses ``created_at``) when the source has none (Messages), else the
+    current time.
 
     It raises TypeError if ``body`` is not a dict, ValueError for an unknown API or ``source ==
     target``, and ``Untranslatable`` (a ValueError) naming the field for a body its API does not
@@ -455,17 +500,7 @@ def response(
         raise TypeError(f"response() takes the body as a dict, not {type(body).__name__}")
     _check_apis(source, target)
     ctx = _Ctx(lossy)
-    if source == "messages":
-        out = _messages_to_chat(ctx, body, created)
-    elif source == "responses":
-        out = _responses_to_chat(ctx, body, created)
-    else:
-        out = body
-    if target != "chat":
-        second = ctx if source == "chat" else _Ctx(lossy, lambda path: f"{path} (of the answer in chat)")
-        out = (_chat_to_messages if target == "messages" else _chat_to_responses)(second, out)
-        if second is not ctx:
-            ctx.dropped += second.dropped
+    out = _WRITE[target](ctx, _READ[source](ctx, body, created))
     return Translated(out, ctx.dropped)
 
 
