@@ -63,7 +63,9 @@ class _Ctx:
         self.lossy = lossy
         self.dropped: list[str] = []
         self.name = name
-        self.origins: list[Path] = []  # towards chat: the source path of each chat message written
+        # towards chat, when a second half will name paths in the source (through_chat): the source
+        # path of each chat message written
+        self.origins: list[Path] | None = None
 
     def drop(self, path: Path, why: str) -> None:
         """What the target cannot express: raise, or (lossy) list it and go on."""

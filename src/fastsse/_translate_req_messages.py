@@ -360,61 +360,68 @@ def _messages_system_to_chat(ctx: _Ctx, system: object) -> dict[str, Any]:
 def _messages_to_chat(body: dict[str, Any], ctx: _Ctx) -> dict[str, Any]:
     out: dict[str, Any] = {}
     chat: list[dict[str, Any]] = []
+    origins = ctx.origins
     if body.get("system") is not None:
         chat.append(_messages_system_to_chat(ctx, body["system"]))
-        ctx.origins.append("system")
+        if origins is not None:
+            origins.append("system")
     calls: set[str] = set()
-    for i, turn in enumerate(_list(ctx, body.get("messages"), "messages")):
+    turns = body.get("messages")
+    for i, turn in enumerate(turns if type(turns) is list else _list(ctx, turns, "messages")):
         path = ("messages", i)
-        turn = _dict(ctx, turn, path)
-        for key in _extra(turn, _TURN_KEYS):
-            ctx.drop((path, "." + key), "no chat counterpart")
+        if type(turn) is not dict:
+            turn = _dict(ctx, turn, path)
+        if not _TURN_KEYS.issuperset(turn):
+            for key in _extra(turn, _TURN_KEYS):
+                ctx.drop((path, "." + key), "no chat counterpart")
         role = turn.get("role")
         content = turn.get("content")
-        if role not in ("user", "assistant"):
+        if role != "user" and role != "assistant":
             raise ctx.bad((path, ".role"), f"unknown role {_short(role)}")
-        if isinstance(content, str):
+        if type(content) is str:
             chat.append({"role": role, "content": content})
-            ctx.origins.append(path)
-            continue
-        blocks = [
-            _dict(ctx, b, ((path, ".content"), j))
-            for j, b in enumerate(_list(ctx, content, (path, ".content")))
-        ]
-        if role == "user":
-            chat += _user_turn_to_chat(ctx, blocks, path, calls)
+        elif role == "user":
+            chat += _user_turn_to_chat(ctx, _list(ctx, content, (path, ".content")), path, calls)
         else:
-            chat.append(_assistant_turn_to_chat(ctx, blocks, path, calls))
-        ctx.origins += [path] * (len(chat) - len(ctx.origins))
+            chat.append(_assistant_turn_to_chat(ctx, _list(ctx, content, (path, ".content")), path, calls))
+        if origins is not None:
+            origins += [path] * (len(chat) - len(origins))
     out["messages"] = chat
     _messages_settings_to_chat(body, ctx, out)
     return out
 
 
-def _user_turn_to_chat(
-    ctx: _Ctx, blocks: list[dict[str, Any]], path: Path, calls: set[str]
-) -> list[dict[str, Any]]:
+def _user_turn_to_chat(ctx: _Ctx, blocks: list[Any], path: Path, calls: set[str]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     rest: list[dict[str, Any]] = []
     had_results = False
     for j, block in enumerate(blocks):
+        if type(block) is not dict:
+            block = _dict(ctx, block, ((path, ".content"), j))
+        kind = block.get("type")
+        if kind == "text" and len(block) == 2 and type(block.get("text")) is str:
+            rest.append({"type": "text", "text": block["text"]})
+            continue
         where = ((path, ".content"), j)
-        if block.get("type") != "tool_result":
+        if kind != "tool_result":
             part = _block_to_part(ctx, block, where)
             if part is not None:
                 rest.append(part)
             continue
         had_results = True
-        call_id = _str(ctx, block.get("tool_use_id"), (where, ".tool_use_id"))
+        call_id = block.get("tool_use_id")
+        if type(call_id) is not str:
+            call_id = _str(ctx, call_id, (where, ".tool_use_id"))
         if call_id not in calls:
             raise ctx.bad((where, ".tool_use_id"), f"no earlier tool_use block has the id {call_id!r}")
-        for key in _extra(block, _RESULT_KEYS):
-            if block[key] is not None:
-                ctx.drop((where, "." + key), "no chat counterpart")
+        if not _RESULT_KEYS.issuperset(block):
+            for key in _extra(block, _RESULT_KEYS):
+                if block[key] is not None:
+                    ctx.drop((where, "." + key), "no chat counterpart")
         if block.get("is_error"):
             ctx.drop((where, ".is_error"), "a chat tool message cannot say the tool failed")
         content = block.get("content", "")
-        if isinstance(content, str):
+        if type(content) is str:
             result: str | list[dict[str, Any]] = content
         else:
             result = []
@@ -428,23 +435,35 @@ def _user_turn_to_chat(
                     result.append(part)
         out.append({"role": "tool", "tool_call_id": call_id, "content": result})
     if rest or not had_results:
-        if had_results and len(rest) == 1 and rest[0].keys() == {"type", "text"}:
+        if had_results and len(rest) == 1 and rest[0]["type"] == "text":
             out.append({"role": "user", "content": rest[0]["text"]})
         else:
             out.append({"role": "user", "content": rest})
     return out
 
 
-def _assistant_turn_to_chat(
-    ctx: _Ctx, blocks: list[dict[str, Any]], path: Path, calls: set[str]
-) -> dict[str, Any]:
+def _assistant_turn_to_chat(ctx: _Ctx, blocks: list[Any], path: Path, calls: set[str]) -> dict[str, Any]:
     details: list[dict[str, Any]] = []
     texts: list[dict[str, Any]] = []
     tool_calls: list[dict[str, Any]] = []
     for j, block in enumerate(blocks):
         where = ((path, ".content"), j)
+        if type(block) is not dict:
+            block = _dict(ctx, block, where)
         kind = block.get("type")
-        if kind == "thinking":
+        if kind == "text" and len(block) == 2 and type(block.get("text")) is str:
+            texts.append({"type": "text", "text": block["text"]})
+        elif kind == "tool_use" and _TOOL_USE_KEYS.issuperset(block):
+            call_id, name, given = block.get("id"), block.get("name"), block.get("input", {})
+            if type(call_id) is not str or type(name) is not str or type(given) is not dict:
+                call_id = _str(ctx, call_id, (where, ".id"))
+                name = _str(ctx, name, (where, ".name"))
+                given = _dict(ctx, given, (where, ".input"))
+            calls.add(call_id)
+            tool_calls.append(
+                {"id": call_id, "type": "function", "function": {"name": name, "arguments": _dumps(given)}}
+            )
+        elif kind == "thinking":
             details.append(
                 {
                     "type": "reasoning.text",
@@ -484,7 +503,7 @@ def _assistant_turn_to_chat(
     msg: dict[str, Any] = {"role": "assistant"}
     if texts and not details and not tool_calls:
         msg["content"] = texts
-    elif len(texts) == 1 and texts[0].keys() == {"type", "text"}:
+    elif len(texts) == 1:
         msg["content"] = texts[0]["text"]
     else:
         msg["content"] = texts or None

@@ -303,7 +303,8 @@ def _responses_to_chat(body: dict[str, Any], ctx: _Ctx) -> dict[str, Any]:
     instructions = body.get("instructions")
     if instructions is not None:
         chat.append({"role": "system", "content": _input_content_to_chat(ctx, instructions, "instructions")})
-        ctx.origins.append("instructions")
+        if ctx.origins is not None:
+            ctx.origins.append("instructions")
     given = body.get("input")
     items = [{"role": "user", "content": given}] if isinstance(given, str) else _list(ctx, given, "input")
     turn: dict[str, Any] | None = None  # the assistant turn being built
@@ -311,7 +312,8 @@ def _responses_to_chat(body: dict[str, Any], ctx: _Ctx) -> dict[str, Any]:
     calls: set[str] = set()
     path: Path = ""
     for i, item in enumerate(items):
-        ctx.origins += [path] * (len(chat) - len(ctx.origins))  # what the last item started
+        if ctx.origins is not None:  # what the last item started
+            ctx.origins += [path] * (len(chat) - len(ctx.origins))
         path = ("input", i)
         item = _dict(ctx, item, path)
         kind = item.get("type", "message")
@@ -432,7 +434,8 @@ def _responses_to_chat(body: dict[str, Any], ctx: _Ctx) -> dict[str, Any]:
                     },
                 }
             )
-    ctx.origins += [path] * (len(chat) - len(ctx.origins))
+    if ctx.origins is not None:
+        ctx.origins += [path] * (len(chat) - len(ctx.origins))
     out: dict[str, Any] = {"messages": chat}
     _responses_settings_to_chat(body, ctx, out)
     return out

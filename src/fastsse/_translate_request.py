@@ -101,7 +101,9 @@ def through_chat(body: dict[str, Any], source: str, target: str, /, *, lossy: bo
     if {source, target} != {"messages", "responses"}:
         raise ValueError("through_chat() goes between messages and responses")
     ctx = _Ctx(lossy)
+    origins: list[Path] = []
+    ctx.origins = origins
     middle = _TO_CHAT[source](body, ctx)
-    second = _Ctx(lossy, lambda path: _via_chat(source, middle, ctx.origins, path))
+    second = _Ctx(lossy, lambda path: _via_chat(source, middle, origins, path))
     out = _FROM_CHAT[target](middle, second)
     return Translated(out, ctx.dropped + second.dropped)
