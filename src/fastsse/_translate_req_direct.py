@@ -66,6 +66,14 @@ def _user_blocks(
     rest: list[dict[str, Any]] = []
     had_results = False
     for j, block in enumerate(blocks):
+        if (
+            type(block) is dict
+            and block.get("type") == "text"
+            and len(block) == 2
+            and type(block.get("text")) is str
+        ):
+            rest.append({"type": "input_text", "text": block["text"]})
+            continue
         where = ((path, ".content"), j)
         block = _dict(ctx, block, where)
         kind = block.get("type")
@@ -77,8 +85,9 @@ def _user_blocks(
                 rest.append(part)
         elif kind == "tool_result":
             had_results = True
-            call_id = _str(ctx, block.get("tool_use_id"), (where, ".tool_use_id"))
-            if call_id not in calls:
+            call_id = block.get("tool_use_id")
+            if type(call_id) is not str or call_id not in calls:
+                call_id = _str(ctx, call_id, (where, ".tool_use_id"))
                 raise ctx.bad((where, ".tool_use_id"), f"no earlier tool_use block has the id {call_id!r}")
             for key in _extra(block, _RESULT_KEYS):
                 if block[key] is not None:
@@ -115,23 +124,27 @@ def _assistant_blocks(
     uses: list[dict[str, Any]] = []
     for j, block in enumerate(blocks):
         where = ((path, ".content"), j)
-        block = _dict(ctx, block, where)
+        if type(block) is not dict:
+            block = _dict(ctx, block, where)
         kind = block.get("type")
         if kind == "text":
-            texts.append(_text_part(ctx, block, where, "output_text"))
+            if len(block) == 2 and type(block.get("text")) is str:
+                texts.append({"type": "output_text", "text": block["text"]})
+            else:
+                texts.append(_text_part(ctx, block, where, "output_text"))
         elif kind == "tool_use":
-            for key in _extra(block, _TOOL_USE_KEYS):
-                if block[key] is not None:
-                    ctx.drop((where, "." + key), "no Responses counterpart")
-            call_id = _str(ctx, block.get("id"), (where, ".id"))
+            if not _TOOL_USE_KEYS.issuperset(block):
+                for key in _extra(block, _TOOL_USE_KEYS):
+                    if block[key] is not None:
+                        ctx.drop((where, "." + key), "no Responses counterpart")
+            call_id, name, given = block.get("id"), block.get("name"), block.get("input", {})
+            if type(call_id) is not str or type(name) is not str or type(given) is not dict:
+                call_id = _str(ctx, call_id, (where, ".id"))
+                name = _str(ctx, name, (where, ".name"))
+                given = _dict(ctx, given, (where, ".input"))
             calls.add(call_id)
             uses.append(
-                {
-                    "type": "function_call",
-                    "call_id": call_id,
-                    "name": _str(ctx, block.get("name"), (where, ".name")),
-                    "arguments": _dumps(_dict(ctx, block.get("input", {}), (where, ".input"))),
-                }
+                {"type": "function_call", "call_id": call_id, "name": name, "arguments": _dumps(given)}
             )
         elif kind == "thinking":
             _str(ctx, block.get("thinking"), (where, ".thinking"))
@@ -172,9 +185,11 @@ def messages_to_responses(body: dict[str, Any], ctx: _Ctx) -> dict[str, Any]:
     calls: set[str] = set()
     for i, turn in enumerate(_list(ctx, body.get("messages"), "messages")):
         path = ("messages", i)
-        turn = _dict(ctx, turn, path)
-        for key in _extra(turn, _TURN_KEYS):
-            ctx.drop((path, "." + key), "no Responses counterpart")
+        if type(turn) is not dict:
+            turn = _dict(ctx, turn, path)
+        if not _TURN_KEYS.issuperset(turn):
+            for key in _extra(turn, _TURN_KEYS):
+                ctx.drop((path, "." + key), "no Responses counterpart")
         role = turn.get("role")
         if role != "user" and role != "assistant":
             raise ctx.bad((path, ".role"), f"unknown role {_short(role)}")
@@ -278,12 +293,14 @@ def responses_to_messages(body: dict[str, Any], ctx: _Ctx) -> dict[str, Any]:
     results: dict[str, Any] | None = None  # the user turn holding the latest tool results
     called: set[str] = set()  # function calls in the input
     usable: set[str] = set()  # those that became tool_use blocks
+    built: list[_Turn] = []
     for i, item in enumerate(items):
         path = ("input", i)
-        item = _dict(ctx, item, path)
+        if type(item) is not dict:
+            item = _dict(ctx, item, path)
         kind = item.get("type", "message")
         keys = _ITEM_KEYS.get(kind)
-        if keys is not None:
+        if keys is not None and not keys.issuperset(item):
             for key in _extra(item, keys):
                 if item[key] is not None:
                     ctx.drop((path, "." + key), "no Messages counterpart")
@@ -328,6 +345,7 @@ def responses_to_messages(body: dict[str, Any], ctx: _Ctx) -> dict[str, Any]:
         if turn is None or now < stage or now == stage == 1:
             turn = _Turn()
             turns.append(turn.message)
+            built.append(turn)
         stage = now
         if kind == "reasoning":
             _str(ctx, item.get("id"), (path, ".id"))
@@ -351,6 +369,7 @@ def responses_to_messages(body: dict[str, Any], ctx: _Ctx) -> dict[str, Any]:
             if args is not None:
                 usable.add(call_id)
                 turn.uses.append({"type": "tool_use", "id": call_id, "name": name, "input": args})
+    for turn in built:
         turn.settle()
     out: dict[str, Any] = {}
     if system:

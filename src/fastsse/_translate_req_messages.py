@@ -149,6 +149,27 @@ def _reasoning_to_blocks(ctx: _Ctx, msg: dict[str, Any], path: Path) -> list[dic
     return blocks
 
 
+def _chat_calls_to_uses(ctx: _Ctx, tool_calls: object, path: Path, calls: set[str]) -> list[dict[str, Any]]:
+    uses = []
+    for k, call in enumerate(_list(ctx, tool_calls, (path, ".tool_calls"))):
+        where = ((path, ".tool_calls"), k)
+        if type(call) is not dict:
+            call = _dict(ctx, call, where)
+        fn = call.get("function")
+        if type(fn) is not dict:
+            fn = _dict(ctx, fn, (where, ".function"))
+        call_id, name = call.get("id"), fn.get("name")
+        if type(call_id) is not str or type(name) is not str:
+            call_id = _str(ctx, call_id, (where, ".id"))
+            name = _str(ctx, name, (where, ".function.name"))
+        args = _arguments(ctx, fn.get("arguments", ""), (where, ".function.arguments"))
+        if args is None:
+            continue
+        calls.add(call_id)
+        uses.append({"type": "tool_use", "id": call_id, "name": name, "input": args})
+    return uses
+
+
 def _chat_to_messages(body: dict[str, Any], ctx: _Ctx) -> dict[str, Any]:
     out: dict[str, Any] = {}
     messages = _list(ctx, body.get("messages"), "messages")
@@ -158,13 +179,16 @@ def _chat_to_messages(body: dict[str, Any], ctx: _Ctx) -> dict[str, Any]:
     results_turn: dict[str, Any] | None = None  # the user turn holding the latest tool results
     for i, msg in enumerate(messages):
         path = ("messages", i)
-        msg = _dict(ctx, msg, path)
+        if type(msg) is not dict:
+            msg = _dict(ctx, msg, path)
         role = msg.get("role")
-        if role not in _CHAT_MESSAGE_KEYS:
+        allowed = _CHAT_MESSAGE_KEYS.get(role) if type(role) is str else None
+        if allowed is None:
             raise ctx.bad((path, ".role"), f"unknown role {_short(role)}")
-        for key in _extra(msg, _CHAT_MESSAGE_KEYS[role]):
-            if msg[key] is not None:
-                ctx.drop((path, "." + key), "no Messages counterpart")
+        if not allowed.issuperset(msg):
+            for key in _extra(msg, allowed):
+                if msg[key] is not None:
+                    ctx.drop((path, "." + key), "no Messages counterpart")
         if role in ("system", "developer"):
             if turns:
                 ctx.drop(path, "Messages has a system prompt only before the first turn")
@@ -172,7 +196,9 @@ def _chat_to_messages(body: dict[str, Any], ctx: _Ctx) -> dict[str, Any]:
                 system.append((i, msg))
             continue
         if role == "user":
-            content = _chat_content_to_messages(ctx, msg.get("content"), (path, ".content"))
+            content = msg.get("content")
+            if type(content) is not str:
+                content = _chat_content_to_messages(ctx, content, (path, ".content"))
             if results_turn is not None:
                 # a user message right after tool results joins their turn (Messages wants them in one)
                 results_turn["content"] += (
@@ -183,52 +209,38 @@ def _chat_to_messages(body: dict[str, Any], ctx: _Ctx) -> dict[str, Any]:
                 turns.append({"role": "user", "content": content})
             continue
         if role == "tool":
-            call_id = _str(ctx, msg.get("tool_call_id"), (path, ".tool_call_id"))
-            if call_id not in calls:
+            call_id = msg.get("tool_call_id")
+            if type(call_id) is not str or call_id not in calls:
+                call_id = _str(ctx, call_id, (path, ".tool_call_id"))
                 raise ctx.bad(
                     (path, ".tool_call_id"), f"no earlier assistant tool call has the id {call_id!r}"
                 )
-            result: dict[str, Any] = {
-                "type": "tool_result",
-                "tool_use_id": call_id,
-                "content": _chat_content_to_messages(ctx, msg.get("content"), (path, ".content")),
-            }
+            content = msg.get("content")
+            if type(content) is not str:
+                content = _chat_content_to_messages(ctx, content, (path, ".content"))
+            result: dict[str, Any] = {"type": "tool_result", "tool_use_id": call_id, "content": content}
             if results_turn is None:
                 results_turn = {"role": "user", "content": []}
                 turns.append(results_turn)
             results_turn["content"].append(result)
             continue
         results_turn = None
-        blocks = _reasoning_to_blocks(ctx, msg, path)
+        thought = "reasoning_details" in msg or "reasoning_content" in msg or "reasoning" in msg
+        blocks = _reasoning_to_blocks(ctx, msg, path) if thought else []
         said = msg.get("content")
         text: list[dict[str, Any]] = []
-        if said is not None:
-            parsed = _chat_content_to_messages(ctx, said, (path, ".content"))
-            if isinstance(parsed, str):
-                text = [{"type": "text", "text": parsed}] if parsed else []
-            else:
-                text = parsed
+        if type(said) is str:
+            if said:
+                text = [{"type": "text", "text": said}]
+        elif said is not None:
+            text = _chat_content_to_messages(ctx, said, (path, ".content"))  # type: ignore[assignment]
         refusal = msg.get("refusal")
         if refusal:
             text.append({"type": "text", "text": _str(ctx, refusal, (path, ".refusal"))})
         uses = []
-        for k, call in enumerate(_list(ctx, msg.get("tool_calls") or [], (path, ".tool_calls"))):
-            where = ((path, ".tool_calls"), k)
-            call = _dict(ctx, call, where)
-            fn = _dict(ctx, call.get("function"), (where, ".function"))
-            call_id = _str(ctx, call.get("id"), (where, ".id"))
-            args = _arguments(ctx, fn.get("arguments", ""), (where, ".function.arguments"))
-            if args is None:
-                continue
-            calls.add(call_id)
-            uses.append(
-                {
-                    "type": "tool_use",
-                    "id": call_id,
-                    "name": _str(ctx, fn.get("name"), (where, ".function.name")),
-                    "input": args,
-                }
-            )
+        tool_calls = msg.get("tool_calls")
+        if tool_calls:
+            uses = _chat_calls_to_uses(ctx, tool_calls, path, calls)
         if isinstance(said, str) and not blocks and not uses and not refusal:
             turns.append({"role": "assistant", "content": said})
         else:
