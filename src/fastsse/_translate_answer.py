@@ -185,19 +185,24 @@ def _read_messages(ctx: _Ctx, body: dict[str, Any], created: int | None) -> _Ans
             block = _dict(ctx, block, where)
         kind = block.get("type")
         if kind == "text":
-            start = sum(map(len, text))
             said = block.get("text")
             text.append(said if type(said) is str else _str(ctx, said, (where, ".text")))
             cited = block.get("citations")
             if cited:
+                start = sum(map(len, text[:-1]))
                 _citations(ctx, a, cited, where, start, start + len(text[-1]))
         elif kind == "thinking":
-            said = _str(ctx, block.get("thinking"), (where, ".thinking"))
+            said = block.get("thinking")
+            if type(said) is not str:
+                said = _str(ctx, said, (where, ".thinking"))
             thinking.append(said)
+            signature = block.get("signature")
             entry: dict[str, Any] = {"type": "reasoning.text", "text": said}
-            if block.get("signature"):
-                entry["signature"] = _str(ctx, block["signature"], (where, ".signature"))
-            a.details.append(({**entry, "format": ANTHROPIC_FORMAT, "index": j}, where))
+            if signature:
+                entry["signature"] = _str(ctx, signature, (where, ".signature"))
+            entry["format"] = ANTHROPIC_FORMAT
+            entry["index"] = j
+            a.details.append((entry, where))
         elif kind == "redacted_thinking":
             data = _str(ctx, block.get("data"), (where, ".data"))
             entry = {"type": "reasoning.encrypted", "data": data, "format": ANTHROPIC_FORMAT, "index": j}
