@@ -279,9 +279,15 @@ def _read_responses(ctx: _Ctx, body: dict[str, Any], created: int | None) -> _An
                     ctx.drop(at, "no chat counterpart")
         elif kind == "reasoning":
             for key in ("summary", "content"):
-                for j, part in enumerate(_list(ctx, item.get(key) or [], (where, "." + key))):
-                    part = _dict(ctx, part, ((where, "." + key), j))
-                    reasoning.append(_str(ctx, part.get("text"), (((where, "." + key), j), ".text")))
+                parts = item.get(key)
+                if not parts:
+                    continue
+                for j, part in enumerate(_list(ctx, parts, (where, "." + key))):
+                    said = part.get("text") if type(part) is dict else None
+                    if type(said) is not str:
+                        part = _dict(ctx, part, ((where, "." + key), j))
+                        said = _str(ctx, said, (((where, "." + key), j), ".text"))
+                    reasoning.append(said)
             if item.get("encrypted_content"):
                 ctx.drop((where, ".encrypted_content"), "no chat counterpart")
         elif kind == "function_call":
