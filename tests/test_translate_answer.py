@@ -591,6 +591,23 @@ def test_hostile_answers(source: str, body: dict[str, Any], field: str) -> None:
         response([], source, target)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("fresh", [0, 7, None, "7", True])
+@pytest.mark.parametrize("cached", [0, 1200, None, 3.5])
+@pytest.mark.parametrize("written", [0, 30, None])
+@pytest.mark.parametrize("output", [0, 90, None, [1]])
+def test_messages_usage_to_responses_is_the_two_steps(
+    fresh: Any, cached: Any, written: Any, output: Any
+) -> None:
+    from fastsse._translate import _messages_usage
+    from fastsse._translate_answer import _messages_usage_to_responses
+    from fastsse.encode_responses import chat_usage_to_responses
+
+    usage = {"input_tokens": fresh, "cache_read_input_tokens": cached, "cache_creation_input_tokens": written}
+    usage["output_tokens"] = output
+    usage = {k: v for k, v in usage.items() if v is not None}
+    assert _messages_usage_to_responses(usage) == chat_usage_to_responses(_messages_usage(usage))
+
+
 # -- HTTP errors ---------------------------------------------------------------------------------
 
 ANTHROPIC_OVERLOADED = b'{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}'

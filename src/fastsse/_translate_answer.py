@@ -60,6 +60,7 @@ class _Answer:
         "refusal",
         "text",
         "usage",
+        "usage_messages",
     )
 
     def __init__(self) -> None:
@@ -74,7 +75,13 @@ class _Answer:
         self.notes: list[Any] = []
         self.notes_at: Path = ""
         self.finish: str | None = None
-        self.usage: dict[str, Any] | None = None
+        self.usage: dict[str, Any] | None = None  # chat's shape
+        self.usage_messages: dict[str, Any] | None = None  # a Messages usage not yet in chat's shape
+
+    def chat_usage(self) -> dict[str, Any] | None:
+        if self.usage is None and self.usage_messages is not None:
+            self.usage = _messages_usage(self.usage_messages)
+        return self.usage
 
 
 # reading
@@ -227,7 +234,8 @@ def _read_messages(ctx: _Ctx, body: dict[str, Any], created: int | None) -> _Ans
         if a.finish == "tool_calls" and not uses:
             a.finish = "stop"
     usage = body.get("usage")
-    a.usage = _messages_usage(usage) if type(usage) is dict else None
+    if type(usage) is dict:
+        a.usage_messages = usage
     return a
 
 
@@ -352,8 +360,9 @@ def _write_chat(ctx: _Ctx, a: _Answer) -> dict[str, Any]:
         "model": a.model if isinstance(a.model, str) else "",
         "choices": [{"index": 0, "message": message, "finish_reason": a.finish, "logprobs": None}],
     }
-    if a.usage is not None:
-        out["usage"] = a.usage
+    usage = a.chat_usage()
+    if usage is not None:
+        out["usage"] = usage
     return out
 
 
@@ -408,8 +417,8 @@ def _write_messages(ctx: _Ctx, a: _Answer) -> dict[str, Any]:
         "content": blocks,
         "stop_reason": STOP_REASONS.get(finish, "end_turn") if finish is not None else None,
         "stop_sequence": None,
-        "usage": chat_usage_to_messages(a.usage)
-        if a.usage is not None
+        "usage": chat_usage_to_messages(usage)
+        if (usage := a.chat_usage()) is not None
         else {"input_tokens": 0, "output_tokens": 0},
     }
 
@@ -480,7 +489,33 @@ def _write_responses(ctx: _Ctx, a: _Answer) -> dict[str, Any]:
         "parallel_tool_calls": True,
         "tool_choice": "auto",
         "tools": [],
-        "usage": chat_usage_to_responses(a.usage) if a.usage is not None else None,
+        "usage": _messages_usage_to_responses(a.usage_messages)
+        if a.usage_messages is not None
+        else chat_usage_to_responses(a.usage)
+        if a.usage is not None
+        else None,
+    }
+
+
+def _messages_usage_to_responses(usage: dict[str, Any]) -> dict[str, Any]:
+    """``chat_usage_to_responses(_messages_usage(usage))`` in one step (a test holds them equal):
+    the prompt counts the cache reads and writes, the cache reads are the cached tokens."""
+    get = usage.get
+    cached, fresh, written, completion = (
+        get("cache_read_input_tokens"),
+        get("input_tokens"),
+        get("cache_creation_input_tokens"),
+        get("output_tokens"),
+    )
+    cached = cached if type(cached) is int else 0
+    prompt = cached + (fresh if type(fresh) is int else 0) + (written if type(written) is int else 0)
+    completion = completion if type(completion) is int else 0
+    return {
+        "input_tokens": prompt,
+        "input_tokens_details": {"cached_tokens": cached},
+        "output_tokens": completion,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": prompt + completion,
     }
 
 
