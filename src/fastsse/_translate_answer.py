@@ -43,40 +43,30 @@ def _others(ctx: _Ctx, body: dict[str, Any], allowed: frozenset[str], base: str,
 
 class _Answer:
     """What a chat answer carries, read from any of the three: the hub between a read and a write.
-    ``details`` are OpenRouter's ``reasoning_details`` entries, each with the path it came from;
+    ``details`` are OpenRouter's ``reasoning_details`` entries of a chat answer, each with the path it
+    came from; ``thoughts`` the thinking blocks of a Messages answer (kind, text or data, signature,
+    block index, path), which become such entries in chat;
     ``calls`` are (id, name, arguments as a string, path of the arguments); ``notes`` the url
     citations in chat's shape, with the path that holds them."""
 
-    __slots__ = (
-        "calls",
-        "created",
-        "details",
-        "finish",
-        "id",
-        "model",
-        "notes",
-        "notes_at",
-        "reasoning",
-        "refusal",
-        "text",
-        "usage",
-        "usage_messages",
-    )
+    # the fields most answers leave empty are class defaults: one answer is read per call, and the
+    # fewer attributes set, the less the read costs beside orjson
+    reasoning: str | None = None
+    text: str | None = None
+    refusal: str | None = None
+    notes_at: Path = ""
+    finish: str | None = None
+    usage: dict[str, Any] | None = None  # chat's shape
+    usage_messages: dict[str, Any] | None = None  # a Messages usage not yet in chat's shape
 
-    def __init__(self) -> None:
-        self.id: object = None
-        self.model: object = None
-        self.created: object = None
-        self.reasoning: str | None = None
+    def __init__(self, ident: object, model: object, created: object) -> None:
+        self.id = ident
+        self.model = model
+        self.created = created
         self.details: list[tuple[Any, Path]] = []
-        self.text: str | None = None
-        self.refusal: str | None = None
+        self.thoughts: list[tuple[str, str, str, int, Path]] = []
         self.calls: list[tuple[str, str, str, Path]] = []
         self.notes: list[Any] = []
-        self.notes_at: Path = ""
-        self.finish: str | None = None
-        self.usage: dict[str, Any] | None = None  # chat's shape
-        self.usage_messages: dict[str, Any] | None = None  # a Messages usage not yet in chat's shape
 
     def chat_usage(self) -> dict[str, Any] | None:
         if self.usage is None and self.usage_messages is not None:
@@ -125,8 +115,7 @@ def _read_chat(ctx: _Ctx, body: dict[str, Any], created: int | None) -> _Answer:
     if type(msg) is not dict:
         msg = _dict(ctx, msg, "choices[0].message")
     _others(ctx, msg, _CHAT_ANSWER_MESSAGE_KEYS, "choices[0].message.", "no counterpart")
-    a = _Answer()
-    a.id, a.model, a.created = body.get("id"), body.get("model"), body.get("created")
+    a = _Answer(body.get("id"), body.get("model"), body.get("created"))
     reasoning = msg.get("reasoning_content")
     if reasoning is None:
         reasoning = msg.get("reasoning")
@@ -181,8 +170,7 @@ def _read_messages(ctx: _Ctx, body: dict[str, Any], created: int | None) -> _Ans
     _others(ctx, body, _MESSAGE_KEYS, "", "no chat counterpart")
     if body.get("stop_sequence") is not None:
         ctx.drop("stop_sequence", "chat does not say which stop sequence ended the answer")
-    a = _Answer()
-    a.id, a.model, a.created = body.get("id"), body.get("model"), created
+    a = _Answer(body.get("id"), body.get("model"), created)
     text: list[str] = []
     thinking: list[str] = []
     uses = False
@@ -204,16 +192,12 @@ def _read_messages(ctx: _Ctx, body: dict[str, Any], created: int | None) -> _Ans
                 said = _str(ctx, said, (where, ".thinking"))
             thinking.append(said)
             signature = block.get("signature")
-            entry: dict[str, Any] = {"type": "reasoning.text", "text": said}
             if signature:
-                entry["signature"] = _str(ctx, signature, (where, ".signature"))
-            entry["format"] = ANTHROPIC_FORMAT
-            entry["index"] = j
-            a.details.append((entry, where))
+                signature = _str(ctx, signature, (where, ".signature"))
+            a.thoughts.append(("thinking", said, signature or "", j, where))
         elif kind == "redacted_thinking":
             data = _str(ctx, block.get("data"), (where, ".data"))
-            entry = {"type": "reasoning.encrypted", "data": data, "format": ANTHROPIC_FORMAT, "index": j}
-            a.details.append((entry, where))
+            a.thoughts.append(("redacted", data, "", j, where))
         elif kind == "tool_use" or kind == "server_tool_use":
             given = block.get("input")
             ident, name = block.get("id"), block.get("name")
@@ -256,10 +240,12 @@ def _read_responses(ctx: _Ctx, body: dict[str, Any], created: int | None) -> _An
     if body.get("status") == "failed" or not _absent(body.get("error")):
         raise ctx.bad("error", "a failed response has no answer: translate its error with error()")
     # the other top-level fields restate the request (instructions, tools, sampling): not the answer
-    a = _Answer()
     stamp = body.get("created_at")
-    a.id, a.model = body.get("id"), body.get("model")
-    a.created = created if created is not None else stamp if type(stamp) is int else None
+    a = _Answer(
+        body.get("id"),
+        body.get("model"),
+        created if created is not None else stamp if type(stamp) is int else None,
+    )
     text: list[str] = []
     refusal: list[str] = []
     reasoning: list[str] = []
@@ -346,6 +332,22 @@ def _write_chat(ctx: _Ctx, a: _Answer) -> dict[str, Any]:
         message["reasoning_content"] = a.reasoning
     if a.details:
         message["reasoning_details"] = [entry for entry, _ in a.details]
+    elif a.thoughts:
+        # OpenRouter's shape, under the block's index, as the stream translator writes it
+        message["reasoning_details"] = [
+            {"type": "reasoning.encrypted", "data": said, "format": ANTHROPIC_FORMAT, "index": j}
+            if kind == "redacted"
+            else {
+                "type": "reasoning.text",
+                "text": said,
+                "signature": signature,
+                "format": ANTHROPIC_FORMAT,
+                "index": j,
+            }
+            if signature
+            else {"type": "reasoning.text", "text": said, "format": ANTHROPIC_FORMAT, "index": j}
+            for kind, said, signature, j, _ in a.thoughts
+        ]
     if a.calls:
         message["tool_calls"] = [
             {"id": ident, "type": "function", "function": {"name": name, "arguments": args}}
@@ -432,6 +434,11 @@ def _write_responses(ctx: _Ctx, a: _Answer) -> dict[str, Any]:
             ctx.drop(where, "no Responses counterpart")
         elif entry.get("signature"):
             # the text goes as the reasoning summary; OpenAI's encrypted_content is its own format
+            ctx.drop((where, ".signature"), "no Responses counterpart")
+    for kind, _, signature, _, where in a.thoughts:
+        if kind == "redacted":
+            ctx.drop(where, "no Responses counterpart")
+        elif signature:
             ctx.drop((where, ".signature"), "no Responses counterpart")
     if a.reasoning:
         output.append(
@@ -544,9 +551,11 @@ def response(
     """
     if not isinstance(body, dict):
         raise TypeError(f"response() takes the body as a dict, not {type(body).__name__}")
-    _check_apis(source, target)
+    read, write = _READ.get(source), _WRITE.get(target)
+    if read is None or write is None or source == target:
+        _check_apis(source, target)
     ctx = _Ctx(lossy)
-    out = _WRITE[target](ctx, _READ[source](ctx, body, created))
+    out = write(ctx, read(ctx, body, created))  # type: ignore[misc]
     return Translated(out, ctx.dropped)
 
 
