@@ -25,14 +25,14 @@ NO_EXTENSIONS = _flag("FASTSSE_NO_EXTENSIONS") or platform.python_implementation
 STRICT = _flag("FASTSSE_REQUIRE_EXTENSIONS") or _flag("CIBUILDWHEEL")
 DEBUG = _flag("FASTSSE_DEBUG_BUILD")
 MODULES = (
-    "_decoder_c",
-    "_aggregator_c",
-    "_fold_stream_c",
-    "_responses_c",
-    "_messages_c",
-    "_relay_c",
-    "_to_chat_c",
-    "_translate_c",
+    "sse._decoder_c",
+    "chat._fold_c",
+    "fold._stream_c",
+    "responses._fold_c",
+    "messages._fold_c",
+    "relay._relay_c",
+    "translate._to_chat_c",
+    "translate._from_chat_c",
 )
 DIRECTIVES = {
     "language_level": "3",
@@ -50,9 +50,9 @@ else:
     COMPILE_ARGS = ["/O2"] if sys.platform == "win32" else ["-O3"]
 
 # GCC grants inlining a budget relative to the size of the translation unit, so a large
-# ``cdef inline`` reader (``_reader_c.pxd``) silently stops being inlined into a fold's hot loop
-# when the module around it shrinks (as ``_messages_c`` did when its stream plumbing moved to
-# ``_fold_stream_c``: about 15% slower on text deltas). A fixed budget keeps the fast path from
+# ``cdef inline`` reader (``_native/reader.pxd``) silently stops being inlined into a fold's hot loop
+# when the module around it shrinks (as the Messages fold did when its stream plumbing moved to
+# ``fold/_stream_c``: about 15% slower on text deltas). A fixed budget keeps the fast path from
 # depending on how much other code shares the unit.
 GCC_ARGS = ["--param=inline-unit-growth=80"]
 
@@ -108,7 +108,7 @@ def _extensions():
     return [
         Extension(
             f"fastsse.{name}",
-            [f"src/fastsse/{name}.pyx"],
+            [f"src/fastsse/{name.replace('.', '/')}.pyx"],
             extra_compile_args=COMPILE_ARGS,
             optional=not STRICT,  # setuptools then tolerates the missing module when it copies outputs
         )

@@ -7,8 +7,8 @@ from typing import Any
 
 import orjson
 
-from fastsse.check import _Framer
-from fastsse.encode import DONE
+from fastsse.chat.encode import DONE
+from fastsse.chat.lint import _Framer
 
 __all__ = ["Normalizer"]
 

@@ -54,7 +54,7 @@ def _fastsse(base_url: str) -> Callable[[dict[str, Any]], Any]:
 
         from fastsse import create_stream
     except ImportError as exc:
-        pytest.skip(f"create_stream needs pycurl and fastsse.client.stream: {exc}")
+        pytest.skip(f"create_stream needs pycurl and fastsse.client.sync: {exc}")
     from fastsse import ChatStream
 
     if not callable(getattr(ChatStream, "write", None)):

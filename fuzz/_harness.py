@@ -306,14 +306,16 @@ def directions_from_env():
 def check_translate(buf: bytes, directions=DIRECTIONS) -> None:
     """Both backends' translators, for every direction, on the same chunks: the same bytes from
     every write and close, the same ``EventTooLarge``, fold, verdict and counters."""
-    from fastsse import _translate, encode, encode_responses
+    from fastsse.chat import encode
+    from fastsse.responses import encode as responses_encode
+    from fastsse.translate import _rules
 
     inp = Input(buf)
     chunks = inp.chunks()
     # a cap of 4-124 bytes for one input in four (most events pass it; some do not)
     limit = inp.limit * 4 if inp.limit is not None and inp.limit < 32 else None
     truncated = bool(inp.stop_at & 1)
-    modules = (encode, encode_responses, _translate)
+    modules = (encode, responses_encode, _rules)
     saved = [m.time for m in modules]
     for m in modules:
         m.time = _Clock

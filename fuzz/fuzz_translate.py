@@ -6,7 +6,7 @@ pure-Python twin must return the same bytes from every ``write`` and from ``clos
 without ``truncated=True``, as the input says), raise the same ``EventTooLarge`` (one input in four
 has a cap of 4-124 bytes), and end with the same ``result()``, ``verdict``, ``dropped`` and, for the
 to-chat translators, ``complete``, ``error`` and ``skipped``. No other exception may escape. The
-compiled chat translators write the hot deltas from the payload bytes (``_translate_c.pyx``), so
+compiled chat translators write the hot deltas from the payload bytes (``translate/_from_chat_c.pyx``), so
 this is a check of that writer against orjson. Mode 2 of the input wraps each line of the body as a
 ``data:`` payload, so dictionary tokens become chunks and events quickly.
 

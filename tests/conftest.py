@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 import fastsse
-import fastsse.client.stream
+import fastsse._backend
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -62,7 +62,8 @@ def server() -> Iterator[Any]:
 
 @pytest.fixture
 def stream_backend(backend: SimpleNamespace, monkeypatch: pytest.MonkeyPatch) -> SimpleNamespace:
-    """Point the transports (create_stream, the iterators) at one backend's ChatStream and Decoder."""
-    monkeypatch.setattr(fastsse.client.stream, "ChatStream", backend.ChatStream)
-    monkeypatch.setattr(fastsse.client.stream, "Decoder", backend.Decoder)
+    """Point every transport (create_stream, Client, AsyncClient, the iterators) and ``translator()``
+    at one backend: each stream format (chat, responses, messages, relay, to-*) is built from
+    ``fastsse._backend.current``, so replacing that one name switches all of them."""
+    monkeypatch.setattr(fastsse._backend, "current", backend)
     return backend

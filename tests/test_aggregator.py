@@ -377,7 +377,7 @@ def test_error_value_forms(backend: SimpleNamespace) -> None:
 
 
 def test_verdict_is_shared_type(backend: SimpleNamespace) -> None:
-    from fastsse._chat import Verdict
+    from fastsse.chat._result import Verdict
 
     agg = backend.ChatAggregator()
     verdict = agg.verdict

@@ -31,7 +31,7 @@ def test_switch_forces_python(value: str) -> None:
         check=True,
         timeout=60,
     ).stdout.split()
-    assert out == ["python", "fastsse._decoder_py"]
+    assert out == ["python", "fastsse.sse._decoder_py"]
 
 
 @pytest.mark.c_extension

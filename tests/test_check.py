@@ -15,8 +15,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fastsse import ChatChunkEncoder, StreamChecker, check_stream
-from fastsse.check import CODES, Finding, _Framer
-from fastsse.check import main as check_main
+from fastsse.chat.lint import _Framer
+from fastsse.check import CODES, Finding
+from fastsse.cli.check import main as check_main
 
 LINT = pathlib.Path(__file__).parent / "vectors" / "lint"
 CASES: dict[str, dict] = json.loads((LINT / "cases.json").read_text(encoding="utf-8"))

@@ -11,7 +11,7 @@ import orjson
 import pytest
 
 from fastsse import check_stream
-from fastsse.check_formats import API_CODES, MessagesChecker, ResponsesChecker, checker
+from fastsse.check import API_CODES, MessagesChecker, ResponsesChecker, checker
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 
 from fastsse import check_stream
-from fastsse.encode_messages import MessagesEncoder, chat_usage_to_messages
-from fastsse.encode_responses import ResponsesEncoder, chat_usage_to_responses
+from fastsse.messages.encode import MessagesEncoder, chat_usage_to_messages
+from fastsse.responses.encode import ResponsesEncoder, chat_usage_to_responses
 
 
 def ev(name: str, data: str) -> bytes:

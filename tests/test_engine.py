@@ -277,7 +277,7 @@ def h2_server() -> Iterator[Any]:
     from hypercorn.asyncio import serve
     from hypercorn.config import Config
 
-    from fastsse.encode import ChatChunkEncoder
+    from fastsse.chat.encode import ChatChunkEncoder
 
     seen: list[tuple[Any, str]] = []
 

@@ -1,7 +1,7 @@
 """The compiled fold's fast reader: payloads folded straight from their bytes, without orjson's
 dicts, must end exactly where orjson + the fold end. The reference is the Python twin, which has
 no fast reader. Each hand-written case also says whether the fast reader takes the payload (from
-the rules in ``_aggregator_c.pyx``, not from running it), so a reader that quietly gives up on
+the rules in ``chat/_fold_c.pyx``, not from running it), so a reader that quietly gives up on
 everything, or takes what it must leave to orjson, fails here as well."""
 
 from __future__ import annotations

@@ -23,8 +23,8 @@ from _formats_helpers import (
     load_vectors,
     payload_text,
 )
-from fastsse._fold import FormatVerdict
 from fastsse._formats import API_FORMATS, CONTENT, REASONING, api_format
+from fastsse.fold._base import FormatVerdict
 
 VECTORS = [("responses", v) for v in load_vectors("responses")] + [
     ("messages", v) for v in load_vectors("messages")
@@ -305,10 +305,29 @@ def test_api_table() -> None:
         "model": "m",
         "stream": True,
     }
-    assert type(api_format("responses").stream()).__name__ == "ResponsesStream"
-    assert type(api_format("chat").stream()).__name__ == "ChatStream"
     with pytest.raises(ValueError):
         api_format("completions")
+
+
+def test_one_stream_table_builds_every_format_on_the_switched_backend(stream_backend: SimpleNamespace) -> None:
+    # every format the engine knows comes from the one table, on the backend the fixture chose
+    from fastsse.client import _streams
+
+    built = {
+        name: _streams.new_stream(name, None, api="chat", max_event_bytes=None, timing=False)
+        for name in _streams.FORMATS
+        if name != "to-chat"
+    }
+    built["to-chat"] = _streams.new_stream("to-chat", None, api="messages", max_event_bytes=None, timing=False)
+    assert type(built["chat"]) is stream_backend.ChatStream
+    assert type(built["responses"]) is stream_backend.ResponsesStream
+    assert type(built["messages"]) is stream_backend.MessagesStream
+    assert type(built["relay"].relay) is stream_backend.Relay
+    assert type(built["to-messages"].translator) is stream_backend.ChatToMessages
+    assert type(built["to-responses"].translator) is stream_backend.ChatToResponses
+    assert type(built["to-chat"].translator) is stream_backend.MessagesToChat
+    with pytest.raises(ValueError, match="unknown format"):
+        _streams.new_stream("completions", None, api="chat", max_event_bytes=None, timing=False)
 
 
 def test_token_kinds() -> None:

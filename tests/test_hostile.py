@@ -30,7 +30,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import fastsse
-import fastsse.client.stream
+import fastsse._backend
 from _chat_helpers import bare
 from _memory import rss, traced_peak
 from _sse_helpers import assert_vector, chunkings, load_sse_vectors
@@ -564,7 +564,7 @@ def test_relay_stops_at_an_endless_event(
 def test_iter_events_yields_everything_before_an_endless_line(
     backend: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(fastsse.client.stream, "Decoder", backend.Decoder)
+    monkeypatch.setattr(fastsse._backend, "current", backend)
     source = hostile_stream(b"data: ", b"x", 64 << 10, 64 << 20)
     got = []
     with pytest.raises(fastsse.EventTooLarge), traced_peak() as peak:
@@ -577,7 +577,7 @@ def test_iter_events_yields_everything_before_an_endless_line(
 def test_iter_chunks_yields_the_chunks_before_an_oversized_event(
     backend: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(fastsse.client.stream, "ChatStream", backend.ChatStream)
+    monkeypatch.setattr(fastsse._backend, "current", backend)
     source = [CHAT_BEFORE + b"data: " + b"x" * 200 + b"\n\n"]
     chunks = fastsse.iter_chunks(source, max_event_bytes=100)
     got = []

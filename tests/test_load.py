@@ -367,7 +367,7 @@ def h2_url() -> Iterator[tuple[str, list[Any]]]:
     from hypercorn.asyncio import serve
     from hypercorn.config import Config
 
-    from fastsse.encode import ChatChunkEncoder
+    from fastsse.chat.encode import ChatChunkEncoder
 
     seen: list[Any] = []
 

@@ -23,14 +23,14 @@ import pytest
 import fastsse
 
 COMPILED = (
-    "_decoder_c",
-    "_aggregator_c",
-    "_fold_stream_c",
-    "_responses_c",
-    "_messages_c",
-    "_relay_c",
-    "_to_chat_c",
-    "_translate_c",
+    "sse._decoder_c",
+    "chat._fold_c",
+    "fold._stream_c",
+    "responses._fold_c",
+    "messages._fold_c",
+    "relay._relay_c",
+    "translate._to_chat_c",
+    "translate._from_chat_c",
 )
 SOURCE_TREE = Path(__file__).resolve().parent.parent / "src" / "fastsse"
 
@@ -65,9 +65,16 @@ def test_compiled_module_is_an_extension(name: str) -> None:
 def _pyx_sources() -> dict[str, str]:
     # The wheel ships the .pyx next to the modules; a source checkout has them under src/.
     installed = importlib.resources.files("fastsse")
-    found = {p.name: p.read_text(encoding="utf-8") for p in installed.iterdir() if p.name.endswith(".pyx")}
+    found: dict[str, str] = {}
+    for folder in {name.partition(".")[0] for name in COMPILED}:
+        installed_dir = installed / folder
+        if installed_dir.is_dir():
+            for p in installed_dir.iterdir():
+                if p.name.endswith(".pyx"):
+                    found[f"{folder}.{p.name}"] = p.read_text(encoding="utf-8")
     if SOURCE_TREE.is_dir():
-        found.update({p.name: p.read_text(encoding="utf-8") for p in SOURCE_TREE.glob("*.pyx")})
+        for p in SOURCE_TREE.glob("*/*.pyx"):
+            found[f"{p.parent.name}.{p.name}"] = p.read_text(encoding="utf-8")
     return found
 
 

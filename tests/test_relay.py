@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 import fastsse
 from fastsse import ChatChunkEncoder, EventTooLarge, check_stream, get_backend
-from fastsse._decoder_py import Decoder
+from fastsse.sse._decoder_py import Decoder
 
 LINT = pathlib.Path(__file__).parent / "vectors" / "lint"
 CASES: dict[str, dict[str, Any]] = json.loads((LINT / "cases.json").read_text(encoding="utf-8"))
@@ -139,7 +139,7 @@ def test_compliant_streams_pass_byte_for_byte(backend: SimpleNamespace, name: st
 
 
 def test_compiled_relay_forwards_content_chunks_without_the_core() -> None:
-    cython = pytest.importorskip("fastsse._relay_c")
+    cython = pytest.importorskip("fastsse.relay._relay_c")
     r = cython.Relay()
     data = (LINT / "compliant.sse").read_bytes()
     assert r.write(data) + r.close() == data
@@ -148,7 +148,7 @@ def test_compiled_relay_forwards_content_chunks_without_the_core() -> None:
 
 def test_normalizer_is_the_relay() -> None:
     assert fastsse.Normalizer is fastsse.Relay
-    from fastsse.normalize import Normalizer
+    from fastsse.relay.normalize import Normalizer
 
     assert Normalizer is fastsse.Relay
 

@@ -24,7 +24,7 @@ from _memory import traced_peak
 from _raw_server import RawServer
 from _sse_helpers import chunkings
 from fastsse import EventTooLarge, Normalizer
-from fastsse._decoder_py import Decoder as UnlimitedDecoder
+from fastsse.sse._decoder_py import Decoder as UnlimitedDecoder
 
 LIMIT = 64
 

@@ -514,6 +514,6 @@ def test_serve_command() -> None:
 
 
 def test_serve_port_in_use(server: LoopbackServer) -> None:
-    from fastsse.testing.server import main
+    from fastsse.cli.serve import main
 
     assert main(["--port", str(server.port)]) == 2

@@ -14,7 +14,7 @@ import pycurl
 import pytest
 
 import fastsse
-import fastsse.client.stream
+import fastsse.client.sync
 from fastsse.testing.server import expected_completion, serve_in_thread
 
 KEY = "sk-test-loopback"

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import fastsse._backend
 import fastsse.translate
 from fastsse import ChatChunkEncoder, check_stream, get_backend
 from fastsse.translate import translator
@@ -22,10 +23,7 @@ CREATED = 1_700_000_000
 @pytest.fixture
 def tb(backend: SimpleNamespace, monkeypatch: pytest.MonkeyPatch) -> SimpleNamespace:
     """Point the translators at one backend's fused streams."""
-    monkeypatch.setattr(fastsse.translate, "ChatToMessages", backend.ChatToMessages)
-    monkeypatch.setattr(fastsse.translate, "ChatToResponses", backend.ChatToResponses)
-    monkeypatch.setattr(fastsse.translate, "MessagesToChat", backend.MessagesToChat)
-    monkeypatch.setattr(fastsse.translate, "ResponsesToChat", backend.ResponsesToChat)
+    monkeypatch.setattr(fastsse._backend, "current", backend)
     return backend
 
 

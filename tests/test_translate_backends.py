@@ -25,9 +25,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import fastsse
-import fastsse._translate
-import fastsse.encode
-import fastsse.encode_responses
+import fastsse.chat.encode
+import fastsse.responses.encode
+import fastsse.translate._rules
 from fastsse import EventTooLarge
 from fastsse.translate import _Chain
 
@@ -45,7 +45,7 @@ def frozen_clock(monkeypatch: pytest.MonkeyPatch) -> None:
     # An upstream without ``created`` makes the encoders read the clock; the two backends run one
     # after the other and must not straddle a second.
     clock = SimpleNamespace(time=lambda: float(CLOCK))
-    for module in (fastsse.encode, fastsse.encode_responses, fastsse._translate):
+    for module in (fastsse.chat.encode, fastsse.responses.encode, fastsse.translate._rules):
         monkeypatch.setattr(module, "time", clock)
 
 
@@ -759,7 +759,7 @@ def test_arguments_and_reasoning_spelled_with_escapes(name: str, target: str) ->
 
 
 FFFD = "\ufffd".encode()
-# each lone half becomes U+FFFD (the fold's documented mending, ``fastsse._chat.loads_replacing``)
+# each lone half becomes U+FFFD (the fold's documented mending, ``fastsse.chat._result.loads_replacing``)
 LONE = [
     (rb'"\ud83d"', b'"' + FFFD + b'"'),
     (rb'"\ude00"', b'"' + FFFD + b'"'),

@@ -15,6 +15,7 @@ import httpx
 import openai
 import pytest
 
+import fastsse._backend
 import fastsse.translate
 from fastsse import check_stream
 from fastsse.testing.server import LoopbackServer, expected_completion
@@ -52,7 +53,7 @@ def upstream_fold(server: LoopbackServer, model: str, target: str) -> dict[str, 
         for piece in r.iter_raw():
             t.write(piece)
     t.close()
-    assert isinstance(t, fastsse.translate.ChatToMessages | fastsse.translate.ChatToResponses)
+    assert isinstance(t, fastsse._backend.current.ChatToMessages | fastsse._backend.current.ChatToResponses)
     return t.result()
 
 
@@ -333,10 +334,7 @@ def test_routes_refuse_what_they_do_not_serve(server: LoopbackServer, api: str) 
 def test_translators_on_both_backends_agree(
     backend: SimpleNamespace, server: LoopbackServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(fastsse.translate, "ChatToMessages", backend.ChatToMessages)
-    monkeypatch.setattr(fastsse.translate, "ChatToResponses", backend.ChatToResponses)
-    monkeypatch.setattr(fastsse.translate, "MessagesToChat", backend.MessagesToChat)
-    monkeypatch.setattr(fastsse.translate, "ResponsesToChat", backend.ResponsesToChat)
+    monkeypatch.setattr(fastsse._backend, "current", backend)
     fold = upstream_fold(server, "tools", "messages")
     assert fold["verdict"]["complete"] is True
     assert [c["function"]["name"] for c in fold["choices"][0]["message"]["tool_calls"]] == [
@@ -479,10 +477,7 @@ def test_engine_translates_while_it_streams(
     many-streams engine: send gets the request's API translated, the result is the upstream's fold;
     a cut upstream stays cut and raises; the request's own API is refused as a target."""
     pytest.importorskip("pycurl")
-    import fastsse
-
-    for cls in ("ChatToMessages", "ChatToResponses", "MessagesToChat", "ResponsesToChat"):
-        monkeypatch.setattr(fastsse.translate, cls, getattr(backend, cls))
+    monkeypatch.setattr(fastsse._backend, "current", backend)
 
     with fastsse.Client(base_url=server.base_url, timeout=TIMEOUT) as client:
         body = {

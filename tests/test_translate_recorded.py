@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+import fastsse._backend
 import fastsse.translate
 from _formats_helpers import recorded_dir, shared_dir
 from fastsse import check_stream, get_backend
@@ -35,10 +36,7 @@ CASES = [pytest.param(s, id=s["id"]) for s in STREAMS] or [
 
 @pytest.fixture
 def tb(backend: SimpleNamespace, monkeypatch: pytest.MonkeyPatch) -> SimpleNamespace:
-    monkeypatch.setattr(fastsse.translate, "ChatToMessages", backend.ChatToMessages)
-    monkeypatch.setattr(fastsse.translate, "ChatToResponses", backend.ChatToResponses)
-    monkeypatch.setattr(fastsse.translate, "MessagesToChat", backend.MessagesToChat)
-    monkeypatch.setattr(fastsse.translate, "ResponsesToChat", backend.ResponsesToChat)
+    monkeypatch.setattr(fastsse._backend, "current", backend)
     return backend
 
 

@@ -24,7 +24,7 @@ import pycurl
 import pytest
 
 import fastsse
-import fastsse.client.stream
+import fastsse.client.sync
 from _raw_server import RawServer
 from fastsse.testing.server import expected_completion
 

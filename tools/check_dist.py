@@ -18,25 +18,26 @@ import zipfile
 from pathlib import PurePosixPath
 
 COMPILED = (
-    "_decoder_c",
-    "_aggregator_c",
-    "_fold_stream_c",
-    "_responses_c",
-    "_messages_c",
-    "_relay_c",
-    "_to_chat_c",
-    "_translate_c",
+    "sse._decoder_c",
+    "chat._fold_c",
+    "fold._stream_c",
+    "responses._fold_c",
+    "messages._fold_c",
+    "relay._relay_c",
+    "translate._to_chat_c",
+    "translate._from_chat_c",
 )
 PYX_HEADER = re.compile(r"^# cython:.*\bfreethreading_compatible=True\b")
 EXTENSION = re.compile(r"\.(so|pyd)$")
 
 
 def _compiled_modules(names: list[str]) -> set[str]:
+    # fastsse/<folder>/<stem>.<abi>.so -> "<folder>.<stem>"
     found = set()
     for name in names:
         path = PurePosixPath(name)
-        if path.parent.name == "fastsse" and EXTENSION.search(path.name):
-            found.add(path.name.split(".", 1)[0])
+        if len(path.parts) == 3 and path.parts[0] == "fastsse" and EXTENSION.search(path.name):
+            found.add(f"{path.parts[1]}.{path.name.split('.', 1)[0]}")
     return found
 
 
@@ -50,7 +51,7 @@ def check_sdist(path: str) -> list[str]:
             "requirements/cython.txt",
             "src/fastsse/py.typed",
             "tests/conftest.py",
-            *(f"src/fastsse/{m}.pyx" for m in COMPILED),
+            *(f"src/fastsse/{m.replace('.', '/')}.pyx" for m in COMPILED),
         ]:
             if required not in members:
                 problems.append(f"missing {required}")

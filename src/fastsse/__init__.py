@@ -21,17 +21,17 @@ from ._backend import (
     ResponsesStream,
     get_backend,
 )
-from ._chat import Verdict
 from ._errors import EventTooLarge, SSEError, TransportError
-from ._fold import FormatVerdict
 from ._timing import Timing
 from ._version import __version__
+from .chat._result import Verdict
+from .chat.encode import ChatChunkEncoder, encode_event
 from .check import Finding, StreamChecker, check_stream
 from .client import Client, aiter_chunks, aiter_events, create_stream, iter_chunks, iter_events
-from .encode import ChatChunkEncoder, encode_event
-from .encode_messages import MessagesEncoder
-from .encode_responses import ResponsesEncoder
-from .normalize import Normalizer
+from .fold._base import FormatVerdict
+from .messages.encode import MessagesEncoder
+from .relay.normalize import Normalizer
+from .responses.encode import ResponsesEncoder
 from .translate import translator
 
 if TYPE_CHECKING:

@@ -14,8 +14,8 @@ COMMANDS = {
         "stream a chat answer from the built-in loopback server (or --url) and fold it",
     ),
     "events": ("fastsse.cli.events", "print the decoded events of a captured stream as JSON lines"),
-    "serve": ("fastsse.testing.server", "run the OpenAI-compatible loopback streaming server"),
-    "check": ("fastsse.check", "lint a captured stream or a live endpoint for OpenAI stream conformance"),
+    "serve": ("fastsse.cli.serve", "run the OpenAI-compatible loopback streaming server"),
+    "check": ("fastsse.cli.check", "lint a captured stream or a live endpoint for OpenAI stream conformance"),
     "bench": ("fastsse.cli.bench", "compare fastsse with the pure-Python backend and the peers"),
     "load": ("fastsse.cli.load", "load an OpenAI-compatible server: TTFT, TPOT, ITL, E2E, throughput"),
 }

@@ -14,14 +14,21 @@ from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
 _NAMES = {
-    "cython": ("_decoder_c", "_aggregator_c", "_responses_c", "_messages_c", "_relay_c", "_translate_c"),
+    "cython": (
+        "sse._decoder_c",
+        "chat._fold_c",
+        "responses._fold_c",
+        "messages._fold_c",
+        "relay._relay_c",
+        "translate._from_chat_c",
+    ),
     "python": (
-        "_decoder_py",
-        "_aggregator_py",
-        "_responses_py",
-        "_messages_py",
-        "_relay_py",
-        "_translate_py",
+        "sse._decoder_py",
+        "chat._fold_py",
+        "responses._fold_py",
+        "messages._fold_py",
+        "relay._relay_py",
+        "translate._translate_py",
     ),
 }
 
@@ -71,21 +78,22 @@ def get_backend(name: str) -> SimpleNamespace:
 
 if TYPE_CHECKING:
     # "X as X" marks the names as re-exported for mypy --strict (no implicit re-export).
-    from ._aggregator_py import ChatAggregator as ChatAggregator
-    from ._aggregator_py import ChatStream as ChatStream
-    from ._decoder_py import Decoder as Decoder
-    from ._decoder_py import Event as Event
-    from ._messages_py import MessagesAggregator as MessagesAggregator
-    from ._messages_py import MessagesStream as MessagesStream
-    from ._relay_py import Relay as Relay
-    from ._responses_py import ResponsesAggregator as ResponsesAggregator
-    from ._responses_py import ResponsesStream as ResponsesStream
-    from ._translate_py import ChatToMessages as ChatToMessages
-    from ._translate_py import ChatToResponses as ChatToResponses
-    from ._translate_py import MessagesToChat as MessagesToChat
-    from ._translate_py import ResponsesToChat as ResponsesToChat
+    from .chat._fold_py import ChatAggregator as ChatAggregator
+    from .chat._fold_py import ChatStream as ChatStream
+    from .messages._fold_py import MessagesAggregator as MessagesAggregator
+    from .messages._fold_py import MessagesStream as MessagesStream
+    from .relay._relay_py import Relay as Relay
+    from .responses._fold_py import ResponsesAggregator as ResponsesAggregator
+    from .responses._fold_py import ResponsesStream as ResponsesStream
+    from .sse._decoder_py import Decoder as Decoder
+    from .sse._decoder_py import Event as Event
+    from .translate._translate_py import ChatToMessages as ChatToMessages
+    from .translate._translate_py import ChatToResponses as ChatToResponses
+    from .translate._translate_py import MessagesToChat as MessagesToChat
+    from .translate._translate_py import ResponsesToChat as ResponsesToChat
 
     BACKEND = "python"
+    current: SimpleNamespace
 else:
     _selected = None
     if not NO_EXTENSIONS:
@@ -109,4 +117,7 @@ else:
     ChatToResponses = _selected.ChatToResponses
     MessagesToChat = _selected.MessagesToChat
     ResponsesToChat = _selected.ResponsesToChat
+    # What the transports and translator() build their streams from: one namespace, so the tests
+    # switch every stream format to one backend by replacing this name alone.
+    current = _selected
     del _selected

@@ -11,10 +11,9 @@ from typing import Any
 
 import orjson
 
-from . import _backend
-from ._fold import CONTENT, REASONING
-from ._messages import token_kind as _messages_kind
-from ._responses import token_kind as _responses_kind
+from .fold._base import CONTENT, REASONING
+from .messages._result import token_kind as _messages_kind
+from .responses._result import token_kind as _responses_kind
 
 __all__ = ["API_FORMATS", "CONTENT", "REASONING", "ApiFormat", "api_format"]
 
@@ -38,7 +37,8 @@ def _chat_kind(event: Mapping[str, Any]) -> int:
 class ApiFormat:
     """One streaming API: ``name`` (``"chat"``, ``"responses"``, ``"messages"``), the default
     ``path`` under the base URL, the default ``base_url`` and the environment variables read for
-    the base URL and the key, the name of the fused stream class in each backend, and
+    the base URL and the key, the name of the fused stream class in each backend (which
+    ``fastsse.client._streams.new_stream``, the one stream table, builds), and
     ``token_kind(event)``: what a parsed event carries for the timing record, ``CONTENT`` (text,
     refusal, tool input), ``REASONING``, both (3) or nothing (0: ``response.created``,
     ``message_start``, pings, signatures, usage); the first token is the first event with a kind."""
@@ -67,17 +67,6 @@ class ApiFormat:
         elif api_key:
             lines.append(f"Authorization: Bearer {api_key}")
         return lines
-
-    def stream(
-        self,
-        on_chunk: Callable[[dict[str, Any]], object] | None = None,
-        *,
-        max_event_bytes: int | None = None,
-    ) -> Any:
-        """A new fused stream of the selected backend for this API (``ChatStream``,
-        ``ResponsesStream`` or ``MessagesStream``): the factory the transports and the engine use."""
-        cls = getattr(_backend, self.stream_name)
-        return cls(on_chunk, max_event_bytes=max_event_bytes)
 
 
 API_FORMATS: dict[str, ApiFormat] = {

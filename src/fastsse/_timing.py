@@ -1,7 +1,7 @@
 """The timing record of one stream: what ``result["timing"]`` holds, and its cold assembly.
 
 The hot half (a stamp per read, a record per token-bearing chunk) lives in ``ChatStream`` twice
-(``_aggregator_c.pyx`` in C arrays, ``_aggregator_py.py`` in lists); both hand their arrays to
+(``chat/_fold_c.pyx`` in C arrays, ``chat/_fold_py.py`` in lists); both hand their arrays to
 ``build_timing`` so the two backends cannot disagree about the record's shape.
 """
 

@@ -8,7 +8,7 @@ from typing import BinaryIO
 import orjson
 
 from .. import Decoder, EventTooLarge
-from ..check import SNIFF_BYTES, not_sse
+from ..chat.lint import SNIFF_BYTES, not_sse
 from ._common import Parser, fail, say
 
 EPILOG = """\

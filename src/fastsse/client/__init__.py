@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .engine import Client
-from .stream import ChunkIterator, aiter_chunks, aiter_events, create_stream, iter_chunks, iter_events
+from .iterators import ChunkIterator, aiter_chunks, aiter_events, iter_chunks, iter_events
+from .sync import Client, create_stream
 
 if TYPE_CHECKING:
     from .aio import AsyncChunkStream as AsyncChunkStream

@@ -34,6 +34,7 @@ import orjson
 
 from .._errors import TransportError, too_large
 from .._formats import api_format
+from ._options import RequestOptions
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 ERROR_BODY_LIMIT = 1 << 20  # bytes of an error body (or foreign body) kept for the result
@@ -167,7 +168,21 @@ def _seconds(value: Any, what: str) -> float:
     return float(value)
 
 
-def prepare(
+def prepare(input: Mapping[str, Any], options: RequestOptions | None = None, /, **kwargs: Any) -> RequestSpec:
+    """``prepare(input, options=None, /, **kwargs) -> RequestSpec``: validate a streaming request
+    sent with ``options`` (a ``RequestOptions``; ``kwargs`` are laid on top, or stand alone) and build
+    its ``RequestSpec``; nothing is sent. The rules are ``_prepare``'s.
+
+    It raises TypeError for an unknown option, and what ``_prepare`` raises.
+    """
+    if options is None:
+        options = RequestOptions(**kwargs)
+    elif kwargs:
+        options = options.replace(kwargs)
+    return _prepare(input, **options.as_dict())
+
+
+def _prepare(
     input: Mapping[str, Any],
     /,
     *,

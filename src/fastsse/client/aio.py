@@ -14,12 +14,12 @@ import socket
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .engine import _CLIENT_DOC, _WAIT_SLICE, DEFAULT_MAX_CONNECTIONS, OnChunk, _Engine, _Job
+from ._options import OPTIONS_DOC, RequestOptions
+from .engine import _WAIT_SLICE, DEFAULT_MAX_CONNECTIONS, OnChunk, _Engine, _Job
 
 
 class AsyncClient:
-    (
-        """``AsyncClient(*, base_url=None, api_key=None, headers=None, path="/chat/completions",
+    """``AsyncClient(*, base_url=None, api_key=None, headers=None, path="/chat/completions",
     max_connections=100, timeout=None, connect_timeout=None, idle_timeout=None, proxy=None,
     ca_bundle=None, client_cert=None, max_event_bytes=None, timing=True, http2=False)``
 
@@ -32,8 +32,6 @@ class AsyncClient:
     ``asyncio.WindowsSelectorEventLoopPolicy()`` (or uvloop elsewhere); on a proactor loop the
     first request raises RuntimeError saying so. ``Client`` works everywhere.
     """
-        + _CLIENT_DOC
-    )
 
     def __init__(
         self,
@@ -55,19 +53,21 @@ class AsyncClient:
         http2: bool = False,
     ) -> None:
         self._engine = _AsyncEngine(
-            base_url=base_url,
-            api_key=api_key,
-            headers=headers,
-            path=path,
-            api=api,
+            RequestOptions(
+                api=api,
+                base_url=base_url,
+                api_key=api_key,
+                path=path,
+                headers=headers,
+                timeout=timeout,
+                connect_timeout=connect_timeout,
+                idle_timeout=idle_timeout,
+                proxy=proxy,
+                ca_bundle=ca_bundle,
+                client_cert=client_cert,
+                max_event_bytes=max_event_bytes,
+            ),
             max_connections=max_connections,
-            timeout=timeout,
-            connect_timeout=connect_timeout,
-            idle_timeout=idle_timeout,
-            proxy=proxy,
-            ca_bundle=ca_bundle,
-            client_cert=client_cert,
-            max_event_bytes=max_event_bytes,
             timing=timing,
             http2=http2,
         )
@@ -122,6 +122,9 @@ class AsyncClient:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
+
+
+AsyncClient.__doc__ = (AsyncClient.__doc__ or "") + OPTIONS_DOC
 
 
 class AsyncChunkStream:
@@ -223,8 +226,8 @@ def _nothing() -> None:
 class _AsyncEngine(_Engine):
     """The engine on an asyncio event loop: curl's sockets become add_reader / add_writer."""
 
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+    def __init__(self, options: RequestOptions, /, **kwargs: Any) -> None:
+        super().__init__(options, **kwargs)
         self.loop: asyncio.AbstractEventLoop | None = None
         self.watched: dict[int, int] = {}  # fd -> POLL_* mask being watched
         self.timer: asyncio.TimerHandle | None = None

@@ -56,9 +56,7 @@ together: ``epoch = sent_ns - monotonic_ns + epoch_ns``.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import contextlib
 import dataclasses
 import heapq
 import os
@@ -72,7 +70,7 @@ from typing import Any, Final, cast
 
 import orjson
 
-from ..encode import ChatChunkEncoder
+from ..chat.encode import ChatChunkEncoder
 from ..translate import translator
 from ._translated import chat_request
 
@@ -81,7 +79,6 @@ __all__ = [
     "Script",
     "ScriptedProcess",
     "ScriptedServer",
-    "main",
     "scripted_text",
     "serve_scripted_in_thread",
     "spawn_scripted_server",
@@ -828,93 +825,3 @@ def spawn_scripted_server(
         proc.wait()
         raise RuntimeError(f"the scripted server did not start: {line!r}")
     return ScriptedProcess(proc, line[line.index("http://") :].split()[0])
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m fastsse serve --scripted``: run the scripted server until Ctrl-C."""
-    doc = __doc__ or ""
-    parser = argparse.ArgumentParser(
-        prog="python -m fastsse serve --scripted",
-        description="Run the scripted OpenAI-compatible load-test server on 127.0.0.1.",
-        epilog=doc[doc.index("**The script**") :].replace("``", "").replace("**", ""),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument(
-        "--port", type=int, default=8000, help="TCP port on 127.0.0.1; 0 picks one (default 8000)"
-    )
-    parser.add_argument(
-        "--cpu", type=int, help="pin the server to this core (benchmarks: keep it off the client's)"
-    )
-    parser.add_argument(
-        "--loop",
-        choices=("auto", "asyncio", "uvloop"),
-        default="auto",
-        help="event loop: auto takes uvloop when installed (at 1,024 streams it kept to its schedule far better)",
-    )
-    parser.add_argument("--quiet", action="store_true", help="print only the address line")
-    helps = {
-        "ttft_ms": "ms from the request to the first token chunk (default 50)",
-        "itl_ms": "ms between token chunks (default 20)",
-        "chunks": "token chunks (default: from max_tokens, else 100)",
-        "tokens_per_chunk": "tokens in each chunk (default 1)",
-        "reasoning_chunks": "the first N chunks are reasoning_content (default 0)",
-        "usage": "none, final or continuous (default: as stream_options asks)",
-        "logprobs": "true: one logprobs entry per token (default: as the request asks)",
-        "events_per_write": "events per HTTP chunk (default 1)",
-        "truncate_after": "cut the connection after N token chunks",
-        "error_after": "an error payload after N token chunks, no [DONE]",
-        "status": "answer this HTTP error status instead",
-        "stamp": "false: no fastsse_sent_ns stamp (default true)",
-    }
-    for field in dataclasses.fields(Script):
-        kind = str if field.name in ("usage", "logprobs", "stamp") else int if field.name in _INTS else float
-        parser.add_argument(
-            f"--{field.name.replace('_', '-')}", type=kind, default=None, help=helps[field.name]
-        )
-    args = parser.parse_args(argv)
-    try:
-        changes = {
-            f.name: _coerce(f.name, getattr(args, f.name))
-            for f in dataclasses.fields(Script)
-            if getattr(args, f.name) is not None
-        }
-        defaults = Script(**changes)
-    except ValueError as exc:
-        parser.error(str(exc))
-    if args.cpu is not None:
-        try:
-            os.sched_setaffinity(0, {args.cpu})
-        except (AttributeError, OSError) as exc:
-            print(
-                f"python -m fastsse serve --scripted: cannot pin to core {args.cpu}: {exc}", file=sys.stderr
-            )
-            return 2
-    loop: asyncio.AbstractEventLoop | None = None
-    if args.loop != "asyncio":
-        try:
-            import uvloop
-
-            loop = uvloop.new_event_loop()
-        except ImportError:
-            if args.loop == "uvloop":
-                print("python -m fastsse serve --scripted: uvloop is not installed", file=sys.stderr)
-                return 2
-    if loop is None:
-        loop = asyncio.new_event_loop()
-    server = ScriptedServer(args.port, defaults=defaults)
-    try:
-        loop.run_until_complete(server.start())
-    except OSError as exc:
-        print(
-            f"python -m fastsse serve --scripted: cannot listen on 127.0.0.1:{args.port}: {exc}",
-            file=sys.stderr,
-        )
-        return 2
-    print(f"fastsse scripted server: {server.base_url}  (Ctrl-C stops it)", flush=True)
-    if not args.quiet:
-        print(f"script defaults: {dataclasses.asdict(defaults)}", flush=True)
-    with contextlib.suppress(KeyboardInterrupt):
-        loop.run_forever()
-    loop.run_until_complete(server.close())
-    loop.close()
-    return 0

@@ -68,9 +68,9 @@ from typing import Any, Final
 
 import orjson
 
-from ..encode import ChatChunkEncoder
+from ..chat.encode import ChatChunkEncoder
 
-__all__ = ["SCENARIOS", "LoopbackServer", "expected_completion", "main", "serve_in_thread"]
+__all__ = ["SCENARIOS", "LoopbackServer", "expected_completion", "serve_in_thread"]
 
 CREATED: Final = 1_700_000_000
 FINGERPRINT: Final = "fp_fastsse"
@@ -717,55 +717,3 @@ def serve_in_thread(
     It raises OSError if the port cannot be bound.
     """
     return LoopbackServer(port, api_key=api_key, write=write, pause=pause, seed=seed).start()
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m fastsse serve``: run the loopback server until Ctrl-C (``--scripted``: the load-test server)."""
-    if argv is None:
-        argv = sys.argv[1:]
-    if "--scripted" in argv:
-        from .scripted import main as scripted_main
-
-        return scripted_main([arg for arg in argv if arg != "--scripted"])
-    doc = __doc__ or ""
-    scenarios = doc[doc.index("The request's") : doc.index("Every compliant")]
-    from ..cli._common import Parser, fail
-
-    parser = Parser(
-        "serve",
-        "Run the OpenAI-compatible loopback streaming server on 127.0.0.1.",
-        epilog=scenarios.replace("``", "").rstrip()
-        + "\n\nWRITE: small (uneven 1-11 byte pieces), event (one event per write), "
-        "bulk (64 KiB writes).\n\n--scripted runs the scripted load-test server instead: known TTFT, "
-        "ITL, tokens per chunk, send stamps, thousands of streams (python -m fastsse serve --scripted --help).",
-    )
-    parser.add_argument(
-        "--port", type=int, default=8000, help="TCP port on 127.0.0.1; 0 picks a free one (default 8000)"
-    )
-    parser.add_argument("--api-key", help="answer 401 unless requests carry Authorization: Bearer API_KEY")
-    parser.add_argument("--write", choices=WRITE_MODES, help="force one write mode for every stream")
-    parser.add_argument(
-        "--pause", type=float, default=0.0001, help="seconds between small pieces (default 0.0001)"
-    )
-    parser.add_argument("--seed", type=int, default=0, help="seed of the piece sizes (default 0)")
-    parser.add_argument("--quiet", action="store_true", help="do not log requests")
-    args = parser.parse_args(argv)
-    try:
-        server = LoopbackServer(
-            args.port,
-            api_key=args.api_key,
-            write=args.write,
-            pause=args.pause,
-            seed=args.seed,
-            verbose=not args.quiet,
-        )
-    except OSError as exc:
-        return fail("serve", f"cannot listen on 127.0.0.1:{args.port}: {exc}")
-    print(f"fastsse loopback server: {server.base_url}  (Ctrl-C stops it)", flush=True)
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.close()
-    return 0

@@ -1,0 +1,421 @@
+"""The cold half of the chat fold, shared by both backends: the verdict type and the assembly of
+the final response from the fold's per-choice state.
+
+The hot half (one call per chunk) lives twice, in ``chat/_fold_c.pyx`` and ``chat/_fold_py.py``;
+both keep their state in objects with the attribute names read here, so the two backends cannot
+disagree about the shape of ``result()``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Final
+
+import orjson
+
+_ESCAPE: Final = re.compile(r"\\(?:u([0-9a-fA-F]{4})|.)", re.DOTALL)
+
+
+def _mend_surrogates(text: str) -> str | None:
+    """``text`` with every lone surrogate escape (a ``\\ud83d`` without its low half, a low half
+    alone) written as ``\\ufffd``, or None if it has none. Escapes are read in order, so an escaped
+    backslash followed by ``ud83d`` is text, not an escape."""
+    out: list[str] = []
+    last = 0
+    high: re.Match[str] | None = None  # a high half waiting for its low half
+    changed = False
+    at = 0
+    # A search loop, not finditer: on CPython 3.11 finditer's scanner leaves memory behind
+    # (tracemalloc sees it grow with every call; tests/test_leaks.py caught it).
+    while (m := _ESCAPE.search(text, at)) is not None:
+        at = m.end()
+        code = int(m[1], 16) if m[1] else -1
+        if high is not None:
+            if 0xDC00 <= code <= 0xDFFF and m.start() == high.end():
+                high = None  # a pair
+                continue
+            out.append(text[last : high.start()] + "\\ufffd")
+            last, high, changed = high.end(), None, True
+        if 0xD800 <= code <= 0xDBFF:
+            high = m
+        elif 0xDC00 <= code <= 0xDFFF:
+            out.append(text[last : m.start()] + "\\ufffd")
+            last, changed = m.end(), True
+    if high is not None:
+        out.append(text[last : high.start()] + "\\ufffd")
+        last, changed = high.end(), True
+    if not changed:
+        return None
+    out.append(text[last:])
+    return "".join(out)
+
+
+def loads_replacing(payload: Any) -> Any:
+    """Parse a payload orjson refused, once more with invalid UTF-8 and lone surrogate escapes
+    replaced by U+FFFD.
+
+    orjson rejects invalid UTF-8 in bytes, where the decoder (and so ``feed_event``) replaces it,
+    and lone surrogate escapes (``"\\ud83d"``), which a server that cuts its text in UTF-16 units
+    sends when an emoji falls on a chunk boundary. Retrying keeps every path to the fold alike, and
+    a character a server split across two events costs U+FFFD instead of both chunks. It raises
+    ``orjson.JSONDecodeError`` when the payload is still not JSON.
+    """
+    text = payload if isinstance(payload, str) else bytes(payload).decode("utf-8", "replace")
+    mended = _mend_surrogates(text)
+    if mended is not None:
+        return orjson.loads(mended)
+    if isinstance(payload, str):  # orjson has already read it as text
+        raise orjson.JSONDecodeError("not JSON", payload, 0)
+    return orjson.loads(text)
+
+
+# Top-level chunk keys that are not copied into the result: ``object`` is rewritten, ``choices`` is
+# folded, ``error`` is reported on its own, ``obfuscation`` is OpenAI's per-chunk random padding.
+STANDARD_TOP: Final = ("usage", "system_fingerprint", "service_tier")
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """How complete a chat stream was, so a caller can tell a finished answer from a truncated one.
+
+    ``complete`` is True exactly when all of these hold:
+
+    1. at least one choice arrived and every choice has a non-empty ``finish_reason``;
+    2. no error payload came (``error`` is False);
+    3. the stream was not stopped on the client side (``aborted`` and ``too_large`` are False);
+    4. and the answer's end was seen: either ``[DONE]`` arrived (``done``), or the byte stream
+       ended cleanly, that is ``close()`` was called on the ``ChatStream`` (or the
+       ``ChatAggregator``) and ``truncated`` is False (the bytes did not end inside an event, and
+       the caller did not report a broken transfer with ``close(truncated=True)``).
+
+    So ``done`` only says whether ``[DONE]`` was seen: an answer whose choices all finished, from a
+    server that ends its streams without ``[DONE]`` (Cerebras behind the Hugging Face router,
+    Anthropic-compatible servers), is complete once its bytes end cleanly; before ``close()``, and
+    after a cut transfer, it is not. Once ``[DONE]`` has arrived the answer has ended, so what
+    happens to the bytes after it (a cut, trailing junk) does not change ``complete``, though
+    ``truncated`` still reports a cut. The linter reports every missing ``[DONE]``
+    (``missing-done``), complete or not.
+
+    The other fields say which condition failed: ``finish_reasons`` (one per choice, in the order
+    of ``result()["choices"]``, None where none arrived), ``usage`` (a non-null ``usage``, or Groq's
+    ``x_groq.usage``, arrived), ``error`` (an error payload stopped the stream), ``truncated`` (the
+    byte stream ended inside an event, or ``close(truncated=True)`` reported a broken transfer).
+    For a ``ChatStream`` also: ``aborted`` (``on_chunk`` returned False or raised), ``too_large``
+    (an event passed ``max_event_bytes``, which stops the stream). The counters: ``skipped`` payloads that were
+    not a JSON object, ``ignored`` payloads that came after ``[DONE]`` or an error, ``malformed``
+    values of the wrong type that were dropped from otherwise usable chunks, ``unknown_parts``
+    parts of a list-valued ``content`` that are neither text nor thinking (kept in the message's
+    ``content_parts``).
+    """
+
+    complete: bool
+    done: bool
+    finish_reasons: tuple[str | None, ...]
+    usage: bool
+    error: bool
+    aborted: bool = False
+    too_large: bool = False
+    truncated: bool = False
+    skipped: int = 0
+    ignored: int = 0
+    malformed: int = 0
+    unknown_parts: int = 0
+
+
+def make_verdict(
+    done: bool,
+    choices: dict[int, Any],
+    top: dict[Any, Any],
+    error: object,
+    skipped: int,
+    ignored: int,
+    malformed: int,
+    *,
+    aborted: bool = False,
+    too_large: bool = False,
+    truncated: bool = False,
+    ended: bool = False,
+    unknown_parts: int = 0,
+) -> Verdict:
+    """The verdict of a fold; ``ended``: the byte stream was closed (cleanly unless ``truncated``)."""
+    reasons = tuple(choices[i].finish_reason for i in sorted(choices))
+    failed = error is not None
+    whole = bool(reasons) and None not in reasons
+    stopped = failed or aborted or too_large
+    return Verdict(
+        complete=whole and not stopped and (done or (ended and not truncated)),
+        done=done,
+        finish_reasons=reasons,
+        usage="usage" in top,
+        error=failed,
+        aborted=aborted,
+        too_large=too_large,
+        truncated=truncated,
+        skipped=skipped,
+        ignored=ignored,
+        malformed=malformed,
+        unknown_parts=unknown_parts,
+    )
+
+
+def _is_index(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+class Annotations:
+    """The ``annotations`` of one choice: every list that arrives is appended in arrival order, and
+    an entry equal to one already kept (the same JSON, keys in any order) is dropped, so citations
+    sent one per chunk (OpenRouter) all stay and a provider that resends the whole list so far
+    does not double it. Null entries are absent. Not hot: a stream carries a few annotations."""
+
+    __slots__ = ("_seen", "items")
+
+    def __init__(self) -> None:
+        self.items: list[Any] = []
+        self._seen: set[bytes] = set()
+
+    def add(self, value: list[Any]) -> None:
+        for entry in value:
+            if entry is None:
+                continue
+            try:
+                key = orjson.dumps(entry, option=orjson.OPT_SORT_KEYS)
+            except TypeError:  # what orjson cannot write (too deep, or from feed()): compare it as it is
+                try:
+                    known = entry in self.items
+                except RecursionError:  # nested past Python's limit: kept, never a crash
+                    known = False
+                if not known:
+                    self.items.append(entry)
+                continue
+            if key not in self._seen:
+                self._seen.add(key)
+                self.items.append(entry)
+
+
+# Fields of a reasoning_details part that stream in fragments.
+DETAIL_TEXT: Final = ("text", "summary")
+
+
+class ReasoningDetails:
+    """The ``reasoning_details`` of one choice (OpenRouter, Snowflake): parts merged by ``index``
+    like tool calls, listed by ascending index. In a part, ``text`` and ``summary`` are
+    concatenated; every other field (``type``, ``signature``, ``data``, ``format``, ``id``, ...)
+    keeps its last non-null value, except that an empty string never replaces one already held
+    (OpenRouter opens an Anthropic part with ``"signature": ""`` and sends the signature at the
+    end). A part without ``index`` continues the most recent part (or starts one at the index
+    after the highest seen). ``add`` returns how many malformed values it dropped (a part that is
+    not an object, an index that is not an integer, a text fragment that is not a string)."""
+
+    __slots__ = ("by_index", "last", "next_index")
+
+    def __init__(self) -> None:
+        self.by_index: dict[int, dict[str, Any]] = {}
+        self.last: dict[str, Any] | None = None
+        self.next_index = 0
+
+    def add(self, value: list[Any]) -> int:
+        bad = 0
+        for item in value:
+            if item is None:
+                continue
+            if type(item) is not dict:
+                bad += 1
+                continue
+            index = item.get("index")
+            if index is not None and not _is_index(index):
+                bad += 1
+                continue
+            part = self.last if index is None else self.by_index.get(index)
+            if part is None:
+                if index is None:
+                    index = self.next_index
+                part = self.by_index[index] = {"index": index}
+                if index >= self.next_index:
+                    self.next_index = index + 1
+            self.last = part
+            for key, field in item.items():
+                if field is None or key == "index":
+                    continue
+                if key in DETAIL_TEXT:
+                    if isinstance(field, str):
+                        held = part.get(key)
+                        if type(held) is list:
+                            held.append(field)
+                        else:
+                            part[key] = [field]
+                    else:
+                        bad += 1
+                elif field != "" or key not in part:
+                    part[key] = field
+        return bad
+
+    def result(self) -> list[dict[str, Any]]:
+        return [
+            {k: joined(v) if k in DETAIL_TEXT else v for k, v in self.by_index[i].items()}
+            for i in sorted(self.by_index)
+        ]
+
+
+def content_parts(parts: list[Any]) -> tuple[list[str], list[str], list[Any], int]:
+    """Split a list-valued ``delta.content`` (Mistral's magistral models) into its text fragments
+    (``{"type": "text", "text": ...}``), its thinking fragments (``{"type": "thinking",
+    "thinking": [<text parts>]}``, or ``"thinking": "<text>"``), the parts it does not know (kept
+    whole, in order: anything else, including a non-text part inside ``thinking``) and the number
+    of malformed values (a ``text`` or ``thinking`` of the wrong type). Null parts are absent."""
+    texts: list[str] = []
+    thinking: list[str] = []
+    unknown: list[Any] = []
+    bad = 0
+    for part in parts:
+        if part is None:
+            continue
+        kind = part.get("type") if type(part) is dict else None
+        if kind == "text":
+            text = part.get("text")
+            if isinstance(text, str):
+                texts.append(text)
+            elif text is not None:
+                bad += 1
+        elif kind == "thinking":
+            inner = part.get("thinking")
+            if isinstance(inner, str):
+                thinking.append(inner)
+            elif isinstance(inner, list):
+                for sub in inner:
+                    if sub is None:
+                        continue
+                    text = sub.get("text") if type(sub) is dict and sub.get("type") == "text" else None
+                    if isinstance(text, str):
+                        thinking.append(text)
+                    else:
+                        unknown.append(sub)
+            elif inner is not None:
+                bad += 1
+        else:
+            unknown.append(part)
+    return texts, thinking, unknown, bad
+
+
+def provider_usage(value: object) -> Any:
+    """The usage inside a top-level ``x_groq`` object (Groq), or None."""
+    return value.get("usage") if type(value) is dict else None
+
+
+def verdict_dict(verdict: Verdict) -> dict[str, Any]:
+    """The verdict as plain JSON data: the ``"verdict"`` entry of every ``result()`` (ChatAggregator,
+    ChatStream, create_stream, iter_chunks)."""
+    out = {name: getattr(verdict, name) for name in Verdict.__dataclass_fields__}
+    out["finish_reasons"] = list(verdict.finish_reasons)
+    return out
+
+
+def joined(parts: list[str]) -> str:
+    """Join fragments once; keep the joined string as the only fragment, so a later ``result()``
+    (partial results are allowed at any time) copies one string instead of re-walking thousands."""
+    if len(parts) == 1:
+        return parts[0]
+    if not parts:
+        return ""
+    text = "".join(parts)
+    parts[:] = [text]
+    return text
+
+
+def with_provider_usage(top: dict[Any, Any], usage: object) -> dict[Any, Any]:
+    """``top`` with ``usage`` taken from a provider's own field when no top-level usage came."""
+    if usage is None or "usage" in top:
+        return top
+    return {**top, "usage": usage}
+
+
+def build_result(
+    top: dict[Any, Any], choices: dict[int, Any], error: object, text_completion: bool
+) -> dict[str, Any]:
+    out: dict[Any, Any] = {
+        "id": top.get("id"),
+        "object": "text_completion" if text_completion else "chat.completion",
+        "created": top.get("created"),
+        "model": top.get("model"),
+        "choices": [_choice(choices[i]) for i in sorted(choices)],
+    }
+    for key in STANDARD_TOP:
+        out[key] = top.get(key)
+    for key, value in top.items():
+        if key not in out:
+            out[key] = value
+    if error is not None:
+        out["error"] = error
+    return out
+
+
+def _choice(c: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {"index": c.index}
+    if c.text is not None and not c.has_delta:
+        out["text"] = joined(c.text)
+    else:
+        out["message"] = _message(c)
+        if c.text is not None:
+            out["text"] = joined(c.text)
+    out["finish_reason"] = c.finish_reason
+    out["logprobs"] = _logprobs(c.logprobs)
+    for key, value in c.extras.items():
+        out.setdefault(key, value)
+    return out
+
+
+def _message(c: Any) -> dict[str, Any]:
+    msg: dict[str, Any] = {
+        "role": c.role if c.role is not None else "assistant",
+        "content": joined(c.content) if c.content is not None else None,
+        "refusal": joined(c.refusal) if c.refusal is not None else None,
+    }
+    if c.reasoning_content is not None:
+        msg["reasoning_content"] = joined(c.reasoning_content)
+    if c.reasoning is not None:
+        msg["reasoning"] = joined(c.reasoning)
+    if c.calls:
+        msg["tool_calls"] = [_tool_call(call) for call in sorted(c.calls, key=_by_index)]
+    if c.function_call is not None:
+        msg["function_call"] = _function(c.function_call)
+    if c.audio is not None:
+        msg["audio"] = {k: joined(v) if k in ("data", "transcript") else v for k, v in c.audio.items()}
+    if c.annotations is not None:
+        msg["annotations"] = list(c.annotations.items)
+    if c.reasoning_details is not None:
+        msg["reasoning_details"] = c.reasoning_details.result()
+    if c.content_parts is not None:
+        msg["content_parts"] = list(c.content_parts)
+    for key, value in c.delta_extras.items():
+        msg.setdefault(key, value)
+    return msg
+
+
+def _by_index(call: Any) -> Any:
+    return call.index  # sorted() is stable: calls sharing an index keep their arrival order
+
+
+def _function(call: Any) -> dict[str, Any]:
+    fn: dict[str, Any] = {"name": joined(call.name), "arguments": joined(call.arguments)}
+    for key, value in call.function_extras.items():
+        fn.setdefault(key, value)
+    return fn
+
+
+def _tool_call(call: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "id": call.id,
+        "type": call.type if call.type is not None else "function",
+        "function": _function(call),
+    }
+    for key, value in call.extras.items():
+        out.setdefault(key, value)
+    return out
+
+
+def _logprobs(lp: dict[Any, Any] | None) -> dict[Any, Any] | None:
+    if lp is None:
+        return None
+    # The fold extends these lists in place; hand out copies so the caller cannot reach our state.
+    return {k: list(v) if type(v) is list else v for k, v in lp.items()}

@@ -1,0 +1,72 @@
+"""The conformance linter: ``check_stream(data, api=...)``, ``checker(api)``, and the finding codes.
+
+Each API keeps its rules beside its fold (``chat/lint.py`` with the SSE framing rules every API
+shares, ``responses/lint.py``, ``messages/lint.py``); this module is the one way to reach them.
+``CODES`` lists the framing and chat codes, ``API_CODES`` the codes each typed-event API adds;
+docs/conformance.md says what each one breaks in which client. ``python -m fastsse check`` is the
+command-line face (``fastsse.cli.check``).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from ..chat.lint import CODES, ERROR, WARNING, CodeInfo, Finding, StreamChecker
+from ..messages.lint import CODES as _MESSAGES_CODES
+from ..messages.lint import MessagesChecker
+from ..responses.lint import CODES as _RESPONSES_CODES
+from ..responses.lint import ResponsesChecker
+
+__all__ = [
+    "API_CODES",
+    "CODES",
+    "ERROR",
+    "WARNING",
+    "CodeInfo",
+    "Finding",
+    "MessagesChecker",
+    "ResponsesChecker",
+    "StreamChecker",
+    "check_stream",
+    "checker",
+]
+
+API_CODES: Final[dict[str, dict[str, CodeInfo]]] = {
+    "responses": _RESPONSES_CODES,
+    "messages": _MESSAGES_CODES,
+}
+
+
+def checker(api: str = "chat", /, *, expect_usage: bool = False) -> StreamChecker:
+    """``checker(api="chat", /, *, expect_usage=False) -> StreamChecker``
+
+    A fresh incremental checker for ``api``: ``"chat"`` (``StreamChecker``), ``"responses"``
+    (``ResponsesChecker``) or ``"messages"`` (``MessagesChecker``); ``feed(data)`` it the bytes as
+    they come, ``close()`` it at the end, then read ``findings``.
+    It raises ValueError for another API and for ``expect_usage`` with a non-chat API.
+    """
+    if api == "chat":
+        return StreamChecker(expect_usage=expect_usage)
+    if expect_usage:
+        raise ValueError("expect_usage applies to chat streams only")
+    if api == "responses":
+        return ResponsesChecker()
+    if api == "messages":
+        return MessagesChecker()
+    raise ValueError(f"unknown api {api!r}; expected 'chat', 'responses' or 'messages'")
+
+
+def check_stream(
+    data: bytes | bytearray | memoryview, /, *, expect_usage: bool = False, api: str = "chat"
+) -> list[Finding]:
+    """``check_stream(data, /, *, expect_usage=False, api="chat") -> list[Finding]``
+
+    Lint one complete captured stream and return every finding in stream order (empty when the
+    stream is compliant). ``api`` picks the grammar: ``"chat"``, ``"responses"`` or ``"messages"``.
+    It raises TypeError if ``data`` is not a byte buffer and ValueError for an unknown ``api`` or
+    ``expect_usage`` with a non-chat one.
+    """
+    lint = checker(api, expect_usage=expect_usage)
+    lint.feed(data)
+    lint.close()
+    return lint.findings

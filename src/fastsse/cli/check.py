@@ -1,0 +1,199 @@
+"""``python -m fastsse check``: lint a captured stream, or a live endpoint, with ``fastsse.check``.
+
+``--url`` posts one small streaming request of the chosen API, set up by the client's own
+``prepare`` / ``apply`` (schemes, header and key checks, the auth rule, protocols, content
+decoding), as ``create_stream`` sends it; only the body goes elsewhere: every byte of a non-error
+answer reaches the linter, whatever its Content-Type.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any, Final
+
+import orjson
+
+from .._formats import api_format
+from ..check import CODES, ERROR, WARNING, Finding, StreamChecker
+from ..check import checker as make_checker
+from ..client._request import RequestSpec, Response, apply, import_pycurl, prepare, redact
+from ..client.sync import curl_failure
+from ._common import Parser, fail, missing
+
+_PROMPT: Final = "Say hello in one short sentence."
+
+
+def _spec(args: argparse.Namespace) -> RequestSpec:
+    """The request ``--url`` sends for ``--api``: a short prompt, the API's headers and key.
+
+    It raises ValueError or TypeError as ``prepare`` does (a URL that is not http(s), a key with a
+    line break...).
+    """
+    fmt = api_format(args.api)
+    request: dict[str, Any] = {"model": args.model}
+    if fmt.name == "chat":
+        request["messages"] = [{"role": "user", "content": _PROMPT}]
+        if args.expect_usage:
+            request["stream_options"] = {"include_usage": True}
+    elif fmt.name == "messages":
+        request.update(max_tokens=256, messages=[{"role": "user", "content": _PROMPT}])
+    else:
+        request["input"] = _PROMPT
+    base = args.url.rstrip("/")
+    if base.endswith(fmt.path):
+        base = base[: -len(fmt.path)]
+    return prepare(
+        request,
+        api=fmt.name,
+        base_url=base,
+        api_key=args.api_key or None,
+        timeout=args.timeout,
+        connect_timeout=min(args.timeout, 10.0),
+    )
+
+
+def fetch(spec: RequestSpec, checker: StreamChecker, /) -> tuple[int, str, bytes]:
+    """Send ``spec`` and feed the answer's body to ``checker`` as it arrives; return the HTTP
+    status, the Content-Type and the error body (at most 64 KiB) of an answer of 400 or more.
+
+    It raises ImportError without pycurl and pycurl.error on a transport failure.
+    """
+    pycurl = import_pycurl()
+    response = Response(spec, None)
+    body = bytearray()
+
+    def on_body(chunk: bytes) -> None:
+        if response.status >= 400:
+            if len(body) < 65536:
+                body.extend(chunk)
+        else:
+            checker.feed(chunk)
+
+    curl = pycurl.Curl()
+    try:
+        apply(curl, spec, response)
+        curl.setopt(pycurl.WRITEFUNCTION, on_body)
+        curl.perform()
+    finally:
+        curl.close()
+    return response.status, response.content_type, bytes(body)
+
+
+def _format(findings: list[Finding], source: str, size: int, events: int) -> str:
+    errors = sum(f.severity == ERROR for f in findings)
+    warnings = len(findings) - errors
+    lines = [
+        f"{source}:{f.offset if f.offset is not None else '-'}: {f.severity} {f.code}: {f.message}"
+        for f in findings
+    ]
+    if findings:
+        lines.append(f"{source}: {errors} error(s), {warnings} warning(s) in {size} bytes, {events} event(s)")
+    else:
+        lines.append(f"{source}: compliant ({size} bytes, {events} event(s))")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m fastsse check``: exit 0 when compliant (warnings allowed), 1 on errors, 2 on usage or transport errors."""
+    parser = Parser(
+        "check",
+        "Lint a captured OpenAI-style chat stream, or a live endpoint, for the shape clients rely on.",
+        epilog="Exit status: 0 no errors (warnings allowed), 1 errors found (or the input is not an\n"
+        "event stream), 2 usage or transport error. Every finding code is explained in\n"
+        "docs/conformance.md.",
+    )
+    parser.add_argument("file", nargs="?", help="a captured stream (the raw response body); - reads stdin")
+    parser.add_argument(
+        "--url",
+        help="POST a small streaming request of --api to this endpoint (a base URL, or one ending in the"
+        " API's path: /chat/completions, /responses, /messages)",
+    )
+    parser.add_argument("--model", default="gpt-4o-mini", help="model for --url (default: gpt-4o-mini)")
+    parser.add_argument(
+        "--api-key", help="key for --url (default: $OPENAI_API_KEY; $ANTHROPIC_API_KEY with --api messages)"
+    )
+    parser.add_argument(
+        "--timeout", type=float, default=60.0, help="seconds for the whole --url request (default 60)"
+    )
+    parser.add_argument(
+        "--expect-usage",
+        action="store_true",
+        help="require a usage chunk (with --url, also ask for it with stream_options.include_usage)",
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of the report")
+    parser.add_argument(
+        "--api",
+        choices=("chat", "responses", "messages"),
+        default="chat",
+        help="the stream's grammar: chat completions (default), OpenAI Responses or Anthropic Messages",
+    )
+    args = parser.parse_args(argv)
+    if (args.file is None) == (args.url is None):
+        parser.print_usage(sys.stderr)
+        return fail("check", "give exactly one of FILE, - or --url URL")
+
+    if args.api != "chat" and args.expect_usage:
+        print("python -m fastsse check: --expect-usage applies to chat streams only", file=sys.stderr)
+        return 2
+    checker = make_checker(args.api, expect_usage=args.expect_usage)
+    http_findings: list[Finding] = []
+    if args.url is not None:
+        source = args.url
+        try:
+            spec = _spec(args)
+        except (TypeError, ValueError) as exc:
+            return fail("check", str(exc))
+        try:
+            status, content_type, body = fetch(spec, checker)
+        except ImportError:
+            return fail("check", missing("pycurl", "check --url"))
+        except Exception as exc:  # pycurl.error: refused, timeout, reset
+            return fail("check", curl_failure(redact(spec.url), exc)[0])
+        if status >= 400:
+            text = body.decode("utf-8", "replace").strip()
+            return fail("check", f"{redact(spec.url)}: HTTP {status}: {text[:500]}")
+        if content_type.split(";")[0].strip().lower() != "text/event-stream":
+            http_findings.append(
+                Finding(
+                    "content-type",
+                    CODES["content-type"].severity,
+                    None,
+                    f"Content-Type is {content_type or 'missing'!r}, not text/event-stream; SSE clients refuse it",
+                )
+            )
+    else:
+        source = "<stdin>" if args.file == "-" else args.file
+        try:
+            if args.file == "-":
+                stream = sys.stdin.buffer
+                while chunk := stream.read(65536):
+                    checker.feed(chunk)
+            else:
+                with open(args.file, "rb") as f:
+                    while chunk := f.read(65536):
+                        checker.feed(chunk)
+        except OSError as exc:
+            return fail("check", str(exc))
+    size = checker.size
+    checker.close()
+    findings = http_findings + checker.findings
+    if args.json:
+        report = {
+            "source": source,
+            "bytes": size,
+            "events": checker.events,
+            "errors": sum(f.severity == ERROR for f in findings),
+            "warnings": sum(f.severity == WARNING for f in findings),
+            "findings": [f.as_dict() for f in findings],
+        }
+        sys.stdout.buffer.write(orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
+        sys.stdout.flush()
+    elif [f.code for f in checker.findings] == ["not-sse"]:
+        # one line: the other findings would only describe how an HTML page or a binary fails as SSE
+        for finding in http_findings:
+            print(f"{source}: {finding.severity} {finding.code}: {finding.message}")
+        print(f"{source}: {checker.findings[0].message} ({size} bytes)")
+    else:
+        print(_format(findings, source, size, checker.events))
+    return 1 if any(f.severity == ERROR for f in findings) else 0

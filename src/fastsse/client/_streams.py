@@ -1,0 +1,166 @@
+"""The one table of stream formats the engine and the iterators build their streams from, and the
+byte-out formats themselves.
+
+``new_stream(format, on_chunk, ...)`` is the only place a request's stream class is found: the
+fused fold of its API (``ChatStream``, ``ResponsesStream``, ``MessagesStream``) or a byte-out
+writer. Every class comes from ``fastsse._backend.current``, the selected backend's namespace, read
+at each request: the tests replace that one name to run every format on one backend.
+
+The byte-out formats: a ``Relay`` (``format="relay"``)
+or a translator (``format="to-chat"``, ``"to-responses"``, ``"to-messages"``: the request's API
+translated into that one) behind the engine's stream protocol, so a gateway gets the bytes to send
+downstream out of the same write callback that would otherwise fold chunks.
+
+With these formats the request's ``on_chunk`` receives ``bytes``: each non-empty piece to send
+downstream, in order, the tail (``[DONE]`` or the target's terminal event when the answer is
+whole) last; returning False stops the transfer (the downstream client went away). The result is
+the relay's or translator's ``result()``: the fold of the upstream, with its ``verdict`` (and
+``timing``: the read stamps and ``first_byte``; token stamps are not recorded for these formats).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any, Final
+
+from .. import _backend
+from .._errors import EventTooLarge
+from .._formats import api_format
+from .._timing import Timing, anchor_pair, build_timing
+
+SendBytes = Callable[[bytes], Any]
+
+FORMATS: Final = ("chat", "responses", "messages", "relay", "to-chat", "to-responses", "to-messages")
+
+
+def check_format(name: object, /) -> None:
+    """It raises ValueError unless ``name`` is one of ``FORMATS``."""
+    if name not in FORMATS:
+        raise ValueError(f"unknown format {name!r}; known: {sorted(FORMATS)}")
+
+
+def new_stream(
+    name: str,
+    on_chunk: Callable[[Any], Any] | None,
+    /,
+    *,
+    api: str,
+    max_event_bytes: int | None,
+    timing: bool,
+) -> Any:
+    """A new stream for format ``name`` reading an answer of ``api``: the fused fold of an API
+    (``on_chunk`` gets parsed events) or a byte-out writer (``on_chunk`` gets the bytes to send on).
+
+    It raises ValueError for an unknown format, or ``to-X`` where ``X`` is ``api`` itself.
+    """
+    check_format(name)
+    if name == "relay":
+        return RelayStream(on_chunk, max_event_bytes=max_event_bytes, timing=timing)
+    if name.startswith("to-"):
+        return TranslateStream(
+            on_chunk, source=api, target=name[3:], max_event_bytes=max_event_bytes, timing=timing
+        )
+    cls = getattr(_backend.current, api_format(name).stream_name)
+    return cls(on_chunk, max_event_bytes=max_event_bytes, timing=timing)
+
+
+class _BytesStream:
+    """What the engine drives: a writer (``write(data) -> bytes``, ``close(truncated=) -> bytes``,
+    ``result()``) whose output goes to ``on_bytes``."""
+
+    __slots__ = ("_anchor", "_reads", "_send", "_stopped", "_writer")
+
+    def __init__(self, writer: Any, on_bytes: SendBytes | None, timing: bool) -> None:
+        self._writer = writer
+        self._send = on_bytes
+        self._reads: list[int] | None = [] if timing else None
+        self._anchor = anchor_pair() if timing else None
+        self._stopped = False
+
+    def write(self, data: bytes, /) -> int | None:
+        """The engine's write callback: None to go on, 0 to stop the transfer."""
+        if self._reads is not None:
+            self._reads.append(time.monotonic_ns())
+        if self._stopped:
+            return 0
+        try:
+            out = self._writer.write(data)
+        except EventTooLarge as exc:
+            self._stopped = True
+            self._deliver(self._before(exc))
+            raise
+        if out and not self._deliver(out):
+            self._stopped = True
+            return 0
+        return None
+
+    def _before(self, exc: EventTooLarge) -> bytes:
+        # what the writer had to send before the oversized event
+        before: bytes = self._writer.close(truncated=True)
+        return before
+
+    def _deliver(self, piece: bytes) -> bool:
+        if not piece or self._send is None:
+            return True
+        answer = self._send(piece)
+        return answer is None or bool(answer)
+
+    def close(self, *, truncated: bool = False) -> None:
+        tail = self._writer.close(truncated=truncated)
+        if not self._stopped:
+            self._deliver(tail)
+
+    def result(self) -> dict[str, Any]:
+        out: dict[str, Any] = self._writer.result()
+        return out
+
+    def timing(self) -> Timing | None:
+        if self._reads is None or self._anchor is None:
+            return None
+        return build_timing(self._reads, [], [], [], self._anchor)
+
+
+class RelayStream(_BytesStream):
+    """``RelayStream(on_bytes=None, *, max_event_bytes=None, timing=False)``: a ``Relay``."""
+
+    __slots__ = ()
+
+    def __init__(
+        self, on_bytes: SendBytes | None = None, *, max_event_bytes: int | None = None, timing: bool = False
+    ) -> None:
+        super().__init__(_backend.current.Relay(max_event_bytes=max_event_bytes), on_bytes, timing)
+
+    def _before(self, exc: EventTooLarge) -> bytes:
+        return exc.events[0] if exc.events else b""
+
+    @property
+    def relay(self) -> Any:
+        """The ``Relay`` (``verdict``, ``text()``)."""
+        return self._writer
+
+
+class TranslateStream(_BytesStream):
+    """``TranslateStream(on_bytes=None, *, source, target, max_event_bytes=None, timing=False)``:
+    ``fastsse.translate.translator(source, target)``."""
+
+    __slots__ = ()
+
+    def __init__(
+        self,
+        on_bytes: SendBytes | None = None,
+        *,
+        source: str,
+        target: str,
+        max_event_bytes: int | None = None,
+        timing: bool = False,
+    ) -> None:
+        from ..translate import translator
+
+        writer = translator(source, target, max_event_bytes=max_event_bytes)
+        super().__init__(writer, on_bytes, timing)
+
+    @property
+    def translator(self) -> Any:
+        """The translator (``verdict``, ``dropped``)."""
+        return self._writer

@@ -1,0 +1,132 @@
+"""The cold half shared by the Responses and Messages folds on both backends: the verdict type and
+the small helpers the result builders use.
+
+The hot halves (one call per event) live twice, in ``responses/_fold_c.pyx`` / ``responses/_fold_py.py`` and
+``messages/_fold_c.pyx`` / ``messages/_fold_py.py``; they keep their state in objects whose attribute names
+``responses/_result.py`` and ``messages/_result.py`` read, so the two backends cannot disagree about a result.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, TypeGuard
+
+import orjson
+
+# Token kinds, as the timing record counts them: 1 content (text, refusal, tool input), 2 reasoning,
+# 3 both, 0 none (lifecycle, bookkeeping, usage-only, empty deltas).
+CONTENT = 1
+REASONING = 2
+
+# How many distinct departures a verdict keeps: a server that repeats one mistake on every event
+# must not grow the fold's memory with the stream.
+MAX_DEPARTURES = 32
+
+
+@dataclass(frozen=True, slots=True)
+class FormatVerdict:
+    """How complete a Responses or Messages stream was.
+
+    ``complete`` is True when the format's terminal event arrived (``response.completed`` or
+    ``message_stop``), no error came, and the stream was not stopped on the client side.
+    ``terminal`` names the lifecycle event that ended the stream (``"response.completed"``,
+    ``"response.incomplete"``, ``"response.failed"``, ``"message_stop"``) or is None; ``status``
+    is the response's ``status`` (Responses) or the ``stop_reason`` (Messages); ``why`` says in a
+    few words why the stream is not complete (None when it is). ``departures`` lists, in first-seen
+    order, each way the stream departed from the format's grammar that the fold tolerated (e.g.
+    ``"item_not_announced"``, ``"block_not_stopped"``); ``usage`` and ``error`` say whether usage and
+    an error arrived. For a fused stream also ``aborted``, ``too_large`` and ``truncated``, as in
+    the chat ``Verdict``. The counters: ``skipped`` payloads that were not a JSON object,
+    ``ignored`` payloads after the terminal event or a Messages error, ``malformed`` values of the
+    wrong type that were dropped.
+    """
+
+    complete: bool
+    terminal: str | None
+    status: str | None
+    why: str | None
+    usage: bool
+    error: bool
+    departures: tuple[str, ...] = ()
+    aborted: bool = False
+    too_large: bool = False
+    truncated: bool = False
+    skipped: int = 0
+    ignored: int = 0
+    malformed: int = 0
+
+
+def why_not(
+    terminal: str | None,
+    error: object,
+    aborted: bool,
+    too_large: bool,
+    truncated: bool,
+    detail: str | None,
+) -> str | None:
+    """The first reason a stream is not complete, or None. ``detail`` is the format's own reason
+    (an incomplete or failed response's reason) and is used when the terminal event came."""
+    if aborted:
+        return "aborted by the caller"
+    if too_large:
+        return "an event passed max_event_bytes"
+    if error is not None:
+        kind = error.get("type") or error.get("code") if isinstance(error, dict) else None
+        return f"error: {kind}" if isinstance(kind, str) and kind else "error"
+    if terminal is None:
+        return "the byte stream ended inside an event" if truncated else "no terminal event"
+    return detail
+
+
+def anchor_pair() -> list[int]:
+    """One (monotonic ns, epoch ns) pair read back to back: the timing record's anchor."""
+    return [time.monotonic_ns(), time.time_ns()]
+
+
+def format_verdict_dict(verdict: FormatVerdict) -> dict[str, Any]:
+    """The verdict as plain JSON data, for a fused stream's ``result()["verdict"]``."""
+    out = {name: getattr(verdict, name) for name in FormatVerdict.__dataclass_fields__}
+    out["departures"] = list(verdict.departures)
+    return out
+
+
+def joined(parts: list[str]) -> str:
+    """Join fragments once and keep the joined string as the only fragment, so a later partial
+    ``result()`` copies one string instead of re-walking thousands."""
+    if len(parts) == 1:
+        return parts[0]
+    if not parts:
+        return ""
+    text = "".join(parts)
+    parts[:] = [text]
+    return text
+
+
+# Indexes beyond this are not indexes (and would not fit the compiled fold's C integers).
+MAX_INDEX = 2**62
+
+
+def is_index(value: object) -> TypeGuard[int]:
+    """A JSON integer usable as an index: not a bool, not negative, not absurdly large."""
+    return type(value) is int and 0 <= value <= MAX_INDEX
+
+
+def loads(payload: Any) -> Any:
+    """orjson, then the chat fold's mending of invalid UTF-8 and lone surrogate escapes, so every
+    way into a fold reads a payload alike. It raises orjson.JSONDecodeError if it is not JSON."""
+    try:
+        return orjson.loads(payload)
+    except orjson.JSONDecodeError:
+        from ..chat._result import loads_replacing
+
+        return loads_replacing(payload)
+
+
+def is_done(payload: Any) -> bool:
+    """A ``[DONE]`` sentinel (OpenRouter ends its Responses streams with one)."""
+    if len(payload) > 64:
+        return False
+    if isinstance(payload, str):
+        return payload.strip(" \t\r\n") == "[DONE]"
+    return bytes(payload).strip(b" \t\r\n") == b"[DONE]"

@@ -1,0 +1,81 @@
+# cython: language_level=3
+# The layout both fused format streams share (ResponsesStream and MessagesStream subclass it) and
+# the small byte helpers of their event hook, inline so each fold module gets its own copy.
+
+from cpython.bytes cimport PyBytes_FromStringAndSize
+from libc.string cimport memcmp
+
+from ..sse._decoder_c cimport Decoder
+from .._native.reader cimport Span
+
+
+cdef enum:
+    # What a format's fast reader folded (FastDelta.which): the delta kinds a translator carries.
+    D_TEXT = 1       # Messages text_delta, Responses output_text
+    D_REASONING      # Messages thinking_delta, Responses reasoning_text / reasoning_summary_text
+    D_REFUSAL        # Responses refusal
+    D_ARGUMENTS      # Messages input_json_delta, Responses function_call_arguments
+
+
+cdef struct FastDelta:
+    int which
+    long long index  # the Messages block index or the Responses output_index
+    Span text        # the delta's string, as read (valid: the fold decoded it)
+
+
+cdef class FoldSink:
+    # A translator's fast path on a fused format stream (its callback is the translator's core):
+    # while ready() the stream offers the hot delta events to the fold's fast reader and, when it
+    # folds one, hands the sink what it read (take) instead of parsing the event for the callback;
+    # before the callback sees any event the stream calls flush.
+    cdef bint ready(self) except -1
+    cdef int take(self, FastDelta* delta) except -1
+    cdef int flush(self) except -1
+
+
+cdef class FoldStream(Decoder):
+    cdef object _agg           # the format's aggregator, set by the subclass
+    cdef object _on_chunk
+    cdef bint _finished
+    cdef bint _aborted
+    cdef bint _too_large
+    cdef bint _closed
+    cdef bint _eof_truncated
+    cdef bint _writing
+    cdef bint _timed
+    cdef list _anchor
+    cdef list _reads
+    cdef list _token_reads
+    cdef list _tokens
+    cdef list _token_kinds
+    cdef FoldSink _sink
+
+    cdef int _token(self, int kind) except -1
+    cdef int _deliver(self, object event) except -1
+    # A format overrides Decoder._on_event (its hot path stays one call deep) and these:
+    cdef int _kind(self, object event) except -1
+    cdef bint _stops_on_error(self) except -1
+    cdef object _verdict_now(self)
+
+
+cdef inline bint payload_is_done(const char* p, Py_ssize_t n) noexcept:
+    while n > 0 and (p[0] == 32 or p[0] == 9 or p[0] == 10 or p[0] == 13):
+        p += 1
+        n -= 1
+    while n > 0 and (p[n - 1] == 32 or p[n - 1] == 9 or p[n - 1] == 10 or p[n - 1] == 13):
+        n -= 1
+    return n == 6 and memcmp(p, b"[DONE]", 6) == 0
+
+
+cdef inline bint event_name_given(const char* etype, Py_ssize_t tn) noexcept:
+    return tn != 0 and not (tn == 7 and memcmp(etype, b"message", 7) == 0)
+
+
+cdef inline object event_name(const char* etype, Py_ssize_t tn):
+    # The ``event:`` line's name, None when absent or the default "message".
+    if not event_name_given(etype, tn):
+        return None
+    return PyBytes_FromStringAndSize(etype, tn).decode("utf-8", "replace")
+
+
+cdef int set_fold_sink(object stream, FoldSink sink) except -1

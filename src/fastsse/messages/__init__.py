@@ -1,0 +1,2 @@
+"""The Anthropic Messages API: the fold and ``MessagesStream`` (compiled ``_fold_c``, twin ``_fold_py``),
+the cold half (``_result``), the server side (``encode``) and the linter's rules (``lint``)."""

@@ -1,0 +1,452 @@
+# cython: language_level=3, freethreading_compatible=True, annotation_typing=False
+# cython: embedsignature=True, embedsignature.format=clinic
+"""Compiled ``Relay``; ``relay/_relay_py.py`` is the readable twin.
+
+One pass per payload: the relay subclasses the compiled ``Decoder`` (the scanner), reads each
+payload with the chat fold's validating reader (``_read``, cimported from ``chat._fold_c``),
+decides from the reader's plan whether the chunk can go out as its own bytes, and folds the plan
+into the ``ChatAggregator`` (``fast_apply``) with no dict built. The per-chunk repairs that leave
+the chunk's shape alone are splices into those bytes: ``finish_reason: ""`` becomes ``null``, a
+usage value on a chunk with choices is cut out (and held for the end), an ``id`` or ``model`` is
+rewritten. Everything else (first chunks, finals, tool-call resends, errors, anything the reader
+gives up on) goes to ``_relay.RelayCore``, the repair rules both backends share.
+"""
+
+cimport cython
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.long cimport PyLong_AsLongLongAndOverflow, PyLong_CheckExact
+from cpython.unicode cimport PyUnicode_CheckExact, PyUnicode_DATA, PyUnicode_GET_LENGTH
+from libc.string cimport memcmp
+
+from ..chat._fold_c cimport (
+    F_ESC,
+    K_ARGUMENTS,
+    K_CONTENT,
+    K_REASONING,
+    K_REASONING_CONTENT,
+    K_REFUSAL,
+    MAX_CHOICES,
+    W_ANNOTATIONS,
+    W_CALL,
+    W_CHOICE,
+    W_DELTA,
+    W_FUNCTION,
+    W_LOGPROBS,
+    W_TOP,
+    W_USAGE,
+    ChoicePlan,
+    Op,
+    Other,
+    Plan,
+    Span,
+    _decode,
+    _read,
+    fast_apply,
+    fix_top,
+    fold_choices,
+    fold_usage,
+    fold_verdict,
+)
+from ..sse._decoder_c cimport Decoder
+from .._native.outbuf cimport OutBuf, out_free, out_put, out_reserve, out_take
+
+from typing import Any
+
+import orjson
+
+from ..chat._fold_c import ChatAggregator
+from ..chat._result import Verdict, verdict_dict
+from .._errors import too_large
+from ._core import READER_FIELDS, RelayCore, check_options
+
+
+cdef extern from "Python.h":
+    bint PyUnicode_IS_ASCII(object o)
+
+
+cdef enum:
+    E_NULL = 0   # write null (an empty finish_reason)
+    E_CUT        # write nothing (a usage member, with its comma)
+    E_ID         # write the head id's JSON
+    E_MODEL      # write the head model's JSON
+    MAX_EDITS = MAX_CHOICES + 3
+    U_END = 0
+    U_KEEP
+    U_DROP
+
+
+cdef struct Edit:
+    const char* start
+    const char* end
+    int what
+
+
+cdef inline bint _blank(char c) noexcept nogil:
+    return c == c' ' or c == c'\n' or c == c'\r' or c == c'\t'
+
+
+cdef inline bint _span_is(Span s, const char* text, Py_ssize_t n) noexcept nogil:
+    return s.flags == 0 and s.n == n and memcmp(s.p, text, n) == 0
+
+
+cdef bint _same(Span s, object held) except -1:
+    """Whether a validated string span spells the str ``held``."""
+    if held is None or not PyUnicode_CheckExact(held):
+        return False
+    if s.flags == 0:
+        return (
+            PyUnicode_IS_ASCII(held)
+            and PyUnicode_GET_LENGTH(held) == s.n
+            and memcmp(PyUnicode_DATA(held), s.p, s.n) == 0
+        )
+    return _decode(s) == held
+
+
+cdef inline bint _same_int(long long value, object held) noexcept:
+    cdef int overflow = 0
+    if not PyLong_CheckExact(held):
+        return False
+    return PyLong_AsLongLongAndOverflow(held, &overflow) == value and not overflow
+
+
+cdef inline int _add_edit(Edit* edits, int* n, const char* start, const char* end, int what) noexcept nogil:
+    # Kept sorted by start (insertion): spans never overlap, and there are at most MAX_EDITS.
+    cdef int i = n[0]
+    while i > 0 and edits[i - 1].start > start:
+        edits[i] = edits[i - 1]
+        i -= 1
+    edits[i].start = start
+    edits[i].end = end
+    edits[i].what = what
+    n[0] += 1
+    return 0
+
+
+@cython.final
+cdef class Relay(Decoder):
+    """Relay(*, on_chunk=None, max_event_bytes=None, usage="end", model=None, id=None, drop_fields=(), comments=True)
+--
+
+Upstream bytes in, compliant bytes out, folded on the way: one per proxied stream, not safe to
+    share between threads. ``write(data) -> bytes`` takes the next upstream bytes and returns what
+    to send downstream now (often ``b""``); ``close() -> bytes`` ends the upstream and returns the
+    tail. ``result()``, ``verdict`` and ``text()`` give the fold of what was forwarded, as
+    ``ChatStream`` does. The README's "Relay" section lists every repair and option.
+
+    ``write`` raises TypeError for anything but a byte buffer (the relay stays usable), ValueError
+    after ``close()``, RuntimeError if ``on_chunk`` writes to its own relay, what ``on_chunk``
+    raised, and EventTooLarge when an event passes ``max_event_bytes`` (the relay then stops; the
+    exception's ``events`` holds one ``bytes``: what that call had to send before the event).
+    The constructor raises ValueError or TypeError for a bad option.
+    """
+
+    cdef object _agg
+    cdef object _core
+    cdef dict _seen  # the core's choices: the indexes it has repaired a first chunk of
+    cdef bint _comments
+    cdef bint _fast           # the fast path may run (no on_chunk, no field it cannot see to drop)
+    cdef bint _drop_any
+    cdef int _usage_mode
+    cdef bint _halt           # the core stopped: [DONE], an error payload, an abort
+    cdef bint _has_head
+    cdef bint _force_id
+    cdef bint _force_model
+    cdef object _head_id
+    cdef object _head_created
+    cdef object _head_model
+    cdef bytes _id_json
+    cdef bytes _model_json
+    cdef OutBuf _out
+    cdef bint _closed
+    cdef bint _too_large
+    cdef bint _eof_truncated
+    cdef bint _writing
+
+    def __dealloc__(self):
+        out_free(&self._out)
+
+    def __init__(
+        self,
+        *,
+        on_chunk=None,
+        max_event_bytes=None,
+        usage="end",
+        model=None,
+        id=None,
+        drop_fields=(),
+        comments=True,
+    ) -> None:
+        Decoder.__init__(self, max_event_bytes=max_event_bytes)
+        drop = check_options(usage, model, id, drop_fields)
+        self._agg = ChatAggregator()
+        self._core = RelayCore(self._agg, usage=usage, model=model, id=id, drop_fields=drop, on_chunk=on_chunk)
+        self._seen = self._core.choices
+        self._comments = bool(comments)
+        self._drop_any = bool(drop)
+        # a field the reader classifies itself is not among the values it hands over, so dropping
+        # one is left to the core
+        self._fast = on_chunk is None and drop.isdisjoint(READER_FIELDS)
+        self._usage_mode = U_END if usage == "end" else U_KEEP if usage == "keep" else U_DROP
+        self._force_id = id is not None
+        self._force_model = model is not None
+
+    # Public API
+
+    @cython.binding(False)
+    def write(self, data: bytes | bytearray | memoryview, /) -> bytes:
+        """Relay the next upstream bytes; returns the bytes to send downstream now."""
+        cdef bytes out
+        if self._closed:
+            raise ValueError("write() after close(): a Relay forwards one stream")
+        if self._writing:
+            raise RuntimeError("Relay.write() called again from inside on_chunk")
+        self._writing = True
+        self._overflowed = False
+        try:
+            self._feed_object(data)
+        finally:
+            self._writing = False
+            if not self._halt and self._core.stopped:  # on_chunk raised
+                self._halt = True
+        out = self._take()
+        if self._overflowed:
+            self._too_large = True
+            self._halt = True
+            self._core.stopped = True
+            self._stopped = True
+            raise too_large(self._limit, [out])
+        return out
+
+    def close(self, *, truncated: bool = False) -> bytes:
+        """End the upstream; returns the tail: the held usage chunk and ``[DONE]`` when the answer
+        is whole (every choice finished, no error, nothing cut), else nothing at all.
+        ``truncated=True`` says the upstream transfer broke (a transport error): the answer is then
+        not whole unless it had already ended, and the client gets no ``[DONE]``."""
+        if self._closed:
+            return b""
+        self._closed = True
+        if not self._halt and not self._stopped:
+            if self._line.len == 0 and self._head_len == 0 and self._ndata > 0 and not self._discarding:
+                # every line of the last event arrived, only its blank line is missing: keep it
+                self._overflowed = False
+                self._process(self._data.ptr, 0)
+        Decoder.close(self)
+        self._eof_truncated = (self._truncated or truncated) and not self._core.stopped and not self._too_large
+        whole = not (self._eof_truncated or self._too_large) and self._answered()
+        head = self._take()
+        return head + self._core.close(whole)
+
+    def result(self) -> dict[str, Any]:
+        """The folded ``chat.completion`` of what was forwarded, with ``"verdict"``: a new dict per call."""
+        out = self._agg.result()
+        out["verdict"] = verdict_dict(self.verdict)
+        return out
+
+    @property
+    def verdict(self) -> Verdict:
+        """How complete the forwarded stream is so far (``complete``, ``done``, ``truncated``, ...)."""
+        return fold_verdict(self._agg, self._core.aborted, self._too_large, self._eof_truncated, self._closed)
+
+    @property
+    def aggregator(self) -> ChatAggregator:
+        """The ``ChatAggregator`` the forwarded chunks are folded into."""
+        return self._agg
+
+    def text(self, index: int = 0, /) -> str:
+        """The content of choice ``index`` forwarded so far (``""`` if none), without building the result."""
+        choice = fold_choices(self._agg).get(index)
+        if choice is None:
+            return ""
+        parts = choice.content
+        if parts is None:
+            return ""
+        return "".join(parts)
+
+    # Internals
+
+    cdef bint _answered(self) except -1:
+        reasons = fold_verdict(self._agg, False, False, False, False).finish_reasons
+        return bool(reasons) and None not in reasons
+
+    cdef bytes _take(self):
+        return out_take(&self._out)
+
+    cdef inline int _put(self, const char* p, Py_ssize_t n) except -1:
+        if n <= 0:
+            return 0
+        out_reserve(&self._out, n)
+        out_put(&self._out, p, n)
+        return 0
+
+    cdef int _sync(self) except -1:
+        # After the core handled an event: whether it stopped, and the head it settled on.
+        core = self._core
+        self._halt = core.stopped
+        if not self._has_head and core.head:
+            self._has_head = True
+            self._head_id = core.head_id
+            self._head_created = core.head_created
+            self._head_model = core.head_model
+            self._id_json = None if self._head_id is None else orjson.dumps(self._head_id)
+            self._model_json = None if self._head_model is None else orjson.dumps(self._head_model)
+        return 0
+
+    cdef int _on_comment(self, const char* line, Py_ssize_t n) except -1:
+        if self._comments and not self._halt:
+            self._put(line, n)
+            self._put(b"\n\n", 2)
+        return 0
+
+    cdef int _on_event(self, const char* data, Py_ssize_t n, const char* etype, Py_ssize_t tn) except -1:
+        cdef Plan plan
+        cdef bint is_error
+        cdef bytes out
+        if self._overflowed:  # stop at the oversized event: write raises EventTooLarge
+            return 1
+        if self._halt:
+            return 1
+        is_error = tn == 5 and memcmp(etype, b"error", 5) == 0
+        if self._fast and not is_error and self._ndata <= 1 and self._has_head:
+            if _read(data, n, &plan) and self._forward(data, n, &plan):
+                return 0
+        out = self._core.event(PyBytes_FromStringAndSize(data, n), is_error, self._ndata > 1)
+        self._put(PyBytes_AS_STRING(out), PyBytes_GET_SIZE(out))
+        self._sync()
+        return 1 if self._halt else 0
+
+    cdef int _forward(self, const char* data, Py_ssize_t n, Plan* plan) except -1:
+        """Forward a chunk the reader accepted, as its own bytes with at most a few splices, and
+        fold it: 1 if it did, 0 if the chunk needs the core (then nothing has changed). The checks
+        mirror ``RelayCore.repair``: a chunk passes here exactly when the core would leave it
+        alone or make only these splices."""
+        cdef Edit edits[MAX_EDITS]
+        cdef int nedits = 0
+        cdef int i, j
+        cdef ChoicePlan* cp
+        cdef Op* op
+        cdef Other* o
+        cdef bint payload, bare
+        cdef const char* start
+        cdef const char* end
+        cdef const char* stop = data + n
+        cdef const char* at
+        cdef bint cut_usage = False
+        cdef bint id_edit = False
+        cdef bint model_edit = False
+        if plan.nchoices == 0 or plan.quirks:
+            return 0
+        if plan.object.p != NULL and not (
+            _span_is(plan.object, b"chat.completion.chunk", 21) or _span_is(plan.object, b"text_completion", 15)
+        ):
+            return 0
+        if plan.has_created and self._head_created is not None and not _same_int(plan.created, self._head_created):
+            return 0
+        if self._head_id is not None:
+            if plan.id.p == NULL:
+                if self._force_id:
+                    return 0
+            elif not _same(plan.id, self._head_id):
+                _add_edit(edits, &nedits, plan.id.p - 1, plan.id.p + plan.id.n + 1, E_ID)
+                id_edit = True
+        if self._head_model is not None:
+            if plan.model.p == NULL:
+                if self._force_model:
+                    return 0
+            elif not _same(plan.model, self._head_model):
+                _add_edit(edits, &nedits, plan.model.p - 1, plan.model.p + plan.model.n + 1, E_MODEL)
+                model_edit = True
+        for i in range(plan.nchoices):
+            cp = &plan.choices[i]
+            if cp.index < 0 or not cp.has_delta:
+                continue  # the core leaves a choice without an index or a delta as it is
+            if cp.role.p != NULL or cp.index not in self._seen:
+                return 0  # a role to check, or the choice's first delta: the core adds the role
+            if cp.finish.p != NULL:
+                if cp.finish.n:
+                    return 0  # a final chunk: the core checks and may split it
+                _add_edit(edits, &nedits, cp.finish.p - 1, cp.finish.p + 1, E_NULL)
+            payload = False
+            bare = True
+            for j in range(plan.nops):
+                op = &plan.ops[j]
+                if op.choice != i:
+                    continue
+                if op.target == K_ARGUMENTS:
+                    payload = True
+                    if op.index >= 0:
+                        if op.type.p != NULL and op.type.n:
+                            return 0  # a type resent: the core drops it
+                        if op.text.p == NULL and not self._has_other(plan, j):
+                            return 0  # a fragment with nothing in it: the core drops it
+                elif op.target == K_CONTENT or op.target == K_REASONING_CONTENT or op.target == K_REASONING or op.target == K_REFUSAL:
+                    if op.text.n == 0:
+                        return 0  # empty text: the core drops it
+                    payload = True
+                else:
+                    bare = False  # legacy "text"
+            for j in range(plan.nothers):
+                o = &plan.others[j]
+                if o.choice != i:
+                    continue
+                if o.where == W_DELTA or o.where == W_ANNOTATIONS:
+                    payload = True
+                elif o.where == W_CHOICE or o.where == W_LOGPROBS:
+                    bare = False
+            if not payload and bare:
+                return 0  # nothing to deliver: the core drops the entry
+        for j in range(plan.nothers):
+            o = &plan.others[j]
+            if o.where == W_USAGE:
+                if self._usage_mode != U_KEEP:
+                    # cut the member and one comma beside it
+                    start = o.key - 1
+                    end = o.value + o.value_n
+                    at = start - 1
+                    while at > data and _blank(at[0]):
+                        at -= 1
+                    if at[0] == c',':
+                        start = at
+                    else:
+                        at = end
+                        while at < stop and _blank(at[0]):
+                            at += 1
+                        if at < stop and at[0] == c',':
+                            end = at + 1
+                    _add_edit(edits, &nedits, start, end, E_CUT)
+                    cut_usage = True
+            elif self._drop_any and (o.where == W_TOP or o.where == W_CHOICE or o.where == W_DELTA):
+                return 0
+        if not fast_apply(self._agg, plan):
+            return 0
+        # Forward.
+        if id_edit or model_edit:
+            fix_top(self._agg, self._head_id if id_edit else None, self._head_model if model_edit else None)
+        if cut_usage:
+            core = self._core
+            core.last_usage = fold_usage(self._agg)
+            if self._usage_mode == U_END:
+                core.usage_held = True
+        out_reserve(&self._out, n + 8 + 2 * nedits + (
+            (PyBytes_GET_SIZE(self._id_json) if id_edit else 0) + (PyBytes_GET_SIZE(self._model_json) if model_edit else 0)
+        ))
+        self._put(b"data: ", 6)
+        at = data
+        for i in range(nedits):
+            self._put(at, edits[i].start - at)
+            if edits[i].what == E_NULL:
+                self._put(b"null", 4)
+            elif edits[i].what == E_ID:
+                self._put(PyBytes_AS_STRING(self._id_json), PyBytes_GET_SIZE(self._id_json))
+            elif edits[i].what == E_MODEL:
+                self._put(PyBytes_AS_STRING(self._model_json), PyBytes_GET_SIZE(self._model_json))
+            at = edits[i].end
+        self._put(at, stop - at)
+        self._put(b"\n\n", 2)
+        return 1
+
+    cdef bint _has_other(self, Plan* plan, int op) noexcept:
+        cdef int j
+        for j in range(plan.nothers):
+            if (plan.others[j].where == W_CALL or plan.others[j].where == W_FUNCTION) and plan.others[j].op == op:
+                return True
+        return False

@@ -1,0 +1,41 @@
+# cython: language_level=3
+# The compiled decoder's layout, so ``chat._fold_c`` can subclass it (ChatStream folds inside
+# ``_on_event`` with no Event object per chunk).
+
+cdef struct Buf:
+    char* ptr
+    Py_ssize_t len
+    Py_ssize_t cap
+
+
+cdef class Decoder:
+    cdef Buf _line          # the unterminated line
+    cdef Buf _data          # the event's data, lines joined by LF
+    cdef Buf _type          # the event's type
+    cdef Py_ssize_t _limit  # max_event_bytes, or -1 for none
+    cdef Py_ssize_t _ndata  # data lines in the current event
+    cdef unsigned char _head[3]
+    cdef Py_ssize_t _head_len
+    cdef bint _bom_done
+    cdef bint _pending_cr
+    cdef bint _has_type
+    cdef bint _discarding
+    cdef bint _discard_partial
+    cdef bint _in_event
+    cdef bint _truncated
+    cdef bint _overflowed
+    cdef bint _stopped
+    cdef bint _busy
+    cdef str _last_id
+    cdef object _retry
+    cdef list _out
+
+    cdef int _on_event(self, const char* data, Py_ssize_t n, const char* etype, Py_ssize_t tn) except -1
+    cdef int _on_comment(self, const char* line, Py_ssize_t n) except -1
+    cdef int _scan(self, const char* p, Py_ssize_t n) except -1
+    cdef int _feed_object(self, object data) except -1
+    cdef int _process(self, const char* line, Py_ssize_t n) except -1
+    cdef int _add_data(self, const char* value, Py_ssize_t value_len) except -1
+    cdef void _reset_event(self) noexcept
+    cdef void _reset_stream(self) noexcept
+    cdef void _overflow(self, bint partial) noexcept
