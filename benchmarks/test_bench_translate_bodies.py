@@ -15,8 +15,8 @@ from typing import Any
 import orjson
 import pytest
 
-from fastsse._translate_answer import response
-from fastsse._translate_request import request
+from fastsse.translate._answer import response
+from fastsse.translate._request import request
 
 APIS = ("chat", "messages", "responses")
 DIRECTIONS = [(s, t) for s in APIS for t in APIS if s != t]

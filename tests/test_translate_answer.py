@@ -17,8 +17,8 @@ import pytest
 
 from _recorded import shared_dir
 from fastsse import get_backend
-from fastsse._translate_answer import MESSAGE_LIMIT, error, response
-from fastsse._translate_bodies import Untranslatable
+from fastsse.translate._answer import MESSAGE_LIMIT, error, response
+from fastsse.translate._bodies import Untranslatable
 
 CREATED = 1_767_225_600
 
@@ -598,9 +598,9 @@ def test_hostile_answers(source: str, body: dict[str, Any], field: str) -> None:
 def test_messages_usage_to_responses_is_the_two_steps(
     fresh: Any, cached: Any, written: Any, output: Any
 ) -> None:
-    from fastsse._translate import _messages_usage
-    from fastsse._translate_answer import _messages_usage_to_responses
-    from fastsse.encode_responses import chat_usage_to_responses
+    from fastsse.responses.encode import chat_usage_to_responses
+    from fastsse.translate._answer import _messages_usage_to_responses
+    from fastsse.translate._rules import _messages_usage
 
     usage = {"input_tokens": fresh, "cache_read_input_tokens": cached, "cache_creation_input_tokens": written}
     usage["output_tokens"] = output

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from fastsse._translate_request import Translated, Untranslatable, request, through_chat
+from fastsse.translate._request import Translated, Untranslatable, request, through_chat
 
 WEATHER_SCHEMA = {
     "type": "object",

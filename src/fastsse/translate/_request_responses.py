@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from ._translate_bodies import (
+from ._bodies import (
     _CHAT_MESSAGE_KEYS,
     _FUNCTION_KEYS,
     _INPUT_FILE_KEYS,

@@ -9,7 +9,7 @@ from typing import Any, Final
 
 import orjson
 
-from ._errors import SSEError
+from .._errors import SSEError
 
 __all__ = ["APIS", "Translated", "Untranslatable"]
 

@@ -12,8 +12,9 @@ from typing import Any, Final
 
 import orjson
 
-from ._translate import FINISH_FROM_MESSAGES, _messages_usage, _responses_usage
-from ._translate_bodies import (
+from ..messages.encode import STOP_REASONS, chat_usage_to_messages
+from ..responses.encode import INCOMPLETE, chat_usage_to_responses
+from ._bodies import (
     ANTHROPIC_FORMAT,
     Path,
     Translated,
@@ -23,8 +24,7 @@ from ._translate_bodies import (
     _list,
     _str,
 )
-from .encode_messages import STOP_REASONS, chat_usage_to_messages
-from .encode_responses import INCOMPLETE, chat_usage_to_responses
+from ._rules import FINISH_FROM_MESSAGES, _messages_usage, _responses_usage
 
 __all__ = ["error", "response"]
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from ._translate_bodies import (
+from ._bodies import (
     APIS,
     Path,
     Translated,
@@ -23,9 +23,9 @@ from ._translate_bodies import (
     _Ctx,
     _fmt,
 )
-from ._translate_req_direct import messages_to_responses, responses_to_messages
-from ._translate_req_messages import _chat_to_messages, _messages_to_chat
-from ._translate_req_responses import _chat_to_responses, _responses_to_chat
+from ._request_direct import messages_to_responses, responses_to_messages
+from ._request_messages import _chat_to_messages, _messages_to_chat
+from ._request_responses import _chat_to_responses, _responses_to_chat
 
 __all__ = ["APIS", "Translated", "Untranslatable", "request"]
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._translate_bodies import (
+from ._bodies import (
     _INPUT_TEXT_KEYS,
     _RESPONSES_TOOL_KEYS,
     _RESULT_KEYS,
@@ -25,8 +25,8 @@ from ._translate_bodies import (
     _short,
     _str,
 )
-from ._translate_req_messages import _MESSAGES_TOP, _chat_content_to_messages
-from ._translate_req_responses import _ITEM_KEYS, _RESPONSES_TOP, _STAGE, _input_content_to_chat
+from ._request_messages import _MESSAGES_TOP, _chat_content_to_messages
+from ._request_responses import _ITEM_KEYS, _RESPONSES_TOP, _STAGE, _input_content_to_chat
 
 _NO_THINKING = "Responses takes back only OpenAI reasoning items with their id"
 _NO_REASONING = "Messages takes back only thinking signed by Anthropic"
