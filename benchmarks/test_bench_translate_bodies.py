@@ -15,8 +15,7 @@ from typing import Any
 import orjson
 import pytest
 
-from fastsse.translate._answer import response
-from fastsse.translate._request import request
+from fastsse.translate import request, response
 
 APIS = ("chat", "messages", "responses")
 DIRECTIONS = [(s, t) for s in APIS for t in APIS if s != t]

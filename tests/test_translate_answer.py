@@ -17,8 +17,7 @@ import pytest
 
 from _recorded import shared_dir
 from fastsse import get_backend
-from fastsse.translate._answer import MESSAGE_LIMIT, error, response
-from fastsse.translate._bodies import Untranslatable
+from fastsse.translate import MESSAGE_LIMIT, Untranslatable, error, response
 
 CREATED = 1_767_225_600
 

@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from fastsse.translate._request import Translated, Untranslatable, request, through_chat
+from fastsse.translate import Translated, Untranslatable, request
+from fastsse.translate._request import through_chat
 
 WEATHER_SCHEMA = {
     "type": "object",
