@@ -202,8 +202,8 @@ async def _stream(
             _record(app, note, getattr(exc, "result", None) or {}, failure=str(exc), relayed=relayed)
         else:
             result = task.result()
-            if "status" in result and "error" in result:
-                failure: str | None = f"upstream HTTP {result['status']}"
+            if "verdict" not in result:  # an HTTP error, no stream
+                failure: str | None = f"upstream HTTP {result.get('status')}"
             elif (result.get("verdict") or {}).get("complete") or "error" in result:
                 failure = None
             else:
@@ -258,13 +258,14 @@ async def _whole(
         log.warning("%s model=%s cut: %s", note["rid"], note["model"], exc)
         _record(app, note, exc.result, failure=str(exc))
         return _error(502, f"upstream failed: {exc}", caller, kind="upstream_error")
-    if "status" in result and "error" in result:
-        _record(app, note, result, failure=f"upstream HTTP {result['status']}")
-        status, payload = translate.error(result["status"], {"error": result["error"]}, caller)
-        return Response(orjson.dumps(payload), status_code=status, media_type="application/json")
+    if "verdict" not in result:  # an HTTP error (or no stream): no fold
+        _record(app, note, result, failure=f"upstream HTTP {result.get('status')}")
+        return _failed_result(result, caller)
     verdict = result.pop("verdict", None) or {}
     result.pop("timing", None)
-    error = result.pop("error", None)
+    error = result.get("error")  # a Responses answer has the field, null when it went well
+    if upstream_api != "responses":
+        result.pop("error", None)
     if error is not None or not verdict.get("complete"):
         failure = "the upstream answered an error" if error is not None else _why(verdict)
         _record(app, note, result, failure=failure)
@@ -285,13 +286,17 @@ def _failed(transfer: asyncio.Task[dict[str, Any]], caller: str) -> Response:
     """The response when the upstream sent no stream: its HTTP error in the caller's shape."""
     if transfer.exception() is not None:
         return _error(502, f"upstream failed: {transfer.exception()}", caller, kind="upstream_error")
-    result = transfer.result()
-    if "error" in result:
-        status = result.get("status")
-        status = status if isinstance(status, int) and 400 <= status <= 599 else 502
-        status, payload = translate.error(status, {"error": result["error"]}, caller)
-        return Response(orjson.dumps(payload), status_code=status, media_type="application/json")
-    return _error(502, "the upstream sent no event stream", caller, kind="upstream_error")
+    return _failed_result(transfer.result(), caller)
+
+
+def _failed_result(result: dict[str, Any], caller: str) -> Response:
+    """An upstream's HTTP error (``create_stream``'s ``{"error", "status"}``) in the caller's shape."""
+    if "error" not in result:
+        return _error(502, "the upstream sent no event stream", caller, kind="upstream_error")
+    status = result.get("status")
+    status = status if isinstance(status, int) and 400 <= status <= 599 else 502
+    status, payload = translate.error(status, {"error": result["error"]}, caller)
+    return Response(orjson.dumps(payload), status_code=status, media_type="application/json")
 
 
 def _terminal(piece: bytes) -> bool:
