@@ -28,6 +28,7 @@ anthropic = pytest.importorskip("anthropic")
 httpx = pytest.importorskip("httpx")
 pytest.importorskip("pycurl")
 
+import fastsse._backend  # noqa: E402
 from fastsse.testing import _translated  # noqa: E402
 from fastsse.testing.server import TOOLS, LoopbackServer, expected_completion, serve_in_thread  # noqa: E402
 
@@ -92,6 +93,14 @@ def gateways(upstream: LoopbackServer) -> Iterator[Callable[[str], tuple[Any, st
         server.should_exit = True
         thread.join(10)
         sock.close()
+
+
+@pytest.fixture
+def on_backend(backend: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The gateway's streams (relay, translators, folds) from ``backend``: the engine reads the
+    backend at each request, so the running gateways follow."""
+    monkeypatch.setattr(fastsse._backend, "current", backend)
+    return backend
 
 
 def said(upstream: LoopbackServer, api: str) -> dict[str, Any]:
@@ -172,7 +181,7 @@ def _anthropic_turns(client: Any, stream: bool, upstream: LoopbackServer, api: s
 @pytest.mark.parametrize("api", ["chat", "messages", "responses"])
 @pytest.mark.parametrize("stream", [True, False], ids=["stream", "create"])
 def test_anthropic_sdk_tool_conversation(
-    gateways: Any, upstream: LoopbackServer, api: str, stream: bool
+    on_backend: Any, gateways: Any, upstream: LoopbackServer, api: str, stream: bool
 ) -> None:
     _, url = gateways(api)
     with anthropic.Anthropic(base_url=url, api_key="x", max_retries=0, timeout=TIMEOUT) as client:
@@ -233,7 +242,7 @@ def _responses_turns(client: Any, stream: bool, upstream: LoopbackServer, api: s
 @pytest.mark.parametrize("api", ["chat", "messages", "responses"])
 @pytest.mark.parametrize("stream", [True, False], ids=["stream", "create"])
 def test_openai_responses_tool_conversation(
-    gateways: Any, upstream: LoopbackServer, api: str, stream: bool
+    on_backend: Any, gateways: Any, upstream: LoopbackServer, api: str, stream: bool
 ) -> None:
     _, url = gateways(api)
     with openai.OpenAI(base_url=url + "/v1", api_key="x", max_retries=0, timeout=TIMEOUT) as client:
@@ -282,7 +291,7 @@ def _chat_turns(client: Any, stream: bool, upstream: LoopbackServer, api: str) -
 @pytest.mark.parametrize("api", ["chat", "messages", "responses"])
 @pytest.mark.parametrize("stream", [True, False], ids=["stream", "create"])
 def test_openai_chat_tool_conversation(
-    gateways: Any, upstream: LoopbackServer, api: str, stream: bool
+    on_backend: Any, gateways: Any, upstream: LoopbackServer, api: str, stream: bool
 ) -> None:
     _, url = gateways(api)
     with openai.OpenAI(base_url=url + "/v1", api_key="x", max_retries=0, timeout=TIMEOUT) as client:
@@ -435,7 +444,7 @@ def test_upstream_http_errors_reach_anthropic_clients_in_their_shape(gateways: A
 
 
 def test_a_cut_upstream_cuts_the_anthropic_stream_and_logs_one_line(
-    gateways: Any, caplog: pytest.LogCaptureFixture
+    on_backend: Any, gateways: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
     app, url = gateways("chat")
     before = len(app.state.log)
@@ -474,7 +483,7 @@ UNFINISHED = (
 )
 
 
-def test_an_unfinished_choice_after_done_ends_the_stream_abnormally(gateways: Any) -> None:
+def test_an_unfinished_choice_after_done_ends_the_stream_abnormally(on_backend: Any, gateways: Any) -> None:
     """[DONE] after a choice that never finished: the relay forwards what came, but the fold's
     verdict says the answer is not whole, so the caller's response is cut, not ended."""
     from _raw_server import RawServer
