@@ -107,7 +107,7 @@ def create_app(
 
     async def answer(request: Request) -> Response:
         caller = ROUTES[request.url.path.rstrip("/")]
-        rid = request.headers.get("x-request-id") or f"gw-{next(ids)}"
+        rid = request.headers.get("x-request-id", "")[:64] or f"gw-{next(ids)}"
         try:
             body = orjson.loads(await request.body())
         except orjson.JSONDecodeError:
@@ -258,10 +258,11 @@ async def _whole(
         log.warning("%s model=%s cut: %s", note["rid"], note["model"], exc)
         _record(app, note, exc.result, failure=str(exc))
         return _error(502, f"upstream failed: {exc}", caller, kind="upstream_error")
-    if "verdict" not in result:  # an HTTP error (or no stream): no fold
+    if "verdict" not in result and "error" in result:  # an HTTP error: no fold
         _record(app, note, result, failure=f"upstream HTTP {result.get('status')}")
         return _failed_result(result, caller)
-    verdict = result.pop("verdict", None) or {}
+    # a fold, or the whole answer of an upstream that ignored "stream" (complete as it came)
+    verdict = result.pop("verdict", None) or {"complete": True}
     result.pop("timing", None)
     error = result.get("error")  # a Responses answer has the field, null when it went well
     if upstream_api != "responses":
