@@ -796,3 +796,61 @@ def test_recorded_answers_survive_each_other_api(api: str, path: Path) -> None:
             assert there == halves
         back = response(there, via, api, lossy=True, created=CREATED)
         assert _comparable(essence(back, api), api, via) == _comparable(original, api, via)
+
+
+# -- any answer: a translation or a named error, nothing else --------------------------------------
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(-5, 5) | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=12,
+)
+ANSWERS = [
+    ("chat", CHAT_TOOL),
+    ("chat", CHAT_FROM_MESSAGE_THINKING),
+    ("messages", MESSAGE_THINKING),
+    ("messages", MESSAGE_FROM_CHAT_TOOL),
+    ("responses", RESPONSE_REASONING),
+    ("responses", RESPONSE_FROM_CHAT_TOOL),
+]
+
+
+def _mutate(value: Any, path: list[Any], replacement: Any) -> Any:
+    if not path or not isinstance(value, (dict, list)) or not value:
+        return replacement
+    step, rest = path[0], path[1:]
+    if isinstance(value, dict):
+        key = list(value)[step % len(value)]
+        return {**value, key: _mutate(value[key], rest, replacement)}
+    index = step % len(value)
+    return [*value[:index], _mutate(value[index], rest, replacement), *value[index + 1 :]]
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.sampled_from(ANSWERS),
+    st.lists(st.integers(0, 50), max_size=6),
+    JSON,
+    st.sampled_from(["chat", "messages", "responses"]),
+    st.booleans(),
+)
+def test_a_mangled_answer_translates_or_names_the_field(
+    case: tuple[str, dict[str, Any]], path: list[int], replacement: Any, target: str, lossy: bool
+) -> None:
+    source, body = case
+    if target == source:
+        return
+    mangled = _mutate(body, path, replacement)
+    if not isinstance(mangled, dict):
+        with pytest.raises(TypeError):
+            response(mangled, source, target)  # type: ignore[arg-type]
+        return
+    try:
+        out = response(mangled, source, target, lossy=lossy, created=CREATED)
+    except Untranslatable as exc:
+        assert isinstance(exc.field, str) and str(exc).startswith(exc.field + ":")
+        return
+    json.dumps(out)

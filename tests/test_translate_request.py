@@ -1210,3 +1210,66 @@ def test_one_walk_equals_the_two_halves_through_chat(source: str, body: dict[str
 
 def _root(path: str) -> str:
     return path.split(" (")[0].split(".")[0]
+
+
+# -- any body: a translation or a named error, nothing else ----------------------------------------
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(-5, 5) | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=12,
+)
+CORPUS = [
+    (api, body)
+    for api, corpus in (
+        ("chat", CHAT_CORPUS),
+        ("chat", CHAT_TO_RESPONSES_ONLY),
+        ("messages", MESSAGES_CORPUS),
+        ("messages", MESSAGES_TO_CHAT_ONLY),
+        ("responses", RESPONSES_CORPUS),
+        ("responses", RESPONSES_TO_CHAT_ONLY),
+    )
+    for body in corpus.values()
+]
+
+
+def _mutate(value: Any, path: list[Any], replacement: Any) -> Any:
+    """``value`` with the node at ``path`` (keys and indexes, wrapped around) replaced."""
+    if not path or not isinstance(value, (dict, list)) or not value:
+        return replacement
+    step, rest = path[0], path[1:]
+    if isinstance(value, dict):
+        key = list(value)[step % len(value)]
+        return {**value, key: _mutate(value[key], rest, replacement)}
+    index = step % len(value)
+    return [*value[:index], _mutate(value[index], rest, replacement), *value[index + 1 :]]
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.sampled_from(CORPUS),
+    st.lists(st.integers(0, 50), max_size=6),
+    JSON,
+    st.sampled_from(["chat", "messages", "responses"]),
+    st.booleans(),
+)
+def test_a_mangled_request_translates_or_names_the_field(
+    case: tuple[str, dict[str, Any]], path: list[int], replacement: Any, target: str, lossy: bool
+) -> None:
+    source, body = case
+    if target == source:
+        return
+    mangled = _mutate(body, path, replacement)
+    if not isinstance(mangled, dict):
+        with pytest.raises(TypeError):
+            request(mangled, source, target)  # type: ignore[arg-type]
+        return
+    try:
+        out = request(mangled, source, target, lossy=lossy)
+    except Untranslatable as exc:
+        assert isinstance(exc.field, str) and str(exc).startswith(exc.field + ":")
+        return
+    json.dumps(out)  # plain JSON types, whatever came in

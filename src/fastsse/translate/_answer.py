@@ -551,7 +551,8 @@ def response(
     """
     if not isinstance(body, dict):
         raise TypeError(f"response() takes the body as a dict, not {type(body).__name__}")
-    read, write = _READ.get(source), _WRITE.get(target)
+    read = _READ.get(source) if type(source) is str else None
+    write = _WRITE.get(target) if type(target) is str else None
     if read is None or write is None or source == target:
         _check_apis(source, target)
     ctx = _Ctx(lossy)

@@ -299,6 +299,8 @@ def responses_to_messages(body: dict[str, Any], ctx: _Ctx) -> dict[str, Any]:
         if type(item) is not dict:
             item = _dict(ctx, item, path)
         kind = item.get("type", "message")
+        if type(kind) is not str:
+            raise ctx.bad((path, ".type"), f"an item type is a string, not {_short(kind)}")
         keys = _ITEM_KEYS.get(kind)
         if keys is not None and not keys.issuperset(item):
             for key in _extra(item, keys):

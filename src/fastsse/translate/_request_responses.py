@@ -129,9 +129,10 @@ def _chat_to_responses(body: dict[str, Any], ctx: _Ctx) -> dict[str, Any]:
         path = ("messages", i)
         msg = _dict(ctx, msg, path)
         role = msg.get("role")
-        if role not in _CHAT_MESSAGE_KEYS:
+        allowed = _CHAT_MESSAGE_KEYS.get(role) if type(role) is str else None
+        if allowed is None:
             raise ctx.bad((path, ".role"), f"unknown role {_short(role)}")
-        for key in _extra(msg, _CHAT_MESSAGE_KEYS[role]):
+        for key in _extra(msg, allowed):
             if msg[key] is not None:
                 ctx.drop((path, "." + key), "no Responses counterpart")
         if role == "tool":
@@ -317,6 +318,8 @@ def _responses_to_chat(body: dict[str, Any], ctx: _Ctx) -> dict[str, Any]:
         path = ("input", i)
         item = _dict(ctx, item, path)
         kind = item.get("type", "message")
+        if type(kind) is not str:
+            raise ctx.bad((path, ".type"), f"an item type is a string, not {_short(kind)}")
         if kind in _ITEM_KEYS:
             for key in _extra(item, _ITEM_KEYS[kind]):
                 if item[key] is not None:
