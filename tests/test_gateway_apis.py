@@ -512,6 +512,20 @@ def test_an_unfinished_choice_after_done_ends_the_stream_abnormally(on_backend: 
     assert entry["failure"] and not entry["verdict"]["complete"]
 
 
+def test_an_error_in_the_stream_reaches_the_anthropic_sdk_as_an_error(on_backend: Any, gateways: Any) -> None:
+    _, url = gateways("chat")
+    with (
+        anthropic.Anthropic(base_url=url, api_key="x", max_retries=0, timeout=TIMEOUT) as client,
+        pytest.raises(anthropic.APIStatusError) as info,
+        client.messages.stream(
+            model="error", max_tokens=10, messages=[{"role": "user", "content": "hi"}]
+        ) as s,
+    ):
+        for _ in s:
+            pass
+    assert "simulated mid-stream failure" in str(info.value)
+
+
 def test_non_stream_answer_of_a_cut_upstream_is_a_502(gateways: Any) -> None:
     _, url = gateways("chat")
     with (

@@ -854,3 +854,18 @@ def test_a_mangled_answer_translates_or_names_the_field(
         assert isinstance(exc.field, str) and str(exc).startswith(exc.field + ":")
         return
     json.dumps(out)
+
+
+def test_absurd_answers_pass_through_without_copies() -> None:
+    huge = "y" * (32 << 20)
+    calls = [
+        {"id": f"call_{i}", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+        for i in range(20_000)
+    ]
+    body = copy.deepcopy(CHAT_TOOL)
+    body["choices"][0]["message"].update(content=huge, tool_calls=calls)
+    out = response(body, "chat", "responses")
+    assert out["output"][0]["content"][0]["text"] is huge
+    assert len(out["output"]) == 20_001
+    out = response(body, "chat", "messages")
+    assert out["content"][0]["text"] is huge and len(out["content"]) == 20_001
