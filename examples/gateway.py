@@ -213,7 +213,11 @@ async def _stream(
     transfer.add_done_callback(settled)
     first = await pieces.get()
     if first is None:  # nothing to relay: an HTTP error, or no stream at all
-        return _failed(transfer, caller)
+        failed = _failed(transfer, caller)
+        log.warning(
+            "%s model=%s upstream answered no stream: HTTP %d", note["rid"], note["model"], failed.status_code
+        )
+        return failed
 
     async def relay() -> AsyncIterator[bytes]:
         nonlocal relayed
@@ -260,7 +264,9 @@ async def _whole(
         return _error(502, f"upstream failed: {exc}", caller, kind="upstream_error")
     if "verdict" not in result and "error" in result:  # an HTTP error: no fold
         _record(app, note, result, failure=f"upstream HTTP {result.get('status')}")
-        return _failed_result(result, caller)
+        failed = _failed_result(result, caller)
+        log.warning("%s model=%s upstream answered HTTP %d", note["rid"], note["model"], failed.status_code)
+        return failed
     # a fold, or the whole answer of an upstream that ignored "stream" (complete as it came)
     verdict = result.pop("verdict", None) or {"complete": True}
     result.pop("timing", None)
@@ -270,6 +276,7 @@ async def _whole(
     if error is not None or not verdict.get("complete"):
         failure = "the upstream answered an error" if error is not None else _why(verdict)
         _record(app, note, result, failure=failure)
+        log.warning("%s model=%s %s", note["rid"], note["model"], failure)
         status, payload = translate.error(502, {"error": error if error is not None else failure}, caller)
         return Response(orjson.dumps(payload), status_code=status, media_type="application/json")
     _record(app, note, {**result, "verdict": verdict})
