@@ -18,7 +18,7 @@ from ._bodies import (
     ANTHROPIC_FORMAT,
     Path,
     Translated,
-    _check_apis,
+    _api_error,
     _Ctx,
     _dict,
     _list,
@@ -554,9 +554,9 @@ def response(
     read = _READ.get(source) if type(source) is str else None
     write = _WRITE.get(target) if type(target) is str else None
     if read is None or write is None or source == target:
-        _check_apis(source, target)
+        raise _api_error(source, target) or ValueError(f"cannot translate {source!r} to {target!r}")
     ctx = _Ctx(lossy)
-    out = write(ctx, read(ctx, body, created))  # type: ignore[misc]
+    out = write(ctx, read(ctx, body, created))
     return Translated(out, ctx.dropped)
 
 

@@ -96,11 +96,19 @@ _INPUT_FILE_KEYS: Final = frozenset({"type", "file_data", "file_id", "filename"}
 _RESPONSES_TOOL_KEYS: Final = frozenset({"type", "name", "description", "parameters", "strict"})
 
 
-def _check_apis(source: object, target: object) -> None:
+def _api_error(source: object, target: object) -> ValueError | None:
+    """The error for a pair of APIs that is not a translation, else None."""
     if source not in APIS or target not in APIS:
-        raise ValueError(f"unknown API {source if source not in APIS else target!r}; expected one of {APIS}")
+        return ValueError(f"unknown API {source if source not in APIS else target!r}; expected one of {APIS}")
     if source == target:
-        raise ValueError(f"nothing to translate: source and target are both {source!r}")
+        return ValueError(f"nothing to translate: source and target are both {source!r}")
+    return None
+
+
+def _check_apis(source: object, target: object) -> None:
+    error = _api_error(source, target)
+    if error is not None:
+        raise error
 
 
 def _number(value: object) -> bool:

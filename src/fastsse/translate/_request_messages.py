@@ -233,7 +233,8 @@ def _chat_to_messages(body: dict[str, Any], ctx: _Ctx) -> dict[str, Any]:
             if said:
                 text = [{"type": "text", "text": said}]
         elif said is not None:
-            text = _chat_content_to_messages(ctx, said, (path, ".content"))  # type: ignore[assignment]
+            parsed = _chat_content_to_messages(ctx, said, (path, ".content"))
+            text = parsed if isinstance(parsed, list) else [{"type": "text", "text": parsed}]
         refusal = msg.get("refusal")
         if refusal:
             text.append({"type": "text", "text": _str(ctx, refusal, (path, ".refusal"))})
