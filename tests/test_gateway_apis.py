@@ -402,6 +402,52 @@ def test_a_messages_upstream_gets_max_tokens_and_what_it_cannot_take_is_logged(
     assert entry["dropped"] == ["seed"] and entry["failure"] is None
 
 
+def test_a_coding_agents_messages_request_over_chat(gateways: Any, upstream: LoopbackServer) -> None:
+    """What a coding agent sends to /v1/messages (cached system blocks, extended thinking, a user
+    id, a cached tool): the chat upstream gets what it can take, the rest is listed in the log."""
+    app, url = gateways("chat")
+    before = len(app.state.log)
+    body = {
+        "model": "plain",
+        "max_tokens": 32000,
+        "system": [
+            {"type": "text", "text": "You are a coding agent.", "cache_control": {"type": "ephemeral"}},
+            {"type": "text", "text": "Work in /repo."},
+        ],
+        "thinking": {"type": "enabled", "budget_tokens": 1024},
+        "metadata": {"user_id": "user_abc"},
+        "tools": [{"name": "Bash", "input_schema": SCHEMA, "cache_control": {"type": "ephemeral"}}],
+        "messages": [{"role": "user", "content": [{"type": "text", "text": "List the files."}]}],
+        "stream": True,
+    }
+    with httpx.Client(timeout=TIMEOUT) as http:
+        r = http.post(url + "/v1/messages", json=body)
+    assert r.status_code == 200 and "event: message_stop" in r.text
+    assert upstream.received[-1] == (
+        "/v1/chat/completions",
+        {
+            "model": "plain",
+            "messages": [
+                {
+                    "role": "system",
+                    "content": [
+                        {"type": "text", "text": "You are a coding agent."},
+                        {"type": "text", "text": "Work in /repo."},
+                    ],
+                },
+                {"role": "user", "content": [{"type": "text", "text": "List the files."}]},
+            ],
+            "max_completion_tokens": 32000,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            "user": "user_abc",
+            "tools": [{"type": "function", "function": {"name": "Bash", "parameters": SCHEMA}}],
+        },
+    )
+    entry = _logged(app, before)
+    assert entry["dropped"] == ["system[0].cache_control", "thinking", "tools[0].cache_control"]
+
+
 def test_an_untranslatable_request_is_a_400_in_the_callers_shape(gateways: Any) -> None:
     _, url = gateways("chat")
     body = {
