@@ -225,7 +225,12 @@ cdef inline int _key_code(object key, _Vocabulary vocabulary) noexcept:
 
 
 cdef inline bint _is_index(object value) noexcept:
-    return PyLong_Check(value) and not PyBool_Check(value)
+    # 0 <= index < 128: chat/_result.py's INDEX_LIMIT, which says why
+    cdef int overflow = 0
+    if not PyLong_Check(value) or PyBool_Check(value):
+        return False
+    cdef long long v = PyLong_AsLongLongAndOverflow(value, &overflow)
+    return not overflow and 0 <= v < 128
 
 
 cdef bint _is_done(object payload) except -1:

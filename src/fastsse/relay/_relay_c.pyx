@@ -245,7 +245,9 @@ Upstream bytes in, compliant bytes out, folded on the way: one per proxied strea
     @property
     def verdict(self) -> Verdict:
         """How complete the forwarded stream is so far (``complete``, ``done``, ``truncated``, ...)."""
-        return fold_verdict(self._agg, self._core.aborted, self._too_large, self._eof_truncated, self._closed)
+        core = self._core
+        # a chunk that could not be read leaves a hole in the answer: as a cut would
+        return fold_verdict(self._agg, core.aborted, self._too_large, self._eof_truncated or core.lost, self._closed)
 
     @property
     def aggregator(self) -> ChatAggregator:
