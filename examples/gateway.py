@@ -86,9 +86,14 @@ def create_app(
             return _error(400, 'this gateway relays streams only: send "stream": true')
         assert client is not None
         pieces: asyncio.Queue[bytes | None] = asyncio.Queue()
+        room: list[asyncio.Future[None]] = []  # done once the caller has taken the queue down
 
-        def send(piece: Any) -> None:  # format="relay": on_chunk receives the bytes to send on
+        def send(piece: Any) -> Any:  # format="relay": on_chunk receives the bytes to send on
             pieces.put_nowait(piece)
+            if pieces.qsize() < 64:
+                return None
+            room.append(asyncio.get_running_loop().create_future())
+            return room[-1]  # a slow caller: hold the upstream until it catches up
 
         transfer = asyncio.create_task(client.create_stream(body, send, format="relay"))
 
@@ -124,6 +129,8 @@ def create_app(
                     finished = piece.endswith(b"data: [DONE]\n\n")
                     yield piece
                     piece = await pieces.get()
+                    while room and pieces.qsize() < 32:
+                        room.pop().set_result(None)
                 exc = transfer.exception()
                 if exc is not None:
                     raise UpstreamCut(str(exc)) from exc

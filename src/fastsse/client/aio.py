@@ -395,7 +395,9 @@ class _AsyncEngine(_Engine):
         for job in list(self.active.values()) + list(self.waiting):
             if job.waiter is not None and not job.waiter.done():
                 job.waiter.set_exception(
-                    ClientClosed(f"{job.spec.display_url}: the AsyncClient was closed before this answer ended")
+                    ClientClosed(
+                        f"{job.spec.display_url}: the AsyncClient was closed before this answer ended"
+                    )
                 )
         super().close()
         for timer in (self.timer, self.idle_timer):

@@ -137,6 +137,8 @@ class RelayCore:
     __slots__ = (
         "aborted",
         "agg",
+        "bad",
+        "capped",
         "choices",
         "drop_fields",
         "head",
@@ -144,7 +146,6 @@ class RelayCore:
         "head_id",
         "head_model",
         "id",
-        "bad",
         "last_usage",
         "lost",
         "model",
@@ -183,6 +184,7 @@ class RelayCore:
         # never gets a [DONE] and is not complete
         self.lost = False
         self.bad: list[Any] = []  # choice entries dropped by the repair, folded (counted) after it
+        self.capped = False  # a choice reached RELAY_CALLS: the compiled fast path asks dropped_call
 
     # events
 
@@ -302,6 +304,12 @@ class RelayCore:
         chunk["choices"] = []
         chunk["usage"] = usage
         return _frame(chunk)
+
+    def dropped_call(self, choice: int, call: int) -> bool:
+        """Whether the fragments of tool call ``call`` of choice ``choice`` are dropped (a call
+        past RELAY_CALLS)."""
+        state = self.choices.get(choice)
+        return state is not None and state.calls.get(call) is _DROPPED
 
     # the repair rules
 
@@ -429,6 +437,8 @@ class RelayCore:
             dropped = []
             for call in calls:
                 keep, call_changed = _tool_call(state, call)
+                if keep is None and state.started >= RELAY_CALLS:
+                    self.capped = True
                 changed = changed or call_changed
                 if keep:
                     kept_calls.append(call)

@@ -109,7 +109,9 @@ class Relay(Decoder):
         """How complete the forwarded stream is so far (``complete``, ``done``, ``truncated``, ...)."""
         core = self._core
         # a chunk that could not be read leaves a hole in the answer: as a cut would
-        return self._agg._verdict(core.aborted, self._too_large, self._eof_truncated or core.lost, self._closed)
+        return self._agg._verdict(
+            core.aborted, self._too_large, self._eof_truncated or core.lost, self._closed
+        )
 
     @property
     def aggregator(self) -> ChatAggregator:
