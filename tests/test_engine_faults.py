@@ -427,7 +427,8 @@ def test_timeout_counts_the_wait_for_a_connection_sync(srv: Scripted, stream_bac
     with fastsse.Client(base_url=srv.base_url, api_key="x", max_connections=1, timeout=1) as client:
         start = time.monotonic()
         out = {}
-        for index, outcome in client.as_completed([req("long-40"), req("long-1")]):
+        # concurrency 2 over 1 connection: the second request waits in the client's queue
+        for index, outcome in client.as_completed([req("long-40"), req("long-1")], concurrency=2):
             out[index] = (outcome, time.monotonic() - start)
     queued, took = out[1]
     assert isinstance(queued, fastsse.TransportError) and queued.code == 28, queued

@@ -83,9 +83,7 @@ class _Job:
         self.error = False
         self.waiter: Any = None  # AsyncClient: the future the caller awaits
         self.sink: Any = None  # Client: the ready list of the call that runs this job
-        # ``timeout`` bounds the whole call, the wait for a free connection included.
-        timeout = spec.timeout_ms
-        self.deadline = time.monotonic() + timeout / 1000 if timeout else None
+        self.deadline: float | None = None  # set by submit: when ``timeout`` runs out
 
 
 class _Engine:
@@ -154,6 +152,10 @@ class _Engine:
             raise RuntimeError("the client is closed")
         if self.acting:
             raise RuntimeError(IN_CALLBACK)
+        # ``timeout`` bounds the request from here, the wait for a free connection included
+        # (not the wait of a request as_completed holds back for its ``concurrency``).
+        timeout = job.spec.timeout_ms
+        job.deadline = time.monotonic() + timeout / 1000 if timeout else None
         if len(self.active) < self.max_connections:
             self._start(job)
         else:
