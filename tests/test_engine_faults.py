@@ -471,7 +471,7 @@ def test_stream_buffer_is_bounded_for_a_slow_consumer(srv: Scripted, stream_back
 def test_relay_on_chunk_holds_the_transfer_until_its_future_is_done(
     srv: Scripted, stream_backend: Any, run: Any
 ) -> None:
-    count = 20000  # about 2 MB: far past what the socket buffers hold
+    count = 60000  # about 6 MB: past what the socket buffers hold (loopback's may reach 4 MB)
 
     async def main() -> tuple[int, int, bytes, dict[str, Any]]:
         loop = asyncio.get_running_loop()
@@ -518,3 +518,24 @@ def test_relay_hold_with_the_blocking_client(srv: Scripted, stream_backend: Any)
     assert len(stamps) > 2 and stamps[1] - start >= 0.55, "a piece arrived while the transfer was held"
     assert result["verdict"]["complete"] is True
     assert text(result) == "w0" + "".join(f" w{i}" for i in range(1, count))
+
+
+def test_a_held_transfer_is_not_idle_but_its_timeout_runs(
+    srv: Scripted, stream_backend: Any, run: Any
+) -> None:
+    async def main() -> tuple[BaseException | None, float]:
+        held = asyncio.get_running_loop().create_future()  # never done: the consumer never catches up
+        async with fastsse.AsyncClient(
+            base_url=srv.base_url, api_key="x", timeout=1, idle_timeout=0.3
+        ) as client:
+            start = time.monotonic()
+            try:
+                await client.create_stream(req("many-60000"), lambda piece: held, format="relay")
+            except fastsse.TransportError as exc:
+                return exc, time.monotonic() - start
+            return None, time.monotonic() - start
+
+    exc, took = run(main())
+    assert isinstance(exc, fastsse.TransportError) and exc.code == 28, exc
+    assert "idle_timeout" not in str(exc)
+    assert 0.9 < took < 1.6
