@@ -52,6 +52,10 @@ LIMIT_FIELD: Final = {
     "messages": "max_tokens",
 }
 LOG_LIMIT: Final = 1000  # records app.state.log keeps, newest last
+# Pieces waiting for a slow caller: at QUEUE_HIGH the upstream transfer is paused (TCP backpressure
+# reaches the upstream server), at QUEUE_LOW it resumes. A piece is one upstream read at most.
+QUEUE_HIGH: Final = 64
+QUEUE_LOW: Final = 32
 ANTHROPIC_VERSION: Final = "2023-06-01"
 
 
@@ -178,7 +182,17 @@ async def _stream(
     note: dict[str, Any],
 ) -> Response:
     pieces: asyncio.Queue[bytes | None] = asyncio.Queue()
-    send: Callable[[Any], None] = pieces.put_nowait
+    room: list[asyncio.Future[None]] = []  # each done once the caller has taken the queue down
+
+    def put(piece: bytes) -> asyncio.Future[None] | None:
+        pieces.put_nowait(piece)
+        if pieces.qsize() < QUEUE_HIGH:
+            return None
+        # a slow caller: a pending future tells the engine to pause the upstream until it is done
+        room.append(asyncio.get_running_loop().create_future())
+        return room[-1]
+
+    send: Callable[[Any], Any] = put
     if caller != upstream_api:
         fmt = f"to-{caller}"  # the compiled translator: the caller's API, read by read
     elif caller == "chat":
@@ -186,10 +200,8 @@ async def _stream(
     else:
         fmt = upstream_api  # the same API: each event the fold read, written out again
 
-        def send(event: Any) -> None:
-            pieces.put_nowait(
-                b"event: %s\ndata: %s\n\n" % (str(event.get("type")).encode(), orjson.dumps(event))
-            )
+        def send(event: Any) -> Any:
+            return put(b"event: %s\ndata: %s\n\n" % (str(event.get("type")).encode(), orjson.dumps(event)))
 
     transfer = asyncio.create_task(client.create_stream(sent, send, format=fmt))
     relayed = 0
@@ -229,6 +241,8 @@ async def _stream(
                 relayed += len(piece)
                 yield piece
                 piece = await pieces.get()
+                while room and pieces.qsize() < QUEUE_LOW:
+                    room.pop().set_result(None)
             exc = transfer.exception()
             result = transfer.result() if exc is None else {}
             verdict = result.get("verdict") or {}

@@ -18,6 +18,7 @@ from typing import Any, Final, NamedTuple
 import orjson
 
 from ..sse._fields import split_field
+from ._result import INDEX_LIMIT
 
 __all__ = [
     "CODES",
@@ -70,6 +71,9 @@ CODES: Final[dict[str, CodeInfo]] = {
         ERROR, "a chunk lacks choices, a choice lacks index or delta, or a type is wrong"
     ),
     "empty-choices": CodeInfo(WARNING, "a chunk with choices: [] that is not the usage chunk"),
+    "index-out-of-range": CodeInfo(
+        ERROR, "a choice or tool-call index is negative or past 127: clients read it as another one"
+    ),
     # choices
     "missing-role": CodeInfo(ERROR, "a choice never states its role"),
     "empty-initial-content": CodeInfo(WARNING, 'the first chunk of a choice carries "content": ""'),
@@ -703,6 +707,14 @@ class StreamChecker(_Framer):
             self._report("malformed-chunk", offset, "a choice without an integer index")
             return
         index = choice["index"]
+        if not 0 <= index < INDEX_LIMIT:
+            self._report(
+                "index-out-of-range",
+                offset,
+                f"choice index {index}: clients read it as another choice (Python's -1 is the last); "
+                "folds and the relay drop it",
+            )
+            return
         delta = choice.get("delta")
         if not isinstance(delta, dict):
             self._report("malformed-chunk", offset, f"choice {index} has no delta object")
@@ -789,6 +801,14 @@ class StreamChecker(_Framer):
             if type(at) is not int:
                 self._report(
                     "tool-call-without-index", offset, f"choice {index}: a tool-call fragment without index"
+                )
+                continue
+            if not 0 <= at < INDEX_LIMIT:
+                self._report(
+                    "index-out-of-range",
+                    offset,
+                    f"choice {index}: tool call index {at}: clients read it as another call; "
+                    "folds and the relay drop it",
                 )
                 continue
             slot = state.tools.get(at)
