@@ -40,6 +40,7 @@ import codecs
 import json
 import math
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -272,9 +273,11 @@ def session(
     loads: tuple[tuple[int, float], ...],
     chunks: int,
     repeats: int,
+    wait_quiet: float = 0.0,
 ) -> dict[tuple[str, int, float], list[dict[str, Any]]]:
     """Every (client, load) ``repeats`` times, interleaved: each repeat runs every load and every
-    client once, the client order rotated by one per repeat. Runs that cannot be built are left out."""
+    client once, the client order rotated by one per repeat. Runs that cannot be built are left out.
+    With ``wait_quiet`` each run first waits up to that many seconds for a quiet machine."""
     runs: dict[tuple[str, int, float], list[dict[str, Any]]] = {}
     for rep in range(repeats):
         order = clients[rep % len(clients) :] + clients[: rep % len(clients)]
@@ -283,6 +286,8 @@ def session(
                 try:
                     if name in (CYTHON, CYTHON_ON_CHUNK):
                         _reference.build_module("curl_chatstream")  # here, to skip with the reason
+                    if wait_quiet > 0:
+                        wait_for_quiet(server_pid, wait_quiet)
                     row = run_once(name, url, streams, chunks, itl, server_pid)
                 except _reference.Unavailable as exc:
                     print(f"  {name}: skipped ({exc})", file=sys.stderr)
@@ -290,6 +295,7 @@ def session(
                 except RuntimeError as exc:
                     print(f"  {name}: {exc}", file=sys.stderr)
                     continue
+                row["repeat"] = rep
                 runs.setdefault((name, streams, itl), []).append(row)
                 print(
                     f"  [{rep + 1}/{repeats}] C={streams} {itl:g} ms {name}: {row['cpu_us_per_chunk']:.1f} us/chunk, "
@@ -297,6 +303,29 @@ def session(
                     file=sys.stderr,
                 )
     return runs
+
+
+def wait_for_quiet(server_pid: int | None, timeout: float) -> float:
+    """Wait until other processes use at most ``QUIET`` cores over half a second, or ``timeout``
+    seconds have passed; the last share seen."""
+    deadline = time.monotonic() + timeout
+    while True:
+        others = Others(server_pid)
+        others.start()
+        time.sleep(0.5)
+        share = others.stop(0.0)
+        if not share > QUIET or time.monotonic() >= deadline:
+            return share
+
+
+def paired_ratio(runs: list[dict[str, Any]], refs: list[dict[str, Any]]) -> float:
+    """The median over repeats of (this client's CPU per chunk / the reference's in the same
+    repeat), quiet repeats only when there are any: a ratio of neighbours in time."""
+    by_rep = {r["repeat"]: r for r in refs if "repeat" in r}
+    pairs = [(r, by_rep[r["repeat"]]) for r in runs if r.get("repeat") in by_rep]
+    quiet = [(r, f) for r, f in pairs if not (r["others"] > QUIET or f["others"] > QUIET)]
+    ratios = [r["cpu_us_per_chunk"] / f["cpu_us_per_chunk"] for r, f in (quiet or pairs)]
+    return statistics.median(ratios) if ratios else math.nan
 
 
 def quietest(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -307,7 +336,8 @@ def quietest(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def tables(runs: dict[tuple[str, int, float], list[dict[str, Any]]], clients: list[str]) -> str:
-    """The issue's table (CPU per content chunk, and its ratio to the C libcurl reference) and the details."""
+    """The issue's table (CPU per content chunk of each client's quietest run, and its ratio to the
+    C libcurl reference's quietest) and the details, with the median of the ratios paired by repeat."""
     loads = sorted({(s, i) for _, s, i in runs}, key=lambda load: (-load[1], load[0]))
     best = {key: quietest(rows) for key, rows in runs.items()}
     head = " | ".join(f"C={s}, " + (f"{i:g} ms apart" if i else "no delay") for s, i in loads)
@@ -328,16 +358,18 @@ def tables(runs: dict[tuple[str, int, float], list[dict[str, Any]]], clients: li
         out.append(f"| {name} | " + " | ".join(cells) + " |")
     out += [
         "",
-        "| client | load | CPU/chunk (µs) | busy | sleeps/chunk | lag p50 (ms) | lag p99 (ms) | others (cores) | quiet runs | failed |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| client | load | CPU/chunk (µs) | x ref, paired | busy | sleeps/chunk | lag p50 (ms) | lag p99 (ms) "
+        "| others (cores) | quiet runs | failed |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for s, i in loads:
         for name in clients:
             row = best.get((name, s, i))
             if row is None:
                 continue
+            paired = paired_ratio(runs[(name, s, i)], runs.get((REFERENCE, s, i), []))
             out.append(
-                f"| {name} | C={s}, {i:g} ms | {row['cpu_us_per_chunk']:.1f} | {row['busy']:.0%} | "
+                f"| {name} | C={s}, {i:g} ms | {row['cpu_us_per_chunk']:.1f} | {paired:.2f} | {row['busy']:.0%} | "
                 f"{row.get('sleeps_per_chunk', math.nan):.2f} | "
                 f"{row['lag_p50_ms']:.2f} | {row['lag_p99_ms']:.2f} | {row['others']:.2f} | "
                 f"{row['quiet_runs']}/{row['runs']} | {row['failed']} |"
@@ -410,12 +442,23 @@ def test_the_table_keeps_the_quietest_run_and_divides_by_the_reference() -> None
         ("C-libcurl", 128, 20.0): [run("C-libcurl", 30.0, 0.5), run("C-libcurl", 10.0, 0.01)],
         ("Client", 128, 20.0): [run("Client", 15.0, 0.02), run("Client", 9.0, 0.3)],
     }
+    for rows in runs.values():
+        for rep, row in enumerate(rows):
+            row["repeat"] = rep
     assert quietest(runs[("Client", 128, 20.0)])["cpu_us_per_chunk"] == 15.0
     text = tables(runs, ["C-libcurl", "Client", "curl_cffi"])
     assert "| C-libcurl | 10.0 µs |" in text
     assert "| Client | 15.0 µs (1.50x) |" in text
     assert "| curl_cffi | not run |" in text
-    assert "| Client | C=128, 20 ms | 15.0 | 50% | nan | 0.10 | 1.00 | 0.02 | 1/2 | 0 |" in text
+    # Paired by repeat: 15/30 (the reference disturbed) and 9/10 (the client disturbed): no quiet
+    # pair, so the median of both, 0.70.
+    assert "| Client | C=128, 20 ms | 15.0 | 0.70 | 50% | nan | 0.10 | 1.00 | 0.02 | 1/2 | 0 |" in text
+    assert (
+        paired_ratio(
+            [{**run("Client", 12.0, 0.0), "repeat": 0}], [{**run("C-libcurl", 10.0, 0.0), "repeat": 0}]
+        )
+        == 1.2
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -429,6 +472,12 @@ def main(argv: list[str] | None = None) -> int:
         "--loads",
         default=",".join(f"{s}x{i:g}" for s, i in LOADS),
         help="STREAMSxMS,... (default 128x20,256x0)",
+    )
+    parser.add_argument(
+        "--wait-quiet",
+        type=float,
+        default=0.0,
+        help="before each run, wait up to this many seconds for other processes to use under 0.10 of a core",
     )
     parser.add_argument("--json", help="also write every run to this file")
     parser.add_argument("--child", help=argparse.SUPPRESS)
@@ -449,7 +498,9 @@ def main(argv: list[str] | None = None) -> int:
     clients = args.clients.split(",")
     load_before = os.getloadavg()
     with spawn_scripted_server(cpu=many.SERVER_CPU) as server:
-        runs = session(server.base_url, server.pid, clients, loads, args.chunks, args.repeats)
+        runs = session(
+            server.base_url, server.pid, clients, loads, args.chunks, args.repeats, args.wait_quiet
+        )
     print(
         f"\n{args.chunks} chunks per stream, {args.repeats} interleaved repeats, quietest kept "
         f"(load average {load_before[0]:.2f} before, {os.getloadavg()[0]:.2f} after)\n"
