@@ -23,13 +23,16 @@ the content chunks it received), busy (that CPU over the run's wall time), lag p
 stamp minus the server's send stamp, content chunks only), and **others**: the CPU that neither
 the client nor the server used during the run, from ``/proc/stat``, in cores. A run with others
 above ``QUIET`` (0.10 of a core) was disturbed by another process; each row keeps the quietest
-of its repeats and says how many were quiet. The order of clients is rotated per repeat, so
-no client always runs first or last.
+of its repeats and says how many were quiet, beside the median of its ratios to the reference
+paired by repeat. The order of clients is rotated per repeat, so no client always runs first or
+last. Sleeps per chunk (the client's voluntary context switches) say how often it woke up: a
+client that drains its sockets sooner wakes, and pays the kernel, more often.
 
 As a test (``--benchmark-disable``) every client streams 16 x 10 chunks at both delays and must
 get them all; the C references skip, with the reason, where no C compiler, libcurl headers or
 libcurl are found (``_reference.py``). The table in benchmarks/README.md ("Read cost") comes from
-``python benchmarks/test_bench_read_cost.py [--repeats 3] [--clients a,b] [--json out.json]``.
+``python benchmarks/test_bench_read_cost.py [--repeats 3] [--wait-quiet S] [--clients a,b]
+[--loads 128x20,256x0] [--json out.json]``.
 """
 
 from __future__ import annotations
