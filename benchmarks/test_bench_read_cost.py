@@ -21,8 +21,8 @@ with its send time) from a child process of its own pinned to core 1. Clients:
 Figures per run: client CPU per content chunk (the client process's CPU time over its run, over
 the content chunks it received), busy (that CPU over the run's wall time), lag p50/p99 (receive
 stamp minus the server's send stamp, content chunks only), and **others**: the CPU that neither
-the client nor the server used during the run, from ``/proc/stat``, in cores. A run with others
-above ``QUIET`` (0.10 of a core) was disturbed by another process; each row keeps the quietest
+the client nor the server used during the run, from ``/proc/stat``, on the client's core and on
+all cores. A run with others above ``QUIET`` (0.05) on the client's core was disturbed; each row keeps the quietest
 of its repeats and says how many were quiet, beside the median of its ratios to the reference
 paired by repeat. The order of clients is rotated per repeat, so no client always runs first or
 last. Sleeps per chunk (the client's voluntary context switches) say how often it woke up: a
@@ -40,6 +40,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import codecs
+import contextlib
 import json
 import math
 import os
@@ -66,7 +67,7 @@ REFERENCE = "C-libcurl"
 # (streams, ms between chunks): where fastsse is not saturated, as the issue sets the target.
 LOADS = ((128, 20.0), (256, 0.0))
 CHUNKS = 100
-QUIET = 0.10  # cores used by other processes during a run above which it counts as disturbed
+QUIET = 0.05  # of the client's core used by other processes during a run: above it, disturbed
 EVENTS_AROUND_CONTENT = 3  # the role chunk, the finish chunk and [DONE]
 _EXE = {"C-raw": "raw_floor", "C-libcurl": "curl_floor"}
 
@@ -159,14 +160,20 @@ def measure(name: str, url: str, streams: int, chunks: int, itl_ms: float) -> di
 # Who else used the CPU during a run.
 
 
-def _busy_jiffies() -> int:
-    """CPU time all cores spent running anything, in clock ticks: user, nice, system, irq and
-    softirq (a process's utime + stime include the irq and softirq ticks taken in its context, so
-    the two can be subtracted); not idle, iowait, nor steal (time the hypervisor took)."""
+def _busy_jiffies() -> dict[str, int]:
+    """CPU time spent running anything, in clock ticks, for all cores ("cpu") and each ("cpu0",
+    ...): user, nice, system, irq and softirq (a process's utime + stime include the irq and
+    softirq ticks taken in its context, so the two can be subtracted); not idle, iowait, nor steal
+    (time the hypervisor took)."""
+    busy = {}
     with open("/proc/stat") as stat:
-        fields = stat.readline().split()[1:]
-    user, nice, system, _idle, _iowait, irq, softirq = (int(f) for f in fields[:7])
-    return user + nice + system + irq + softirq
+        for line in stat:
+            if not line.startswith("cpu"):
+                break
+            name, *fields = line.split()
+            user, nice, system, _idle, _iowait, irq, softirq = (int(f) for f in fields[:7])
+            busy[name] = user + nice + system + irq + softirq
+    return busy
 
 
 def _usage(*, children: bool) -> tuple[float, float]:
@@ -188,29 +195,36 @@ def _process_jiffies(pid: int) -> int:
 
 class Others:
     """The CPU, in cores, that processes other than the client, the server and this one used
-    between ``start()`` and ``stop(client_cpu_s)``; nan where ``/proc`` is not there."""
+    between ``start()`` and ``stop(client_cpu_s)``: ``(on all cores, on the client's core)``; nan
+    where ``/proc`` is not there. The client is pinned to its core and the server to another, so
+    what else ran on the client's core is the busy time there minus the client's CPU."""
 
     def __init__(self, server_pid: int | None) -> None:
         self.server_pid = server_pid
         self.hz = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
-    def _sample(self) -> tuple[int, int, float, float]:
+    def _sample(self) -> tuple[dict[str, int], int, float, float]:
         server = _process_jiffies(self.server_pid) if self.server_pid else 0
         return _busy_jiffies(), server, _usage(children=False)[0], time.monotonic()
 
     def start(self) -> None:
         try:
-            self._start: tuple[int, int, float, float] | None = self._sample()
+            self._start: tuple[dict[str, int], int, float, float] | None = self._sample()
         except OSError:
             self._start = None
 
-    def stop(self, client_cpu_s: float) -> float:
+    def stop(self, client_cpu_s: float) -> tuple[float, float]:
         if self._start is None:
-            return math.nan
+            return math.nan, math.nan
         busy, server, mine, wall = self._sample()
         b0, s0, m0, w0 = self._start
-        others_s = (busy - b0 - (server - s0)) / self.hz - client_cpu_s - (mine - m0)
-        return max(0.0, others_s) / max(wall - w0, 1e-9)
+        seconds = max(wall - w0, 1e-9)
+        others_s = (busy["cpu"] - b0["cpu"] - (server - s0)) / self.hz - client_cpu_s - (mine - m0)
+        core = f"cpu{many.CLIENT_CPU}"
+        if core not in busy:
+            return max(0.0, others_s) / seconds, math.nan
+        on_core_s = (busy[core] - b0[core]) / self.hz - client_cpu_s
+        return max(0.0, others_s) / seconds, max(0.0, on_core_s) / seconds
 
 
 def _pin_client() -> None:
@@ -220,7 +234,8 @@ def _pin_client() -> None:
 def run_once(
     name: str, url: str, streams: int, chunks: int, itl_ms: float, server_pid: int | None
 ) -> dict[str, Any]:
-    """One run of client ``name`` in a child process pinned to the client core, with its others share.
+    """One run of client ``name`` in a child process pinned to the client core, with the CPU other
+    processes used meanwhile: ``others`` on the client's core, ``others_all`` on every core.
 
     It raises ``_reference.Unavailable`` when a C reference cannot be built here and RuntimeError
     when the client fails.
@@ -235,19 +250,27 @@ def run_once(
     else:
         argv = [sys.executable, os.path.abspath(__file__), "--child", name, "--url", url]
         argv += ["--streams", str(streams), "--chunks", str(chunks), "--itl-ms", str(itl_ms)]
-    env = {**os.environ}
-    if hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) > many.CLIENT_CPU:
-        env["FASTSSE_BENCH_CPU"] = str(
-            many.CLIENT_CPU
-        )  # the C clients pin themselves; Python ones: _pin_client
+    pin = hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) > many.CLIENT_CPU
+    env = {**os.environ, **({"FASTSSE_BENCH_CPU": str(many.CLIENT_CPU)} if pin else {})}
     others.start()
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=900, check=False, env=env)
+        child = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        if pin:
+            # At once, so that its start-up (a Python child's imports) runs on the client core too
+            # and the others figure of that core stays honest; the children also pin themselves.
+            with contextlib.suppress(OSError):  # it may have exited already
+                os.sched_setaffinity(child.pid, {many.CLIENT_CPU})
+        try:
+            out, err = child.communicate(timeout=900)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            out, err = child.communicate()
     finally:
         if name in C_CLIENTS:
             os.unlink(body_file.name)
     cpu1, sleeps1 = _usage(children=True)
-    share = others.stop(cpu1 - cpu0)
+    others_all, others_core = others.stop(cpu1 - cpu0)
+    done = subprocess.CompletedProcess(argv, child.returncode, out, err)
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     if done.returncode != 0 or not lines:
         raise RuntimeError(f"{name} failed ({done.returncode}): {done.stderr[-2000:]}")
@@ -265,7 +288,12 @@ def run_once(
     # How often the client went to sleep (voluntary context switches over its whole life, start-up
     # included: a few dozen) per content chunk: each sleep is a wake-up the kernel charges for, and
     # a client that drains its sockets faster sleeps, and pays, more often.
-    row.update(itl_ms=itl_ms, others=share, sleeps_per_chunk=(sleeps1 - sleeps0) / max(1, row["chunks"]))
+    row.update(
+        itl_ms=itl_ms,
+        others=others_core,
+        others_all=others_all,
+        sleeps_per_chunk=(sleeps1 - sleeps0) / max(1, row["chunks"]),
+    )
     return row
 
 
@@ -302,21 +330,22 @@ def session(
                 runs.setdefault((name, streams, itl), []).append(row)
                 print(
                     f"  [{rep + 1}/{repeats}] C={streams} {itl:g} ms {name}: {row['cpu_us_per_chunk']:.1f} us/chunk, "
-                    f"busy {row['busy']:.0%}, others {row['others']:.2f}, load {os.getloadavg()[0]:.2f}",
+                    f"busy {row['busy']:.0%}, others {row['others']:.2f} on its core and "
+                    f"{row['others_all']:.2f} in all, load {os.getloadavg()[0]:.2f}",
                     file=sys.stderr,
                 )
     return runs
 
 
 def wait_for_quiet(server_pid: int | None, timeout: float) -> float:
-    """Wait until other processes use at most ``QUIET`` cores over half a second, or ``timeout``
-    seconds have passed; the last share seen."""
+    """Wait until other processes use at most ``QUIET`` of the client's core over half a second, or
+    ``timeout`` seconds have passed; the last share seen."""
     deadline = time.monotonic() + timeout
     while True:
         others = Others(server_pid)
         others.start()
         time.sleep(0.5)
-        share = others.stop(0.0)
+        share = others.stop(0.0)[1]
         if not share > QUIET or time.monotonic() >= deadline:
             return share
 
@@ -362,7 +391,7 @@ def tables(runs: dict[tuple[str, int, float], list[dict[str, Any]]], clients: li
     out += [
         "",
         "| client | load | CPU/chunk (µs) | x ref, paired | busy | sleeps/chunk | lag p50 (ms) | lag p99 (ms) "
-        "| others (cores) | quiet runs | failed |",
+        "| others: client core / all | quiet runs | failed |",
         "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for s, i in loads:
@@ -374,7 +403,8 @@ def tables(runs: dict[tuple[str, int, float], list[dict[str, Any]]], clients: li
             out.append(
                 f"| {name} | C={s}, {i:g} ms | {row['cpu_us_per_chunk']:.1f} | {paired:.2f} | {row['busy']:.0%} | "
                 f"{row.get('sleeps_per_chunk', math.nan):.2f} | "
-                f"{row['lag_p50_ms']:.2f} | {row['lag_p99_ms']:.2f} | {row['others']:.2f} | "
+                f"{row['lag_p50_ms']:.2f} | {row['lag_p99_ms']:.2f} | {row['others']:.2f} / "
+                f"{row.get('others_all', math.nan):.2f} | "
                 f"{row['quiet_runs']}/{row['runs']} | {row['failed']} |"
             )
     return "\n".join(out)
@@ -455,7 +485,7 @@ def test_the_table_keeps_the_quietest_run_and_divides_by_the_reference() -> None
     assert "| curl_cffi | not run |" in text
     # Paired by repeat: 15/30 (the reference disturbed) and 9/10 (the client disturbed): no quiet
     # pair, so the median of both, 0.70.
-    assert "| Client | C=128, 20 ms | 15.0 | 0.70 | 50% | nan | 0.10 | 1.00 | 0.02 | 1/2 | 0 |" in text
+    assert "| Client | C=128, 20 ms | 15.0 | 0.70 | 50% | nan | 0.10 | 1.00 | 0.02 / nan | 1/2 | 0 |" in text
     assert (
         paired_ratio(
             [{**run("Client", 12.0, 0.0), "repeat": 0}], [{**run("C-libcurl", 10.0, 0.0), "repeat": 0}]
@@ -480,7 +510,7 @@ def main(argv: list[str] | None = None) -> int:
         "--wait-quiet",
         type=float,
         default=0.0,
-        help="before each run, wait up to this many seconds for other processes to use under 0.10 of a core",
+        help="before each run, wait up to this many seconds for the client's core to be quiet",
     )
     parser.add_argument("--json", help="also write every run to this file")
     parser.add_argument("--child", help=argparse.SUPPRESS)
