@@ -18,7 +18,7 @@ from cpython.object cimport PyObject
 from libc.string cimport memcmp
 
 from ..fold._stream_c cimport D_ARGUMENTS, D_REASONING, D_TEXT, FastDelta, FoldStream, event_name, payload_is_done
-from .._native.reader cimport Span, after_value, decode, read_key, read_plain, read_string, read_uint, skip_ws, span_is
+from .._native.reader cimport Span, decode, next_member, read_key, read_plain, read_string, read_uint, skip_ws, span_is
 
 import orjson
 
@@ -305,14 +305,14 @@ Folds the events of an Anthropic Messages stream into the message the API return
                         return 0
                     if p == NULL:
                         return 0
-                    p = after_value(p, end, &inner)
+                    p = next_member(p, end, &inner, c'}')
                     if p == NULL:
                         return 0
             else:
                 return 0
             if p == NULL:
                 return 0
-            p = after_value(p, end, &more)
+            p = next_member(p, end, &more, c'}')
             if p == NULL:
                 return 0
         if skip_ws(p, end) != end or seen != 7 or dseen != 3 or index > _MAX_INDEX:

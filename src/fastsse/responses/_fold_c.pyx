@@ -18,7 +18,7 @@ from cpython.object cimport PyObject
 from libc.string cimport memcmp
 
 from ..fold._stream_c cimport D_ARGUMENTS, D_REASONING, D_REFUSAL, D_TEXT, FastDelta, FoldStream, event_name, event_name_given, payload_is_done
-from .._native.reader cimport Span, after_value, decode, read_empty_array, read_key, read_plain, read_string, read_uint, skip_ws, span_is
+from .._native.reader cimport Span, decode, next_member, read_empty_array, read_key, read_plain, read_string, read_uint, skip_ws, span_is
 
 import orjson
 
@@ -360,7 +360,7 @@ Folds the events of an OpenAI Responses stream into the object the API returns w
             if p == NULL or seen & bit:
                 return 0
             seen |= bit
-            p = after_value(p, end, &more)
+            p = next_member(p, end, &more, c'}')
             if p == NULL:
                 return 0
         if skip_ws(p, end) != end or seen & 7 != 7 or output_index > _MAX_INDEX or part_index > _MAX_INDEX:
