@@ -240,7 +240,17 @@ cdef inline bint named(const char* key, Py_ssize_t n, const char* name, Py_ssize
 
 
 cdef inline bint span_is(Span s, const char* name, Py_ssize_t n) noexcept nogil:
-    return named(s.p, s.n, name, n)
+    # n is a constant at every call: a short name is compared byte by byte (most candidates
+    # differ in the first byte), a long one (an event type) with memcmp.
+    cdef Py_ssize_t i
+    if s.n != n:
+        return False
+    if n >= 20:
+        return memcmp(s.p, name, n) == 0
+    for i in range(n):
+        if s.p[i] != name[i]:
+            return False
+    return True
 
 
 cdef inline const char* skip_value(const char* p, const char* end, int depth) noexcept nogil:
