@@ -12,12 +12,12 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def shared_dir() -> Path | None:
-    """The shared folder, or None when neither ``FASTSSE_SHARED`` nor ``../shared`` exists."""
+    """The shared folder: ``FASTSSE_SHARED`` when it is set (None if that folder does not exist, so
+    setting it to a missing path runs the suite as a plain clone would), else ``../shared`` if it
+    exists, else None."""
     env = os.environ.get("FASTSSE_SHARED")
-    for candidate in ([Path(env)] if env else []) + [ROOT.parent / "shared"]:
-        if candidate.is_dir():
-            return candidate
-    return None
+    candidate = Path(env) if env else ROOT.parent / "shared"
+    return candidate if candidate.is_dir() else None
 
 
 def recorded(kind: str, name: str) -> bytes:

@@ -303,11 +303,17 @@ def test_huge_index_values(backend: SimpleNamespace) -> None:
         }
     )
     agg.feed({"choices": [{"index": -1, "delta": {"tool_calls": [{"function": {"arguments": "{}"}}]}}]})
-    choices = agg.result()["choices"]
-    assert [c["index"] for c in choices] == [-1, 10**30]
-    assert choices[0]["message"]["tool_calls"] == [
-        {"id": "x", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    agg.feed({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 2**70, "id": "y"}]}}]})
+    # indexes run from 0 to 127: each entry outside is dropped whole and counted, none raises
+    assert agg.result()["choices"] == [
+        {
+            "index": 0,
+            "message": {"role": "assistant", "content": None, "refusal": None},
+            "finish_reason": None,
+            "logprobs": None,
+        }
     ]
+    assert agg.malformed == 4
 
 
 def test_nothing_raises_but_sse_error(backend: SimpleNamespace) -> None:

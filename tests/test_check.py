@@ -62,10 +62,12 @@ def test_capture(name: str, cut: int | None) -> None:
 
 def test_every_code_has_a_capture_and_a_doc_row() -> None:
     captured = {code for case in CASES.values() for code, _ in case["findings"]}
-    # content-type is an HTTP-level finding: test_cli_url_html checks it against the server
-    assert captured | {"content-type"} == set(CODES)
+    # content-type and transfer-cut are HTTP-level findings: test_cli_url_html and
+    # test_cli_url_cut check them against the server
+    http = {"content-type", "transfer-cut"}
+    assert captured | http == set(CODES)
     for code in CODES:
-        assert (LINT / f"{code}.sse").exists() or code == "content-type", code
+        assert (LINT / f"{code}.sse").exists() or code in http, code
     doc = (ROOT / "docs" / "conformance.md").read_text(encoding="utf-8")
     doc = doc.split("\n## Responses and Messages streams")[0]  # the other grammars: test_check_formats
     rows = dict(re.findall(r"^\| `([a-z0-9-]+)` \| (error|warning) \|", doc, re.M))
@@ -327,11 +329,61 @@ def test_cli_url_transport_errors(server, capsys: pytest.CaptureFixture[str]) ->
     # the wording create_stream's TransportError uses, under the prefix every command uses
     assert err.startswith(f"fastsse check: http://127.0.0.1:{port}/v1/chat/completions: ")
     assert err.endswith("(curl error 7)\n") and err.count("\n") == 1
-    # the body ends in the middle of an event without the chunked terminator: curl reports it
-    assert (
-        check_main(
-            ["--url", server.base_url, "--api-key", "sk-test", "--model", "disconnect", "--timeout", "10"]
-        )
-        == 2
+
+
+# issue 25, point 2: a cut after the answer began is linted, plus one finding for the cut
+
+
+@pytest.mark.parametrize(
+    ("api", "expected"),
+    [
+        # "disconnect" sends the role and six content tokens (seven events), then stops inside an
+        # event without the chunked terminator: curl error 18
+        ("chat", ["truncated", "missing-finish-reason", "missing-done", "transfer-cut"]),
+        ("responses", ["missing-terminal", "transfer-cut"]),
+        ("messages", ["missing-message-stop", "transfer-cut"]),
+    ],
+)
+def test_cli_url_cut(server, capsys: pytest.CaptureFixture[str], api: str, expected: list[str]) -> None:
+    args = ["--url", server.base_url, "--api", api, "--api-key", "sk-test", "--model", "disconnect"]
+    assert check_main([*args, "--timeout", "10", "--json"]) == 1
+    report = json.loads(capsys.readouterr().out)
+    assert [f["code"] for f in report["findings"]] == expected
+    cut = report["findings"][-1]
+    assert cut["severity"] == "error" and cut["offset"] == report["bytes"] > 0
+    assert cut["message"] == (
+        f"the transfer failed after {report['bytes']} bytes: "
+        "transfer closed with outstanding read data remaining (curl error 18)"
     )
-    assert "(curl error " in capsys.readouterr().err
+    if api == "chat":
+        assert report["events"] == 7
+
+
+# issue 25, point 5: a text with no event and no field is not an event stream, whatever the chunking
+
+
+@pytest.mark.parametrize("api", ["chat", "responses", "messages"])
+def test_text_without_fields_is_one_not_sse_finding(api: str) -> None:
+    from fastsse.check import checker
+
+    text = b"Release notes\r\n\r\n- faster: the decoder\n- data loss fixed (see: #12)\n: not a comment\n" * 30
+    whole = check_stream(text, api=api)
+    assert [(f.code, f.offset) for f in whole] == [("not-sse", 0)]
+    assert whole[0].message == "not an event stream: it is text with no SSE field (line 1: 'Release notes')"
+    for size in (1, 3, 64):
+        lint = checker(api)
+        for i in range(0, len(text), size):
+            lint.feed(text[i : i + size])
+        assert lint.close()[-1:] == whole and lint.findings == whole
+
+
+@pytest.mark.parametrize(
+    ("body", "first"),
+    [
+        (b": ping\n\n: ping\n\n", "empty-stream"),  # a quiet stream, not a text
+        (b"retry: 100\n\nhello\n", "non-data-field"),  # a field: linted as a stream
+        (b"data\n", "missing-final-blank-line"),  # an empty data field is a field
+    ],
+)
+def test_a_field_or_only_comments_keep_the_stream_rules(body: bytes, first: str) -> None:
+    assert [f.code for f in check_stream(body)][:1] == [first]

@@ -259,7 +259,11 @@ def test_cli_url_sends_the_api_headers() -> None:
                 env=env,
                 timeout=60,
             )
-            assert refused.returncode == 2 and "HTTP 401" in refused.stderr
+            assert refused.returncode == 2
+            # the line names the URL the request went to, not the chat path (issue 25, point 11)
+            assert refused.stderr.startswith(f"fastsse check: {srv.base_url}/{api}: HTTP 401: "), (
+                refused.stderr
+            )
 
 
 def test_every_code_has_a_doc_row() -> None:
@@ -275,3 +279,104 @@ def test_every_code_has_a_doc_row() -> None:
     for api, text in parts.items():
         rows = dict(re.findall(r"^\| `([a-z0-9-]+)` \| (error|warning) \|", common + text, re.M))
         assert rows == {code: info.severity for code, info in API_CODES[api].items()}, api
+
+
+# issue 25, point 9: every event type the SDKs define is a known event; unknown-event stays for the rest
+
+
+def _sdk_types(union: Any) -> set[str]:
+    import typing
+
+    members = typing.get_args(union)
+    if members and typing.get_origin(members[0]) is typing.Union:  # Annotated[Union[...], discriminator]
+        members = typing.get_args(members[0])
+    found = set()
+    for member in members:
+        (name,) = typing.get_args(member.model_fields["type"].annotation)
+        found.add(name)
+    return found
+
+
+def test_responses_knows_every_event_of_the_openai_sdk() -> None:
+    from openai.types.responses import ResponseStreamEvent
+
+    sdk = _sdk_types(ResponseStreamEvent)
+    assert len(sdk) > 40 and "response.web_search_call.searching" in sdk  # the union was read, not skipped
+    assert sdk - ResponsesChecker.types == set()
+
+
+def test_messages_knows_every_event_of_the_anthropic_sdk() -> None:
+    from anthropic.types import RawMessageStreamEvent
+    from anthropic.types.beta import BetaRawMessageStreamEvent
+
+    sdk = _sdk_types(RawMessageStreamEvent) | _sdk_types(BetaRawMessageStreamEvent)
+    assert "content_block_delta" in sdk
+    # ping and error are documented in the streaming reference; the SDK handles them before its union
+    assert sdk | {"ping", "error"} <= MessagesChecker.types
+
+
+WEB_SEARCH = {"id": "ws0", "type": "web_search_call", "status": "in_progress"}
+SEARCHING = [
+    {"type": "response.created", "response": R},
+    {"type": "response.output_item.added", "output_index": 0, "item": WEB_SEARCH},
+    {"type": "response.web_search_call.in_progress", "output_index": 0, "item_id": "ws0"},
+    {"type": "response.web_search_call.searching", "output_index": 0, "item_id": "ws0"},
+    {"type": "response.web_search_call.completed", "output_index": 0, "item_id": "ws0"},
+    {"type": "response.output_item.done", "output_index": 0, "item": {**WEB_SEARCH, "status": "completed"}},
+    {"type": "response.mcp_call_arguments.delta", "output_index": 0, "item_id": "ws0", "delta": "{}"},
+]
+
+
+def test_documented_tool_events_are_not_unknown() -> None:
+    # the web_search_call events of a real OpenAI stream: none is unknown; the late mcp event is
+    # known too, and what the grammar says of it (after its item's done) still holds
+    assert codes(responses_body([*SEARCHING[:6], GOOD_R[7]]), "responses") == []
+    assert codes(responses_body([*SEARCHING, GOOD_R[7]]), "responses") == ["delta-after-done"]
+
+
+@pytest.mark.parametrize("kind", ["response.made_up.delta", "response.output_text.deltas", "message_start"])
+def test_undefined_types_stay_unknown(kind: str) -> None:
+    body = responses_body([*GOOD_R[:7], {"type": kind, "output_index": 0}, GOOD_R[7]])
+    assert codes(body, "responses") == ["unknown-event"]
+
+
+def test_messages_undefined_type_stays_unknown() -> None:
+    body = messages_body([*GOOD_M[:2], {"type": "response.created"}, *GOOD_M[2:]])
+    assert codes(body, "messages") == ["unknown-event"]
+
+
+# issue 25, point 10: a trailing data: [DONE] is a warning of its own, not invalid JSON
+
+
+@pytest.mark.parametrize("done", [b"data: [DONE]\n\n", b"event: done\ndata: [DONE]\n\n"])
+def test_responses_trailing_done_is_a_warning(done: bytes) -> None:
+    found = check_stream(responses_body(GOOD_R) + done, api="responses")
+    assert [(f.code, f.severity) for f in found] == [("done-sentinel", "warning")]
+    assert found[0].offset == len(responses_body(GOOD_R))
+
+
+def test_messages_trailing_done_is_a_warning() -> None:
+    found = check_stream(messages_body(GOOD_M) + b"data: [DONE]\n\n", api="messages")
+    assert [(f.code, f.severity) for f in found] == [("done-sentinel", "warning")]
+
+
+def test_done_that_is_not_alone_is_still_invalid_json() -> None:
+    body = responses_body(GOOD_R) + b"data: [DONE] now\n\n"
+    assert codes(body, "responses") == ["invalid-json"]
+
+
+def test_recorded_streams_have_no_unknown_event() -> None:
+    # real OpenAI streams with web_search, file_search and code_interpreter calls, Anthropic streams
+    # with server tools: every event they carry is in the API reference. OpenRouter ends its
+    # Responses streams with data: [DONE] (r18).
+    from _formats_helpers import recorded_dir
+
+    folder = recorded_dir()
+    seen = 0
+    for api in ("responses", "messages"):
+        for path in sorted((folder / api).glob("*.sse")):
+            found = {f.code for f in check_stream(path.read_bytes(), api=api)}
+            assert not found & {"unknown-event", "invalid-json"}, path.name
+            assert ("done-sentinel" in found) == (path.stem == "r18-openrouter-data-only-reasoning-text")
+            seen += 1
+    assert seen >= 40

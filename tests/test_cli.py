@@ -6,6 +6,7 @@ failure, exit 2 for what stopped a request, 1 for an answer or input that is not
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -174,6 +175,40 @@ def test_check_and_events_say_not_an_event_stream(
     assert err.count("\n") == 1 and err.startswith(f"fastsse events: {path}: not an event stream: {why}")
 
 
+PROSE = (
+    "\ufeff# fastsse\n\nServer-Sent Events, decoded.\n\n```sh\npip install .\n```\n\n"
+    "Note: a colon in a sentence is no field.\n" * 40
+).encode()
+
+
+@pytest.mark.parametrize("api", ["chat", "responses", "messages"])
+def test_check_and_events_say_a_text_is_not_an_event_stream(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, api: str
+) -> None:
+    # issue 25, point 5: a README given by mistake is one line and exit 1, as a page or a document is
+    path = tmp_path / "README.md"
+    path.write_bytes(PROSE)
+    code, out, err = run(capsys, "check", "--api", api, str(path))
+    assert (code, err) == (1, "")
+    assert out == (
+        f"{path}: not an event stream: it is text with no SSE field (line 1: '# fastsse') ({len(PROSE)} bytes)\n"
+    )
+    code, out, err = run(capsys, "events", str(path))
+    assert (code, out) == (1, "")
+    assert (
+        err
+        == f"fastsse events: {path}: not an event stream: it is text with no SSE field (line 1: '# fastsse')\n"
+    )
+
+
+def test_text_with_a_field_is_linted_as_a_stream(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    # a field makes it a (broken) stream: its findings are worth reading
+    path = tmp_path / "half.sse"
+    path.write_bytes(b"hello\ndata: {}\n")
+    code, out, _ = run(capsys, "check", str(path))
+    assert code == 1 and "not an event stream" not in out and "missing-final-blank-line" in out
+
+
 def test_events_on_comments_only_says_no_event(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     path = tmp_path / "pings.sse"
     path.write_bytes(b": ping\n\n: ping\n\n")
@@ -236,3 +271,98 @@ def test_file_errors_share_one_prefix(capsys: pytest.CaptureFixture[str], tmp_pa
     for command in ("check", "events"):
         code, _, err = run(capsys, command, str(missing))
         assert code == 2 and err.startswith(f"fastsse {command}: ") and err.count("\n") == 1
+
+
+# issue 25, point 4: a reader that goes away ends the command quietly, on either backend
+
+
+class _ClosedPipe:
+    """A stdout whose reader left after ``room`` characters, as `| head -c N` leaves."""
+
+    def __init__(self, room: int) -> None:
+        self.room = room
+
+    def write(self, text: str) -> int:
+        self.room -= len(text)
+        if self.room < 0:
+            raise BrokenPipeError(32, "Broken pipe")
+        return len(text)
+
+    def flush(self) -> None:
+        if self.room < 0:
+            raise BrokenPipeError(32, "Broken pipe")
+
+    def isatty(self) -> bool:
+        return False
+
+
+def test_demo_into_a_closed_pipe_is_quiet(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, stream_backend: SimpleNamespace
+) -> None:
+    monkeypatch.setattr(sys, "stdout", _ClosedPipe(100))  # the break comes inside on_chunk
+    code, _, err = run(capsys, "demo", "--model", "long-3000")
+    assert code == 141
+    assert err.startswith("fastsse demo (backend: ") and err.count("\n") == 2  # the banner, nothing else
+
+
+# issue 25, point 2: a cut stream exits 1 with the partial fold; nothing arrived is still exit 2
+
+
+def test_demo_cut_stream_prints_the_partial_fold(
+    capsys: pytest.CaptureFixture[str], stream_backend: SimpleNamespace
+) -> None:
+    from fastsse.testing.server import PLAIN
+
+    code, out, err = run(capsys, "demo", "--model", "disconnect")
+    assert code == 1
+    text, _, fold = out.partition("Partial response (the answer is incomplete):\n")
+    assert text.strip() == "".join(PLAIN[:6])  # the six tokens sent before the cut
+    result = json.loads(fold)
+    assert result["choices"][0]["message"]["content"] == "".join(PLAIN[:6])
+    assert result["verdict"]["complete"] is False and result["verdict"]["done"] is False
+    last = err.splitlines()[-1]
+    assert last.startswith("fastsse demo: the answer is incomplete: the transfer failed mid-stream: http://")
+    assert last.endswith(
+        "/v1/chat/completions: transfer closed with outstanding read data remaining (curl error 18)"
+    )
+
+
+# issue 25, point 7: every choice, the refusal text, a page cut to one line
+
+
+def test_demo_prints_every_choice(
+    capsys: pytest.CaptureFixture[str], stream_backend: SimpleNamespace
+) -> None:
+    from fastsse.testing.server import PLAIN
+
+    code, out, err = run(capsys, "demo", "--model", "n2")
+    assert code == 0, err
+    head = out.split("Final aggregated response:")[0]
+    # n2 interleaves two choices token by token; choice 1's first token is marked "[1] "
+    assert head.strip().splitlines() == [
+        "[choice 0] " + "".join(PLAIN),
+        "[choice 1] [1] " + "".join(PLAIN),
+    ]
+
+
+def test_demo_prints_the_refusal(capsys: pytest.CaptureFixture[str], stream_backend: SimpleNamespace) -> None:
+    from fastsse.testing.server import REFUSAL
+
+    code, out, err = run(capsys, "demo", "--model", "refusal")
+    assert code == 0, err
+    assert out.split("Final aggregated response:")[0].strip() == "(refusal) " + "".join(REFUSAL)
+
+
+def test_demo_page_is_one_short_line(
+    capsys: pytest.CaptureFixture[str], stream_backend: SimpleNamespace
+) -> None:
+    from fastsse.testing.server import HTML_PAGE
+
+    code, out, err = run(capsys, "demo", "--model", "html")
+    assert (code, out) == (1, "")
+    last = err.splitlines()[-1]
+    assert err.count("\n") == 3  # the banner, its blank line, this line
+    assert last.endswith(
+        "/v1: HTTP 200: not an event stream: it starts like an HTML or XML page: "
+        f"'<!DOCTYPE html>' ({len(HTML_PAGE)} bytes)"
+    )

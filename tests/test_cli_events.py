@@ -52,3 +52,47 @@ def test_missing_file_and_unknown_command() -> None:
 def test_top_level_help(flag: str) -> None:
     proc = run(flag)
     assert proc.returncode == 0 and b"fastsse" in proc.stdout
+
+
+# issue 25, point 4: `| head` ends the command quietly, as Unix tools do
+
+
+def _read_one_line_and_close(*args: str, head_bytes: int | None = None) -> tuple[int, bytes, bytes]:
+    # head_bytes: read that much and leave, as `head -c N` does (else one line, as `head -1`)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "fastsse", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+    )
+    with proc:
+        assert proc.stdout is not None and proc.stderr is not None
+        first = proc.stdout.read(head_bytes) if head_bytes else proc.stdout.readline()
+        proc.stdout.close()  # what `head` does once it has what it wanted
+        try:
+            err = proc.stderr.read()
+            code = proc.wait(timeout=60)
+        finally:
+            proc.kill()
+    return code, first, err
+
+
+def test_events_into_a_closed_pipe_exits_quietly(tmp_path: Path) -> None:
+    big = tmp_path / "big.sse"
+    # far more than a pipe buffer holds, so the writes after the reader left must fail
+    big.write_bytes(b"".join(b"data: %d %s\n\n" % (i, b"x" * 100) for i in range(20000)))
+    code, first, err = _read_one_line_and_close("events", str(big))
+    assert json.loads(first)["data"].startswith("0 x")
+    assert err == b""  # no BrokenPipeError traceback, no "Exception ignored" at exit
+    assert code == 141  # 128 + SIGPIPE, the status a shell shows for `yes | head -1`
+
+
+def test_demo_into_a_closed_pipe_exits_quietly() -> None:
+    # `demo --model long-100000 | head -c 100`: the reader leaves while the tokens still stream
+    # (550 kB of them, then the folded answer repeating them), so a write after it left must fail.
+    # Reading a whole first line instead is racy: some runs' reads took in everything demo wrote.
+    code, first, err = _read_one_line_and_close("demo", "--model", "long-100000", head_bytes=100)
+    assert first  # the answer had started
+    assert code == 141
+    assert b"Traceback" not in err and b"Error" not in err
+    assert err.startswith(b"fastsse demo (backend: ") and err.count(b"\n") == 2  # the banner only

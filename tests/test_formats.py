@@ -309,7 +309,9 @@ def test_api_table() -> None:
         api_format("completions")
 
 
-def test_one_stream_table_builds_every_format_on_the_switched_backend(stream_backend: SimpleNamespace) -> None:
+def test_one_stream_table_builds_every_format_on_the_switched_backend(
+    stream_backend: SimpleNamespace,
+) -> None:
     # every format the engine knows comes from the one table, on the backend the fixture chose
     from fastsse.client import _streams
 
@@ -318,7 +320,9 @@ def test_one_stream_table_builds_every_format_on_the_switched_backend(stream_bac
         for name in _streams.FORMATS
         if name != "to-chat"
     }
-    built["to-chat"] = _streams.new_stream("to-chat", None, api="messages", max_event_bytes=None, timing=False)
+    built["to-chat"] = _streams.new_stream(
+        "to-chat", None, api="messages", max_event_bytes=None, timing=False
+    )
     assert type(built["chat"]) is stream_backend.ChatStream
     assert type(built["responses"]) is stream_backend.ResponsesStream
     assert type(built["messages"]) is stream_backend.MessagesStream

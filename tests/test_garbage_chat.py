@@ -258,17 +258,20 @@ def test_huge_numbers(payload: bytes) -> None:
 
 
 def test_many_choice_and_tool_indexes_stay_cheap() -> None:
-    # 10^4 distinct, scattered indexes: each costs one small state object, and the result lists
-    # them in ascending order.
+    # 10^4 distinct, scattered indexes: past 127 each is dropped and counted (no state at all);
+    # the 128 in bounds cost one small object each, and the result lists them in ascending order.
     payloads: list[Any] = [ROLE]
     for i in range(10_000):
         idx = (i * 7919) % 10_007 * 10**12
         payloads.append(
             {"choices": [{"index": idx, "delta": {"tool_calls": [{"index": idx, "id": f"c{i}"}]}}]}
         )
+    for i in range(127, -1, -1):
+        payloads.append({"choices": [{"index": i, "delta": {"tool_calls": [{"index": i, "id": f"d{i}"}]}}]})
     out = both([*payloads, *TAIL, b"[DONE]"])
     indexes = [c["index"] for c in out["result"]["choices"]]
-    assert indexes == sorted(indexes) and len(indexes) == 10_000
+    assert indexes == list(range(128))
+    assert out["verdict"]["malformed"] == 9_999  # i = 0 gives index 0, in bounds
 
 
 def test_deep_but_parseable_values_are_carried_whole() -> None:

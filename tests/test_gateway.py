@@ -155,9 +155,13 @@ def test_upstream_http_errors_keep_their_status(gateway: Any, sdk: Any, status: 
     assert info.value.status_code == status
 
 
-def test_non_stream_requests_are_refused(gateway: Any, sdk: Any) -> None:
-    with pytest.raises(openai.BadRequestError):
-        sdk.chat.completions.create(model="plain", messages=MESSAGES)
+def test_non_stream_requests_get_the_whole_answer(gateway: Any, sdk: Any) -> None:
+    # streamed from the upstream and folded: the chat.completion the upstream's stream stands for
+    completion = sdk.chat.completions.create(model="plain", messages=MESSAGES)
+    expected = expected_completion({"model": "plain", "messages": MESSAGES})
+    assert completion.choices[0].message.content == expected["choices"][0]["message"]["content"]
+    assert completion.choices[0].finish_reason == "stop"
+    assert completion.usage is not None and completion.usage.total_tokens == expected["usage"]["total_tokens"]
 
 
 def test_caller_leaving_mid_answer_stops_the_upstream_transfer(gateway: Any) -> None:

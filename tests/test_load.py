@@ -24,7 +24,7 @@ from typing import Any
 import orjson
 import pytest
 
-from fastsse.cli import load
+from fastsse.cli import _load_run, load
 from fastsse.testing import spawn_scripted_server
 
 ITL_TOL_MS = 3.0
@@ -196,7 +196,7 @@ def test_dataset_rows_are_sent_as_they_are(server: Any, stream_backend: SimpleNa
     assert [sum(r["tokens"]) for r in doc["requests"]] == [3, 5, 3, 5]
     # a whole body goes as it is (no usage asked for it); a prompt line gets include_usage
     assert [r["completion_tokens"] for r in doc["requests"]] == [None, 5, None, 5]
-    body = load._bodies(load.Config(url="u", model="m", dataset=rows, max_tokens=7))
+    body = load.bodies(load.Config(url="u", model="m", dataset=rows, max_tokens=7))
     assert body(0) == {**orjson.loads(rows[0]), "model": "m", "stream": True, "max_tokens": 7}
 
 
@@ -249,7 +249,7 @@ def test_command_line_json_and_exit_status(server: Any, tmp_path: Any) -> None:
     assert "TTFT" in done.stdout and "ITL (token-weighted)" in done.stdout
     assert done.stderr == ""  # not a terminal: no progress display
     doc = orjson.loads(out.read_bytes())
-    assert doc["schema"] == "fastsse.load/1"
+    assert doc["schema"] == "fastsse.load/2"
     assert len(doc["requests"]) == 3
     cut = subprocess.run(
         [*cmd[:5], "--model", "truncate_after=1", "--requests", "1"],
@@ -478,10 +478,10 @@ def test_a_cut_or_failed_format_stream_is_never_a_success(
 def test_a_responses_answer_ended_by_its_limit_is_complete() -> None:
     # response.incomplete (max_output_tokens) is chat's finish_reason "length": a whole answer
     limited = {"verdict": {"complete": False, "terminal": "response.incomplete", "why": "response.incomplete: max_output_tokens"}, "usage": {"input_tokens": 3, "output_tokens": 5}}  # fmt: skip
-    record = load._from_result(0, limited, [], 0, None)
+    record = _load_run._from_result(0, limited, [], 0, None)
     assert (record.outcome, record.prompt_tokens, record.completion_tokens) == ("complete", 3, 5)
     cut = {"verdict": {"complete": False, "terminal": None, "why": "no message_stop"}}
-    assert (load._from_result(0, cut, [], 0, None).cause) == "no message_stop"
+    assert (_load_run._from_result(0, cut, [], 0, None).cause) == "no message_stop"
 
 
 def test_other_apis_are_refused_for_a_peer(capsys: Any) -> None:

@@ -126,7 +126,11 @@ def test_capture(backend: SimpleNamespace, name: str) -> None:
         assert after <= before, (name, after - before)
     else:
         assert after == set(), (name, after)
-    assert texts(out) == texts(data)  # no text invented, none lost
+    if name == "index-out-of-range.sse":
+        # dropped rather than repaired: a client would fold it into another choice or call
+        assert b"INJECTED" not in out and b"call_x" not in out
+    else:
+        assert texts(out) == texts(data)  # no text invented, none lost
     if name.startswith(("compliant", "localai")):
         assert texts(out)  # the comparison above is not vacuous
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 
 from . import BACKEND, __version__
@@ -60,6 +61,23 @@ def main(argv: list[str] | None = None) -> int:
         raise
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # The reader went away (`| head`): stop quietly, as Unix tools do, with a shell's status for a
+        # SIGPIPE death. Python flushes stdout once more at exit, so point it at /dev/null first.
+        _silence_stdout()
+        return 141
+
+
+def _silence_stdout() -> None:
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):
+        return  # a replaced stdout (a test's capture): nothing will be flushed to the closed pipe
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, fd)
+    finally:
+        os.close(devnull)
 
 
 if __name__ == "__main__":

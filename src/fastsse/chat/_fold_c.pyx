@@ -106,7 +106,12 @@ cdef inline int _key_code(object key, _Vocabulary vocabulary) noexcept:
 
 
 cdef inline bint _is_index(object value) noexcept:
-    return PyLong_Check(value) and not PyBool_Check(value)
+    # 0 <= index < 128: chat/_result.py's INDEX_LIMIT, which says why
+    cdef int overflow = 0
+    if not PyLong_Check(value) or PyBool_Check(value):
+        return False
+    cdef long long v = PyLong_AsLongLongAndOverflow(value, &overflow)
+    return not overflow and 0 <= v < 128
 
 
 cdef bint _is_done(object payload) except -1:
@@ -379,7 +384,8 @@ Folds the chunks of an OpenAI-style chat stream into one response shaped like a
       later chunk with ``usage: null`` or without usage does not erase it. When no top-level
       ``usage`` came, the last non-null ``x_groq.usage`` (Groq) is the result's ``usage``. ``object`` becomes ``"chat.completion"``
       (``"text_completion"`` if the chunks said so).
-    - Choices are folded by ``index``, in any order and with gaps, and listed by ascending index.
+    - Choices are folded by ``index`` (0 to 127, ``INDEX_LIMIT``), in any order and with gaps,
+      and listed by ascending index.
       A choice without ``index`` takes its position in the ``choices`` list. ``choices: null``
       and ``choices: []`` (the usage chunk) add nothing.
     - Per choice: ``content``, ``reasoning_content``, ``reasoning``, ``refusal`` and legacy
@@ -417,7 +423,8 @@ Folds the chunks of an OpenAI-style chat stream into one response shaped like a
       and counted in ``ignored``.
     - A payload that is not JSON, or JSON that is not an object, is skipped and counted in
       ``skipped``. A value of the wrong type anywhere (``choices: 5``, ``delta: []``,
-      ``index: "a"``, ``arguments: 7``) is dropped and counted in ``malformed``, and the rest of
+      ``index: "a"``, an ``index`` of a choice or a tool call outside 0..127, ``arguments: 7``)
+      is dropped and counted in ``malformed``, and the rest of
       the chunk is still folded; null always means absent. Nothing a server sends makes the
       aggregator raise.
     """

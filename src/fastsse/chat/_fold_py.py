@@ -17,6 +17,7 @@ from .._errors import too_large
 from .._timing import Timing, anchor_pair, build_timing, chunk_marks, completion_tokens
 from ..sse._decoder_py import Decoder, Event, as_bytes
 from ._result import (
+    INDEX_LIMIT,
     Annotations,
     ReasoningDetails,
     Verdict,
@@ -38,7 +39,7 @@ _BLANKS: Final = " \t\r\n"
 
 
 def _is_index(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < INDEX_LIMIT
 
 
 Payload = str | bytes | bytearray | memoryview
@@ -156,7 +157,8 @@ class ChatAggregator:
       later chunk with ``usage: null`` or without usage does not erase it. When no top-level
       ``usage`` came, the last non-null ``x_groq.usage`` (Groq) is the result's ``usage``. ``object`` becomes ``"chat.completion"``
       (``"text_completion"`` if the chunks said so).
-    - Choices are folded by ``index``, in any order and with gaps, and listed by ascending index.
+    - Choices are folded by ``index`` (0 to 127, ``INDEX_LIMIT``), in any order and with gaps,
+      and listed by ascending index.
       A choice without ``index`` takes its position in the ``choices`` list. ``choices: null``
       and ``choices: []`` (the usage chunk) add nothing.
     - Per choice: ``content``, ``reasoning_content``, ``reasoning``, ``refusal`` and legacy
@@ -194,7 +196,8 @@ class ChatAggregator:
       and counted in ``ignored``.
     - A payload that is not JSON, or JSON that is not an object, is skipped and counted in
       ``skipped``. A value of the wrong type anywhere (``choices: 5``, ``delta: []``,
-      ``index: "a"``, ``arguments: 7``) is dropped and counted in ``malformed``, and the rest of
+      ``index: "a"``, an ``index`` of a choice or a tool call outside 0..127, ``arguments: 7``)
+      is dropped and counted in ``malformed``, and the rest of
       the chunk is still folded; null always means absent. Nothing a server sends makes the
       aggregator raise.
     """

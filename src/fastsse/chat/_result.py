@@ -159,6 +159,14 @@ def make_verdict(
     )
 
 
+# Choice and tool-call indexes are 0 <= index < INDEX_LIMIT (OpenAI's n is at most 128). Any other
+# value is malformed: clients read a negative index from the end (Python's -1 is the last choice)
+# and an absurd one as the next position, so each fold and the relay drop it and count it, and the
+# linter reports it (index-out-of-range). It also bounds what one stream can make a relay keep
+# and send (a choice's finish is sent once, RELAY_CALLS calls per choice at most).
+INDEX_LIMIT: Final = 128
+
+
 def _is_index(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 

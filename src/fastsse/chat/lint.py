@@ -18,8 +18,19 @@ from typing import Any, Final, NamedTuple
 import orjson
 
 from ..sse._fields import split_field
+from ._result import INDEX_LIMIT
 
-__all__ = ["CODES", "ERROR", "SNIFF_BYTES", "WARNING", "CodeInfo", "Finding", "StreamChecker", "not_sse"]
+__all__ = [
+    "CODES",
+    "ERROR",
+    "SNIFF_BYTES",
+    "WARNING",
+    "CodeInfo",
+    "Finding",
+    "NoFieldText",
+    "StreamChecker",
+    "not_sse",
+]
 
 ERROR: Final = "error"
 WARNING: Final = "warning"
@@ -47,7 +58,8 @@ CODES: Final[dict[str, CodeInfo]] = {
     "truncated": CodeInfo(ERROR, "the stream ends in the middle of a line (EOF inside an event)"),
     "empty-stream": CodeInfo(ERROR, "the stream holds no event at all"),
     "not-sse": CodeInfo(
-        ERROR, "the input is not an event stream (an HTML page, a JSON document, binary data)"
+        ERROR,
+        "the input is not an event stream (an HTML page, a JSON document, binary data, a text with no field)",
     ),
     # payloads
     "invalid-json": CodeInfo(ERROR, "a data payload is not a JSON object (and not [DONE])"),
@@ -59,6 +71,9 @@ CODES: Final[dict[str, CodeInfo]] = {
         ERROR, "a chunk lacks choices, a choice lacks index or delta, or a type is wrong"
     ),
     "empty-choices": CodeInfo(WARNING, "a chunk with choices: [] that is not the usage chunk"),
+    "index-out-of-range": CodeInfo(
+        ERROR, "a choice or tool-call index is negative or past 127: clients read it as another one"
+    ),
     # choices
     "missing-role": CodeInfo(ERROR, "a choice never states its role"),
     "empty-initial-content": CodeInfo(WARNING, 'the first chunk of a choice carries "content": ""'),
@@ -89,6 +104,7 @@ CODES: Final[dict[str, CodeInfo]] = {
     ),
     # HTTP (check --url only)
     "content-type": CodeInfo(ERROR, "the response is not text/event-stream"),
+    "transfer-cut": CodeInfo(ERROR, "the transfer failed after the answer began (a cut, a timeout)"),
 }
 
 
@@ -146,6 +162,69 @@ def not_sse(head: bytes) -> str | None:
             f"it looks like binary data (byte 0x{body[found.start()]:02x} at offset {at}): {short(body[:24])}"
         )
     return None
+
+
+_FIELD_NAMES: Final = (b"data", b"event", b"id", b"retry")
+_LINE_END: Final = re.compile(rb"[\r\n]")
+_HEAD: Final = 48  # bytes of a line kept: enough for its field name and a quote in the message
+
+
+class NoFieldText:
+    """``NoFieldText()``: tells a text with no event (a README, a log) from a stream of comments.
+
+    ``feed(data)`` it the input's bytes; after ``close()``, ``stray`` is the start of the first line
+    that is neither blank, a comment nor a field of the spec (``data``, ``event``, ``id``, ``retry``),
+    and ``field`` says whether any such field came. An input with no event and no field but a stray
+    line is a text, not an event stream; one of comments only is a quiet stream. Memory is bounded
+    (the head of one line), and it stops looking once a field came.
+    """
+
+    def __init__(self) -> None:
+        self.field = False
+        self.stray: bytes | None = None
+        self.stray_line = 0  # 1-based line number of ``stray``
+        self._line = bytearray()
+        self._lines = 0
+        self._first = True
+
+    def feed(self, data: bytes | bytearray | memoryview, /) -> None:
+        """Look at the next bytes of the input."""
+        if self.field:
+            return
+        pieces = _LINE_END.split(bytes(data))
+        for n, piece in enumerate(pieces):
+            if n:
+                self._end_line()
+            room = _HEAD - len(self._line)
+            if room > 0:
+                self._line += piece[:room]
+
+    def close(self) -> None:
+        """End the input: its last line, unterminated, counts too."""
+        if self._line:
+            self._end_line()
+
+    def not_a_stream(self) -> str | None:
+        """Why the input, if it held no event, is a text rather than an event stream, or None."""
+        if self.field or self.stray is None:
+            return None
+        text = self.stray.decode("utf-8", "replace")
+        return f"it is text with no SSE field (line {self.stray_line}: {short(text)})"
+
+    def _end_line(self) -> None:
+        line = bytes(self._line)
+        self._line.clear()
+        self._lines += 1
+        if self._first:
+            self._first = False
+            # a BOM, or the part of one a cut stream kept, is not text
+            line = line[3:] if line.startswith(_BOM) else b"" if _BOM.startswith(line) else line
+        if not line or line[:1] == b":" or self.field:
+            return
+        if line.split(b":", 1)[0] in _FIELD_NAMES:
+            self.field = True
+        elif self.stray is None:
+            self.stray, self.stray_line = line, self._lines
 
 
 LF, CRLF, CR = "LF", "CRLF", "CR"
@@ -381,7 +460,9 @@ class StreamChecker(_Framer):
     With ``expect_usage=True`` a stream without a usage chunk is reported (``missing-usage``).
     The first 64 bytes are held until they tell whether the input is an event stream at all (their
     findings come with the feed that completes them, or with ``close``): an HTML page, a JSON
-    document or binary data gives the one finding ``not-sse`` and nothing else.
+    document or binary data gives the one finding ``not-sse`` and nothing else. So does a text with
+    no event and no SSE field (a README): ``close`` returns ``not-sse`` and ``findings`` then holds
+    only it.
 
     ``feed`` raises TypeError for anything but a byte buffer, and ValueError after ``close``.
     """
@@ -406,6 +487,7 @@ class StreamChecker(_Framer):
         self._head: bytearray | None = bytearray()
         self._foreign = False
         self._fed = 0
+        self._text = NoFieldText()  # a README fed by mistake: no event, no field, prose lines
 
     # reporting
 
@@ -436,6 +518,8 @@ class StreamChecker(_Framer):
                 f"StreamChecker.feed() takes bytes, bytearray or memoryview, not {type(data).__name__}"
             )
         self._fed += len(data) if not isinstance(data, memoryview) else data.nbytes
+        if not self._text.field:
+            self._text.feed(data)
         if self._head is not None:
             self._head += data
             if len(self._head) >= SNIFF_BYTES:
@@ -477,6 +561,13 @@ class StreamChecker(_Framer):
                 "the last event is not followed by a blank line, so compliant clients discard it",
             )
         self._end_checks(self.lines.position)
+        self._text.close()
+        why = self._text.not_a_stream() if self.events == 0 else None
+        if why is not None:
+            # one finding, as for a page or a document: the rest would describe how prose fails as SSE
+            finding = Finding("not-sse", CODES["not-sse"].severity, 0, f"not an event stream: {why}")
+            self.findings = [finding]
+            self._new = [finding]
         return self._take()
 
     @property
@@ -616,6 +707,14 @@ class StreamChecker(_Framer):
             self._report("malformed-chunk", offset, "a choice without an integer index")
             return
         index = choice["index"]
+        if not 0 <= index < INDEX_LIMIT:
+            self._report(
+                "index-out-of-range",
+                offset,
+                f"choice index {index}: clients read it as another choice (Python's -1 is the last); "
+                "folds and the relay drop it",
+            )
+            return
         delta = choice.get("delta")
         if not isinstance(delta, dict):
             self._report("malformed-chunk", offset, f"choice {index} has no delta object")
@@ -702,6 +801,14 @@ class StreamChecker(_Framer):
             if type(at) is not int:
                 self._report(
                     "tool-call-without-index", offset, f"choice {index}: a tool-call fragment without index"
+                )
+                continue
+            if not 0 <= at < INDEX_LIMIT:
+                self._report(
+                    "index-out-of-range",
+                    offset,
+                    f"choice {index}: tool call index {at}: clients read it as another call; "
+                    "folds and the relay drop it",
                 )
                 continue
             slot = state.tools.get(at)

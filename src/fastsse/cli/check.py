@@ -53,11 +53,12 @@ def _spec(args: argparse.Namespace) -> RequestSpec:
     )
 
 
-def fetch(spec: RequestSpec, checker: StreamChecker, /) -> tuple[int, str, bytes]:
+def fetch(spec: RequestSpec, checker: StreamChecker, /) -> tuple[int, str, bytes, Exception | None]:
     """Send ``spec`` and feed the answer's body to ``checker`` as it arrives; return the HTTP
-    status, the Content-Type and the error body (at most 64 KiB) of an answer of 400 or more.
+    status, the Content-Type, the error body (at most 64 KiB) of an answer of 400 or more, and the
+    transport failure (a pycurl.error: refused, timed out, cut mid-stream) or None.
 
-    It raises ImportError without pycurl and pycurl.error on a transport failure.
+    It raises ImportError without pycurl.
     """
     pycurl = import_pycurl()
     response = Response(spec, None)
@@ -70,14 +71,17 @@ def fetch(spec: RequestSpec, checker: StreamChecker, /) -> tuple[int, str, bytes
         else:
             checker.feed(chunk)
 
+    failure: Exception | None = None
     curl = pycurl.Curl()
     try:
         apply(curl, spec, response)
         curl.setopt(pycurl.WRITEFUNCTION, on_body)
         curl.perform()
+    except pycurl.error as exc:
+        failure = exc  # what arrived before it was fed to the checker all the same
     finally:
         curl.close()
-    return response.status, response.content_type, bytes(body)
+    return response.status, response.content_type, bytes(body), failure
 
 
 def _format(findings: list[Finding], source: str, size: int, events: int) -> str:
@@ -138,6 +142,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     checker = make_checker(args.api, expect_usage=args.expect_usage)
     http_findings: list[Finding] = []
+    cut: Finding | None = None
     if args.url is not None:
         source = args.url
         try:
@@ -145,11 +150,21 @@ def main(argv: list[str] | None = None) -> int:
         except (TypeError, ValueError) as exc:
             return fail("check", str(exc))
         try:
-            status, content_type, body = fetch(spec, checker)
+            status, content_type, body, failure = fetch(spec, checker)
         except ImportError:
             return fail("check", missing("pycurl", "check --url"))
-        except Exception as exc:  # pycurl.error: refused, timeout, reset
-            return fail("check", curl_failure(redact(spec.url), exc)[0])
+        if failure is not None:
+            url = redact(spec.url)
+            if not checker.size:  # refused, or timed out before the answer began: nothing to lint
+                return fail("check", curl_failure(url, failure)[0])
+            # cut after the answer began: what arrived is linted, and the cut is one more finding
+            why = curl_failure(url, failure)[0][len(url) + 2 :]
+            cut = Finding(
+                "transfer-cut",
+                CODES["transfer-cut"].severity,
+                checker.size,
+                f"the transfer failed after {checker.size} bytes: {why}",
+            )
         if status >= 400:
             text = body.decode("utf-8", "replace").strip()
             return fail("check", f"{redact(spec.url)}: HTTP {status}: {text[:500]}")
@@ -177,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
             return fail("check", str(exc))
     size = checker.size
     checker.close()
-    findings = http_findings + checker.findings
+    findings = http_findings + checker.findings + ([cut] if cut is not None else [])
     if args.json:
         report = {
             "source": source,

@@ -10,18 +10,20 @@ import contextlib
 import os
 import sys
 from collections.abc import Iterator
-from typing import Any, TextIO
+from typing import Any, Final, TextIO
 
 import orjson
 
 from .. import BACKEND
 from .._errors import TransportError
+from ..chat.lint import SNIFF_BYTES, not_sse, short
 from ._common import Parser, command, fail, prog, require, say
 
 DESCRIPTION = """\
 Stream a chat answer and fold it. The text is printed as it arrives (reasoning
-first, marked "(thinking)"), tool calls by name as they open and whole once the
-answer is folded, then the folded chat.completion with its verdict.
+first, marked "(thinking)", a refusal marked "(refusal)"; several choices a line
+at a time, each prefixed [choice N]), tool calls by name as they open and whole
+once the answer is folded, then the folded chat.completion with its verdict.
 
 With no --url, the built-in loopback server is started on 127.0.0.1 and answers
 as the model named by --model (default: demo); {prog} serve --help
@@ -29,9 +31,10 @@ lists its models (tools, reasoning, error, http-401, ...)."""
 
 EPILOG = """\
 Exit status: 0 when the verdict says the answer is complete, 1 when it is not
-(an error in the stream, a cut, no [DONE]) or the server answered with an HTTP
-error such as 401, 2 when no request could be made (a usage error, pycurl
-missing, the connection refused or timed out)."""
+(an error in the stream, a cut, no [DONE]; the partial response is printed) or
+the server answered with an HTTP error such as 401 or a page instead of a
+stream, 2 when no answer began (a usage error, pycurl missing, the connection
+refused, a timeout before the first chunk)."""
 
 
 @contextlib.contextmanager
@@ -46,18 +49,29 @@ def _endpoint(url: str | None) -> Iterator[str]:
 
 
 class Printer:
-    """``on_chunk`` for the demo: the text of choice 0 as it arrives, in words a person can read.
+    """``on_chunk`` for the demo: each choice's text as it arrives, in words a person can read.
 
+    One choice streams token by token: reasoning first, marked "(thinking)", a refusal marked
+    "(refusal)". When a stream carries several choices their tokens interleave, so each choice's text
+    is printed a line at a time (and its last line when it finishes), prefixed ``[choice N]``.
     Tool-call arguments arrive as fragments, interleaved when a model makes several calls at once,
     so they are not printed as they come: each call is announced by name when it opens, and
     ``tool_calls`` prints the folded calls once the stream has ended.
     """
 
+    _MARKS: Final = {"reasoning": "(thinking) ", "refusal": "(refusal) ", "content": ""}
+
     def __init__(self, out: TextIO) -> None:
         self.out = out
-        self.reasoning = False
         self.column = 0  # characters on the current output line, to start announcements on a fresh one
         self.printed = False
+        self.choices: set[int] = set()
+        self.kind: dict[int, str] = {}  # choice -> what its text is now: reasoning, content or refusal
+        self.pending: dict[int, str] = {}  # several choices: each one's unfinished line
+
+    @property
+    def multi(self) -> bool:
+        return len(self.choices) > 1
 
     def _write(self, text: str) -> None:
         if text:
@@ -69,38 +83,72 @@ class Printer:
     def _line(self, text: str) -> None:
         self._write(("\n" if self.column else "") + text + "\n")
 
+    def _prefix(self, index: int) -> str:
+        return f"[choice {index}] " if self.multi else ""
+
+    def _text(self, index: int, kind: str, text: str) -> None:
+        previous = self.kind.get(index)
+        self.kind[index] = kind
+        if self.multi:
+            if previous != kind:
+                self._flush(index)
+                self.pending[index] = self._MARKS[kind]
+            self.pending[index] = self.pending.get(index, "") + text
+            *lines, self.pending[index] = self.pending[index].split("\n")
+            for line in lines:
+                self._line(self._prefix(index) + line)
+            return
+        if previous != kind:
+            if previous is not None:
+                self._write("\n\n" if self.column else "\n")
+            self._write(self._MARKS[kind])
+        dim = kind == "reasoning" and self.out.isatty()
+        self._write(f"\x1b[2m{text}\x1b[0m" if dim else text)
+
+    def _flush(self, index: int) -> None:
+        rest = self.pending.pop(index, "")
+        if rest.strip():
+            self._line(self._prefix(index) + rest)
+
     def __call__(self, chunk: dict[str, Any]) -> bool:
         for choice in chunk.get("choices") or ():
-            if not isinstance(choice, dict) or choice.get("index", 0) != 0:
+            if not isinstance(choice, dict):
                 continue
+            index = choice.get("index", 0)
+            if type(index) is not int:
+                continue
+            if index not in self.choices:
+                self.choices.add(index)
+                if len(self.choices) == 2 and self.column:
+                    self._write("\n")  # choice 0's live line ends; from here on, lines carry their choice
             delta = choice.get("delta") or {}
             if not isinstance(delta, dict):
                 continue
             for key in ("reasoning_content", "reasoning"):
                 if isinstance(delta.get(key), str) and delta[key]:
-                    if not self.reasoning:
-                        self._write("(thinking) ")
-                        self.reasoning = True
-                    text = delta[key]
-                    self._write(f"\x1b[2m{text}\x1b[0m" if self.out.isatty() else text)
-            if isinstance(delta.get("content"), str) and delta["content"]:
-                if self.reasoning:
-                    self._write("\n\n")
-                    self.reasoning = False
-                self._write(delta["content"])
+                    self._text(index, "reasoning", delta[key])
+            for key in ("content", "refusal"):
+                if isinstance(delta.get(key), str) and delta[key]:
+                    self._text(index, key, delta[key])
             for call in delta.get("tool_calls") or ():
                 fn = call.get("function") if isinstance(call, dict) else None
                 if isinstance(fn, dict) and isinstance(fn.get("name"), str) and fn["name"]:
-                    self._line(f"[tool call {call.get('index', 0)}: {fn['name']} ...]")
+                    self._line(f"{self._prefix(index)}[tool call {call.get('index', 0)}: {fn['name']} ...]")
+            if choice.get("finish_reason") is not None:
+                self._flush(index)
         self.out.flush()
         return True  # return False to cancel mid-stream
 
-    def tool_calls(self, result: dict[str, Any]) -> None:
-        choices = result.get("choices") or [{}]
-        calls = (choices[0].get("message") or {}).get("tool_calls") or []
-        for n, call in enumerate(calls):
-            fn = call.get("function") or {}
-            self._line(f"[tool call {n}] {fn.get('name')}({fn.get('arguments') or ''})")
+    def finish(self, result: dict[str, Any]) -> None:
+        """Print what is still pending (several choices' last lines), then each choice's folded tool calls."""
+        for index in sorted(self.pending):
+            self._flush(index)
+        for choice in result.get("choices") or ():
+            calls = (choice.get("message") or {}).get("tool_calls") or []
+            prefix = self._prefix(choice.get("index", 0))
+            for n, call in enumerate(calls):
+                fn = call.get("function") or {}
+                self._line(f"{prefix}[tool call {n}] {fn.get('name')}({fn.get('arguments') or ''})")
 
 
 def _why_incomplete(result: dict[str, Any]) -> str:
@@ -125,10 +173,18 @@ def _why_incomplete(result: dict[str, Any]) -> str:
 
 def _http_error(result: dict[str, Any]) -> str:
     error = result.get("error")
+    status = f"HTTP {result['status']}"
+    if isinstance(error, str):  # a body that is not an error object: a page, a document, a text
+        body = error.encode("utf-8", "replace")
+        first = error.strip().split("\n", 1)[0]
+        why = not_sse(body[:SNIFF_BYTES]) or (f"it starts {short(first)}" if first else "it is empty")
+        return f"{status}: not an event stream: {why} ({len(body)} bytes)"
     message = error.get("message") if isinstance(error, dict) else error
     kind = f" ({error['type']})" if isinstance(error, dict) and error.get("type") else ""
-    text = str(message).strip() if message is not None else "no error message"
-    return f"HTTP {result['status']}: {text[:300]}{kind}"
+    text = " ".join(str(message).split()) if message is not None else "no error message"
+    if len(text) > 300:
+        text = text[:299] + "\u2026"
+    return f"{status}: {text}{kind}"
 
 
 @command("demo")
@@ -160,6 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     out = sys.stdout
     printer = Printer(out)
+    cut: str | None = None  # why the transfer failed after the answer began
     with _endpoint(args.url) as base_url:
         print(f"fastsse demo (backend: {BACKEND}) -> {base_url} model={model}\n", file=sys.stderr)
         try:
@@ -172,19 +229,22 @@ def main(argv: list[str] | None = None) -> int:
                 connect_timeout=10,
             )
         except TransportError as exc:
-            if printer.column:
-                out.write("\n")
-            out.flush()
-            return fail("demo", str(exc))
+            result = exc.result  # the fold of what arrived before the failure
+            if not (printer.choices or result.get("id") is not None or result.get("choices")):
+                if printer.column:
+                    out.write("\n")
+                out.flush()
+                return fail("demo", str(exc))  # no answer began: nothing to show
+            cut = f"the transfer failed mid-stream: {exc}"
     if "status" in result:  # an HTTP error (or a page instead of a stream): there is no answer to print
         return fail("demo", f"{base_url}: {_http_error(result)}", 1)
-    printer.tool_calls(result)
+    printer.finish(result)
     complete = bool((result.get("verdict") or {}).get("complete"))
     title = "Final aggregated response:" if complete else "Partial response (the answer is incomplete):"
     out.write(("\n\n" if printer.column else "\n") + title + "\n")
     out.write(orjson.dumps(result, option=orjson.OPT_INDENT_2).decode() + "\n")
     out.flush()
     if not complete:
-        say("demo", f"the answer is incomplete: {_why_incomplete(result)}")
+        say("demo", f"the answer is incomplete: {cut or _why_incomplete(result)}")
         return 1
     return 0

@@ -8,13 +8,14 @@ from typing import BinaryIO
 import orjson
 
 from .. import Decoder, EventTooLarge
-from ..chat.lint import SNIFF_BYTES, not_sse
+from ..chat.lint import SNIFF_BYTES, NoFieldText, not_sse
 from ._common import Parser, fail, say
 
 EPILOG = """\
 Exit status: 0 when the stream decoded, 1 when an event passed --max-event-bytes
-or the input is not an event stream (an HTML page, a JSON document, binary data),
-2 on a usage error or a file that cannot be read."""
+or the input is not an event stream (an HTML page, a JSON document, binary data,
+a text with no event and no SSE field), 2 on a usage error or a file that cannot
+be read."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -33,6 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     status = 0
     count = size = 0
     head = b""
+    text = NoFieldText()
     name = "<stdin>" if args.file == "-" else args.file
     source: BinaryIO
     try:
@@ -44,6 +46,8 @@ def main(argv: list[str] | None = None) -> int:
             if len(head) < SNIFF_BYTES:
                 head += chunk[: SNIFF_BYTES - len(head)]
             size += len(chunk)
+            if count == 0:
+                text.feed(chunk)
             try:
                 events = decoder.feed(chunk)
             except EventTooLarge as exc:
@@ -57,7 +61,8 @@ def main(argv: list[str] | None = None) -> int:
     decoder.close()
     out.flush()
     if count == 0 and size:
-        why = not_sse(head)
+        text.close()
+        why = not_sse(head) or text.not_a_stream()
         if why is not None:
             return fail("events", f"{name}: not an event stream: {why}", 1)
         say("events", f"{name}: no event in {size} bytes")

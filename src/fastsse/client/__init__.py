@@ -15,12 +15,14 @@ from .sync import Client, create_stream
 if TYPE_CHECKING:
     from .aio import AsyncChunkStream as AsyncChunkStream
     from .aio import AsyncClient as AsyncClient
+    from .aio import ClientClosed as ClientClosed
 
 __all__ = [
     "AsyncChunkStream",
     "AsyncClient",
     "ChunkIterator",
     "Client",
+    "ClientClosed",
     "aiter_chunks",
     "aiter_events",
     "create_stream",
@@ -30,7 +32,7 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("AsyncClient", "AsyncChunkStream"):
+    if name in ("AsyncClient", "AsyncChunkStream", "ClientClosed"):
         from . import aio
 
         return getattr(aio, name)

@@ -68,7 +68,9 @@ OPTIONS_DOC: Final = """
     ``format`` (``"relay"``, ``"to-chat"``, ``"to-responses"``, ``"to-messages"``: ``on_chunk`` then
     receives the bytes to send downstream). Client-only: ``max_connections`` (transfers at once;
     more requests wait in a queue, and ``timing["started"] - timing["queued"]`` is that wait;
-    default 100) and ``timing`` (default True: every result carries ``result["timing"]``, a
+    ``timeout`` counts that wait: a request still queued when its ``timeout`` runs out fails with
+    TransportError code 28, one that starts late gets what is left (the requests ``as_completed``
+    holds back for its ``concurrency`` are not queued yet); default 100) and ``timing`` (default True: every result carries ``result["timing"]``, a
     ``fastsse.Timing``; False drops the record and its cost), ``http2`` (default False: HTTP/2
     for every request of the client, by prior knowledge on ``http://`` and ALPN on ``https://``,
     requests multiplexed on shared connections, waiting for one being opened rather than opening

@@ -61,6 +61,24 @@ _CONTROL = re.compile(r"[\x00-\x20\x7f]")
 _RESERVED = frozenset({"content-length", "transfer-encoding"})
 _BLANK = b" \t\r\n"
 
+# libcurl's CURL_WRITEFUNC_PAUSE (part of its ABI): the write callback did not take the bytes;
+# curl keeps them and hands them over again once the transfer is resumed.
+WRITEFUNC_PAUSE = 0x10000001
+
+# Leading blank bytes of an untyped body kept as they came; past this they are squeezed.
+_HEAD_LIMIT = 1 << 16
+
+# What curl says about a failure it gives no message for (its code, our words).
+_CURL_WORDS = {
+    23: "the answer could not be written (the reader stopped)",
+    28: "timed out",
+    56: "the connection broke while the answer was being received",
+    61: "the answer came in a content encoding curl cannot decode",
+    63: "the answer was larger than the allowed size",
+    100: "the answer's headers (or another part of it) passed curl's size limit (a response header of "
+    "about 100 KiB or more, or headers of about 300 KiB in all)",
+}
+
 
 @dataclass(frozen=True)
 class RequestSpec:
@@ -367,6 +385,18 @@ def _discard(data: bytes) -> None:
     return None
 
 
+def _squeeze(blanks: bytes | bytearray) -> bytes:
+    """Leading blank bytes of an untyped body, cut to what can still change how the body reads:
+    blank lines dispatch nothing, so only the last line end stays (a CR, which a following LF
+    completes, or an LF) and one of the spaces or tabs after it (a line that starts with one is
+    ignored by the SSE rules however many follow). At most two bytes, so a body of megabytes of
+    blanks costs linear time and no memory."""
+    end = max(blanks.rfind(b"\n"), blanks.rfind(b"\r"))
+    if end < 0:
+        return bytes(blanks[:1])
+    return bytes(blanks[end : end + 2])
+
+
 def _retry_after(value: str) -> float | None:
     """Seconds to wait from a Retry-After value (delta-seconds or an HTTP date), None if neither."""
     value = value.strip()
@@ -401,10 +431,33 @@ class Response:
         self.retry_after = ""
         self.mode = ""
         self.body = bytearray()
-        self.head = b""  # leading blank bytes of an untyped body, held until its first real byte
+        # leading blank bytes of an untyped body, held until its first real byte; past _HEAD_LIMIT
+        # cut to the two bytes that can still matter (``_squeeze``)
+        self.head = bytearray()
         self.stopped = False
         self.exc: BaseException | None = None
         self.last_activity = time.monotonic()
+        self.hold_until: Any = None  # a consumer's future: reading waits until it is done
+        self.paused = False  # the last write was refused with WRITEFUNC_PAUSE; curl holds the bytes
+        self.on_release: Any = None  # set by the engine: resume a paused transfer
+
+    def hold(self, until: Any, /) -> None:
+        """Stop taking bytes (from the next write on) until the future ``until`` is done.
+
+        Curl then stops reading the socket, so the server meets TCP backpressure; the bytes of the
+        refused write are kept by curl and handed over again when ``on_release`` resumes it.
+        """
+        if until.done() or self.hold_until is until:
+            return
+        self.hold_until = until
+        until.add_done_callback(self._release)
+
+    def _release(self, until: Any = None) -> None:
+        if until is not None and until is not self.hold_until:
+            return
+        self.hold_until = None
+        if self.paused and self.on_release is not None:
+            self.on_release()
 
     def header(self, line: bytes) -> int | None:
         try:
@@ -451,15 +504,23 @@ class Response:
 
     def write(self, data: bytes) -> int | None:
         self.last_activity = time.monotonic()
+        hold = self.hold_until
+        if hold is not None:
+            if not hold.done():
+                self.paused = True
+                return WRITEFUNC_PAUSE
+            self.hold_until = None
         try:
             if not self.mode:
                 start = len(data) - len(data.lstrip(_BLANK))
                 if start == len(data) and not self.content_type and 200 <= self.status < 300:
                     self.head += data
+                    if len(self.head) > _HEAD_LIMIT:
+                        self.head = bytearray(_squeeze(self.head))
                     return None
                 self._choose_mode(data[start] if start < len(data) else 0)
                 if self.head:
-                    data, self.head = self.head + data, b""
+                    data, self.head = bytes(self.head) + data, bytearray()
             if self.mode == "sse":
                 if self.stream.write(data) == 0:
                     self.stopped = True
@@ -491,7 +552,11 @@ class Response:
             raise exc
         if code and not self.stopped:
             self.stream.close(truncated=True)  # a broken transfer is never a complete answer
-            text = message.replace(self.spec.url, self.spec.display_url) if message else f"curl error {code}"
+            text = (
+                message.replace(self.spec.url, self.spec.display_url)
+                if message
+                else _CURL_WORDS.get(code, "the transfer failed")
+            )
             raise TransportError(
                 f"{self.spec.display_url}: {text} (curl error {code})", result=self.stream.result(), code=code
             )
@@ -501,7 +566,7 @@ class Response:
         if self.mode == "body" or status >= 400:
             return self._error(status, bytes(self.body))
         if not self.mode and self.head:  # an untyped body of blanks only: an empty stream
-            self.stream.write(self.head)
+            self.stream.write(bytes(self.head))
         if self.mode == "json":
             return self._json_answer(bytes(self.body))
         self.stream.close()

@@ -13,7 +13,11 @@ downstream out of the same write callback that would otherwise fold chunks.
 
 With these formats the request's ``on_chunk`` receives ``bytes``: each non-empty piece to send
 downstream, in order, the tail (``[DONE]`` or the target's terminal event when the answer is
-whole) last; returning False stops the transfer (the downstream client went away). The result is
+whole) last; returning False stops the transfer (the downstream client went away), and returning
+a future that is not done yet (an ``asyncio.Future`` with ``AsyncClient``, a
+``concurrent.futures.Future`` with ``Client``) holds the transfer: curl stops reading its socket
+(the server meets TCP backpressure) until the future is done, then reading resumes by itself;
+the pieces already handed over stay handed over. The result is
 the relay's or translator's ``result()``: the fold of the upstream, with its ``verdict`` (and
 ``timing``: the read stamps and ``first_byte``; token stamps are not recorded for these formats).
 """
@@ -69,9 +73,10 @@ class _BytesStream:
     """What the engine drives: a writer (``write(data) -> bytes``, ``close(truncated=) -> bytes``,
     ``result()``) whose output goes to ``on_bytes``."""
 
-    __slots__ = ("_anchor", "_reads", "_send", "_stopped", "_writer")
+    __slots__ = ("_anchor", "_reads", "_send", "_stopped", "_writer", "holder")
 
     def __init__(self, writer: Any, on_bytes: SendBytes | None, timing: bool) -> None:
+        self.holder: Any = None  # the engine's Response: it holds the transfer for a future
         self._writer = writer
         self._send = on_bytes
         self._reads: list[int] | None = [] if timing else None
@@ -104,7 +109,13 @@ class _BytesStream:
         if not piece or self._send is None:
             return True
         answer = self._send(piece)
-        return answer is None or bool(answer)
+        if answer is None:
+            return True
+        if callable(getattr(answer, "add_done_callback", None)):  # "hold until this is done"
+            if self.holder is not None:
+                self.holder.hold(answer)
+            return True
+        return bool(answer)
 
     def close(self, *, truncated: bool = False) -> None:
         tail = self._writer.close(truncated=truncated)

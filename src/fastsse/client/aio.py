@@ -11,11 +11,22 @@ import asyncio
 import collections
 import contextlib
 import socket
+import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ._options import OPTIONS_DOC, RequestOptions
 from .engine import _WAIT_SLICE, DEFAULT_MAX_CONNECTIONS, OnChunk, _Engine, _Job
+
+# AsyncClient.stream(): chunks parsed but not yet taken before the transfer is held (curl stops
+# reading; one more network read, at most 16 KiB of input, may still arrive), and the level the
+# consumer must bring the buffer down to for reading to resume.
+STREAM_BUFFER = 256
+STREAM_RESUME = STREAM_BUFFER // 2
+
+
+class ClientClosed(RuntimeError):
+    """The ``AsyncClient`` was closed (``aclose()``) while this request was queued or running."""
 
 
 class AsyncClient:
@@ -26,7 +37,12 @@ class AsyncClient:
     Many chat streams at once on the running event loop (asyncio's default loop or uvloop): one
     libcurl multi handle whose sockets and timer the loop watches, no thread per stream.
     ``async with AsyncClient(...) as client:`` closes every transfer and connection at the end;
-    so does ``await client.aclose()``. Use a client from the loop that first used it.
+    so does ``await client.aclose()``: a request still queued or running then raises
+    ``ClientClosed`` (a RuntimeError) in its awaiting task. Use a client from the loop that first
+    used it: another loop (another thread's included) gets RuntimeError.
+
+    ``timeout`` bounds the whole call, the time a request waits for a free connection
+    (``max_connections``) included: one that waits past it fails with TransportError (code 28).
 
     Windows' default proactor loop cannot watch sockets (no ``add_reader``): run the client under
     ``asyncio.WindowsSelectorEventLoopPolicy()`` (or uvloop elsewhere); on a proactor loop the
@@ -82,12 +98,24 @@ class AsyncClient:
         as with ``create_stream``; returning False stops this stream. Cancelling the awaiting task
         removes the transfer at once (its connection is closed, its handle recycled).
 
+        Backpressure, with ``format="relay"`` or ``"to-*"`` (``on_chunk`` gets the bytes to send
+        on): ``on_chunk`` may return an ``asyncio.Future`` that is not done yet, meaning "stop
+        reading until I catch up". Curl then stops reading this transfer's socket (the server
+        meets TCP backpressure) and reading resumes by itself once the future is done (set its
+        result; cancelling it resumes too). One more network read (at most 16 KiB) may arrive
+        before the hold takes effect; while held, the transfer is not idle for ``idle_timeout``,
+        but ``timeout`` still runs.
+
         It raises what ``create_stream`` raises (TransportError with ``.result``, EventTooLarge,
         whatever ``on_chunk`` raised), TypeError for an unknown option, RuntimeError on a closed
-        client or a loop that cannot watch sockets.
+        client or a loop that cannot watch sockets, ``ClientClosed`` if the client is closed
+        before the answer ends.
         """
+        job = self._engine.make_job(request, {**options, "on_chunk": on_chunk})
+        return await self._run(job)
+
+    async def _run(self, job: _Job) -> dict[str, Any]:
         engine = self._engine
-        job = engine.make_job(request, {**options, "on_chunk": on_chunk})
         loop = engine.bind()
         job.waiter = loop.create_future()
         engine.submit(job)
@@ -107,6 +135,11 @@ class AsyncClient:
         client.stream(request) as stream: async for chunk in stream: ...`` yields each chunk as it
         arrives; ``stream.result()`` is the folded answer (with ``"timing"``) once the iteration
         ended. Leaving the ``async with`` block early cancels the transfer.
+
+        The buffer is bounded: when 256 chunks wait for the consumer (``STREAM_BUFFER``), the
+        transfer is held (curl stops reading; the server meets TCP backpressure) until the consumer
+        has taken it down to 128. At most one more network read (16 KiB of input) arrives past the
+        bound, so a slow consumer holds a few hundred chunks whatever the answer's size.
 
         It raises TypeError or ValueError for bad options when iteration starts; iterating raises
         what ``create_stream`` raises.
@@ -145,10 +178,17 @@ class AsyncChunkStream:
         self._pending: collections.deque[dict[str, Any]] = collections.deque()
         self._task: asyncio.Task[dict[str, Any]] | None = None
         self._waiter: asyncio.Future[None] | None = None
+        self._job: _Job | None = None
+        self._room: asyncio.Future[None] | None = None  # set when the buffer is down again
 
     def _on_chunk(self, chunk: dict[str, Any]) -> None:
         self._pending.append(chunk)
         self._wake()
+        if len(self._pending) >= STREAM_BUFFER and self._room is None and self._job is not None:
+            response = self._job.response
+            if response is not None:
+                self._room = asyncio.get_running_loop().create_future()
+                response.hold(self._room)
 
     def _wake(self, _: object = None) -> None:
         waiter = self._waiter
@@ -161,13 +201,18 @@ class AsyncChunkStream:
     async def __anext__(self) -> dict[str, Any]:
         loop = asyncio.get_running_loop()
         if self._task is None:
-            self._task = loop.create_task(
-                self._client.create_stream(self._request, self._on_chunk, **self._options)
-            )
+            client = self._client
+            self._job = client._engine.make_job(self._request, {**self._options, "on_chunk": self._on_chunk})
+            self._task = loop.create_task(client._run(self._job))
             self._task.add_done_callback(self._wake)
         while True:
             if self._pending:
-                return self._pending.popleft()
+                chunk = self._pending.popleft()
+                room = self._room
+                if room is not None and len(self._pending) <= STREAM_RESUME:
+                    self._room = None
+                    room.set_result(None)
+                return chunk
             if self._task.done():
                 if self._result is None:
                     self._result = self._task.result()
@@ -234,15 +279,26 @@ class _AsyncEngine(_Engine):
         self.timer_due = 0.0  # loop time the timer fires at
         self.wanted: float | None = None  # loop time curl last asked to be woken at
         self.idle_timer: asyncio.TimerHandle | None = None
+        self.binding = threading.Lock()
 
     def bind(self) -> asyncio.AbstractEventLoop:
         loop = asyncio.get_running_loop()
-        if self.loop is None:
-            _check_loop(loop)
-            self.loop = loop
-        elif self.loop is not loop:
-            raise RuntimeError("an AsyncClient is bound to the event loop that first used it")
+        if self.loop is loop:
+            return loop
+        with self.binding:  # two loops (two threads) at once: one binds, the other is refused
+            if self.loop is None:
+                _check_loop(loop)
+                self.loop = loop
+            elif self.loop is not loop:
+                raise RuntimeError("an AsyncClient is bound to the event loop that first used it")
         return loop
+
+    def _released(self, job: _Job) -> None:
+        # future callbacks run from the loop, never inside curl; resume at once
+        if self.acting and self.loop is not None:
+            self.loop.call_soon(self.resume, job)
+        else:
+            self.resume(job)
 
     def _on_socket(self, what: int, fd: int, multi: Any, data: Any) -> None:
         try:
@@ -308,9 +364,17 @@ class _AsyncEngine(_Engine):
         self.wanted = None
         self.action(self.pycurl.SOCKET_TIMEOUT, 0)
 
+    def submit(self, job: _Job) -> None:
+        super().submit(job)
+        self._tick_soon()
+
     def _start(self, job: _Job) -> None:
         super()._start(job)
-        if self.idle_jobs and self.idle_timer is None and self.loop is not None:
+        self._tick_soon()
+
+    def _tick_soon(self) -> None:
+        # idle transfers, and queued requests whose timeout may run out, are looked at every slice
+        if (self.idle_jobs or self.waiting) and self.idle_timer is None and self.loop is not None:
             self.idle_timer = self.loop.call_later(_WAIT_SLICE, self._idle_tick)
 
     def _idle_tick(self) -> None:
@@ -318,8 +382,7 @@ class _AsyncEngine(_Engine):
         if self.closed:
             return
         self.check_idle()
-        if self.idle_jobs and self.loop is not None:
-            self.idle_timer = self.loop.call_later(_WAIT_SLICE, self._idle_tick)
+        self._tick_soon()
 
     def _finished(self, job: _Job) -> None:
         waiter = job.waiter
@@ -331,7 +394,11 @@ class _AsyncEngine(_Engine):
             return
         for job in list(self.active.values()) + list(self.waiting):
             if job.waiter is not None and not job.waiter.done():
-                job.waiter.cancel()
+                job.waiter.set_exception(
+                    ClientClosed(
+                        f"{job.spec.display_url}: the AsyncClient was closed before this answer ended"
+                    )
+                )
         super().close()
         for timer in (self.timer, self.idle_timer):
             if timer is not None:

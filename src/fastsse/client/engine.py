@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import math
+import select
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -34,12 +36,18 @@ DEFAULT_MAX_CONNECTIONS = 100
 # idle_timeout may be noticed.
 _WAIT_SLICE = 0.05
 
+IN_CALLBACK = (
+    "a client cannot be used from inside its own on_chunk (or another callback it runs): "
+    "finish the callback first, or use another client"
+)
+
 
 class _Job:
     """One request in the engine: its handle, stream, transfer state and timing stamps."""
 
     __slots__ = (
         "anchor",
+        "deadline",
         "done",
         "end",
         "error",
@@ -51,6 +59,7 @@ class _Job:
         "queued",
         "response",
         "result",
+        "sink",
         "spec",
         "started",
         "stream",
@@ -73,6 +82,8 @@ class _Job:
         self.result: Any = None  # the result dict, or the exception to raise
         self.error = False
         self.waiter: Any = None  # AsyncClient: the future the caller awaits
+        self.sink: Any = None  # Client: the ready list of the call that runs this job
+        self.deadline: float | None = None  # set by submit: when ``timeout`` runs out
 
 
 class _Engine:
@@ -105,6 +116,7 @@ class _Engine:
         self.callback_exc: BaseException | None = None  # raised in a socket/timer callback
         self.idle_jobs: set[_Job] = set()  # active jobs with an idle_timeout, checked by the driver
         self.closed = False
+        self.acting = False  # inside curl (socket_action): callbacks run, the multi is busy
 
     # the driver's two duties, set by AsyncClient / Client
 
@@ -138,6 +150,12 @@ class _Engine:
     def submit(self, job: _Job) -> None:
         if self.closed:
             raise RuntimeError("the client is closed")
+        if self.acting:
+            raise RuntimeError(IN_CALLBACK)
+        # ``timeout`` bounds the request from here, the wait for a free connection included
+        # (not the wait of a request as_completed holds back for its ``concurrency``).
+        timeout = job.spec.timeout_ms
+        job.deadline = time.monotonic() + timeout / 1000 if timeout else None
         if len(self.active) < self.max_connections:
             self._start(job)
         else:
@@ -146,6 +164,10 @@ class _Engine:
     def _start(self, job: _Job) -> None:
         pycurl = self.pycurl
         options = job.options
+        left = None if job.deadline is None else job.deadline - time.monotonic()
+        if left is not None and left <= 0:
+            self._settle(job, self._queue_timeout(job))
+            return
         curl = options.get("curl")
         if curl is not None:
             handle, job.own_handle = curl, True
@@ -164,6 +186,11 @@ class _Engine:
             )
             response = Response(spec, stream)
             apply(handle, spec, response)
+            if left is not None:  # what the queue left of the call's timeout
+                handle.setopt(pycurl.TIMEOUT_MS, max(1, math.ceil(left * 1000)))
+            if isinstance(stream, _streams._BytesStream):
+                stream.holder = response
+            response.on_release = lambda job=job: self._released(job)
             if self.http2 and not job.own_handle:
                 # h2c by prior knowledge on http:// (no upgrade round trip), ALPN on https://;
                 # PIPEWAIT: a request waits for a connection being opened to multiplex on it
@@ -193,6 +220,49 @@ class _Engine:
             handle.close()
         else:
             self.pool.append(handle)
+
+    def _queue_timeout(self, job: _Job) -> TransportError:
+        spec = job.spec
+        return TransportError(
+            f"{spec.display_url}: timed out after {spec.timeout_ms / 1000:g} s waiting for a free "
+            f"connection (timeout; max_connections={self.max_connections}) (curl error 28)",
+            code=self.pycurl.E_OPERATION_TIMEDOUT,
+        )
+
+    def expire_waiting(self) -> None:
+        """Fail the queued requests whose ``timeout`` passed before a connection was free."""
+        if not self.waiting:
+            return
+        now = time.monotonic()
+        late = [job for job in self.waiting if job.deadline is not None and job.deadline <= now]
+        for job in late:
+            with contextlib.suppress(ValueError):
+                self.waiting.remove(job)
+            self._settle(job, self._queue_timeout(job))
+
+    # backpressure: a consumer holds a transfer (Response.hold); curl keeps the unread bytes
+
+    def _released(self, job: _Job) -> None:
+        """The hold on ``job`` ended: the driver resumes the transfer (``resume``)."""
+        raise NotImplementedError
+
+    def resume(self, job: _Job) -> None:
+        """Let curl read a transfer its consumer had held, if it is still running."""
+        response = job.response
+        if job.done or response is None or not response.paused or job.handle is None:
+            return
+        if self.acting:  # not from inside curl: the driver comes back for it
+            raise RuntimeError(IN_CALLBACK)
+        response.paused = False
+        response.last_activity = time.monotonic()  # a held transfer was not idle
+        self.acting = True
+        try:
+            job.handle.pause(self.pycurl.PAUSE_CONT)  # may deliver the held bytes at once
+        finally:
+            self.acting = False
+        if self.callback_exc is not None:
+            self._raise_callback_exc()
+        self._collect()
 
     def _admit(self) -> None:
         while self.waiting and len(self.active) < self.max_connections and not self.closed:
@@ -240,19 +310,56 @@ class _Engine:
         if isinstance(outcome, BaseException) and not isinstance(outcome, Exception):
             raise outcome  # Ctrl-C caught inside a callback stops the driver, not one request
 
-    def check_idle(self) -> None:
-        """End the transfers that have been silent for their ``idle_timeout``."""
-        if not self.idle_jobs:
-            return
+    def _silent(self) -> list[_Job]:
         now = time.monotonic()
-        for job in list(self.idle_jobs):
+        out = []
+        for job in self.idle_jobs:
             response = job.response
             idle = job.spec.idle_timeout
-            if response is not None and idle is not None and now - response.last_activity >= idle:
-                self._complete(
-                    job.handle, self.pycurl.E_OPERATION_TIMEDOUT, f"no data for {idle:g} s (idle_timeout)"
-                )
+            if response is None or idle is None or response.paused:  # held by its consumer: not idle
+                continue
+            if now - response.last_activity >= idle:
+                out.append(job)
+        return out
+
+    def check_idle(self) -> None:
+        """End the transfers that have been silent for their ``idle_timeout``, and the queued
+        requests whose ``timeout`` ran out."""
+        self.expire_waiting()
+        if not self.idle_jobs:
+            self._admit()
+            return
+        silent = self._silent()
+        if silent:
+            # The loop may have been busy (a slow on_chunk): bytes that arrived meanwhile are read
+            # first, and a stream is judged idle only on what is left unread after that.
+            self._read_pending(silent)
+            silent = self._silent()
+        for job in silent:
+            idle = job.spec.idle_timeout
+            self._complete(
+                job.handle, self.pycurl.E_OPERATION_TIMEDOUT, f"no data for {idle:g} s (idle_timeout)"
+            )
         self._admit()
+
+    def _read_pending(self, jobs: list[_Job]) -> None:
+        fds = set()
+        for job in jobs:
+            with contextlib.suppress(Exception):  # a handle without a socket yet
+                fd = job.handle.getinfo(self.pycurl.ACTIVESOCKET)
+                if fd >= 0:
+                    fds.add(fd)
+        if not fds:
+            return
+        if hasattr(select, "poll"):
+            poller = select.poll()
+            for fd in fds:
+                poller.register(fd, select.POLLIN | select.POLLPRI)
+            ready = [fd for fd, _ in poller.poll(0)]
+        else:  # pragma: no cover - Windows
+            ready = select.select(list(fds), [], [], 0)[0]
+        for fd in ready:
+            self.action(fd, self.pycurl.CSELECT_IN)
 
     def _collect(self) -> None:
         """Settle every transfer curl reports finished, then admit waiting requests."""
@@ -275,6 +382,8 @@ class _Engine:
         """Stop a job now: its transfer leaves the multi handle and its handle is recycled."""
         if job.done:
             return
+        if self.acting:
+            raise RuntimeError(IN_CALLBACK)
         job.done = True
         job.end = time.monotonic_ns()
         if job.handle is not None and self.active.pop(id(job.handle), None) is not None:
@@ -288,13 +397,19 @@ class _Engine:
     def action(self, fd: int, mask: int) -> None:
         if self.closed:  # a readiness callback queued in the same loop turn as close()
             return
-        _, running = self.multi.socket_action(fd, mask)
+        if self.acting:
+            raise RuntimeError(IN_CALLBACK)
+        self.acting = True
+        try:
+            _, running = self.multi.socket_action(fd, mask)
+        finally:
+            self.acting = False
         if self.callback_exc is not None:
             self._raise_callback_exc()
-        if running < self.running or self.waiting or running == 0:
-            self.running = running
-            self._collect()
+        # Always asked: a transfer added since the last action and one finished in this one leave
+        # the running count unchanged, and a finished result must never wait for another's end.
         self.running = running
+        self._collect()
 
     def _raise_callback_exc(self) -> None:
         # pycurl only prints what a socket or timer callback raises: the callbacks keep it (a
@@ -306,6 +421,8 @@ class _Engine:
     def close(self) -> None:
         if self.closed:
             return
+        if self.acting:
+            raise RuntimeError(IN_CALLBACK)
         self.closed = True
         for job in list(self.active.values()):
             self.cancel(job)

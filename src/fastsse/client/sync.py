@@ -11,13 +11,14 @@ import collections
 import contextlib
 import select
 import selectors
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from .._errors import event_limit
 from ._options import OPTIONS_DOC, RequestOptions
-from .engine import _WAIT_SLICE, DEFAULT_MAX_CONNECTIONS, OnChunk, _Engine, _Job
+from .engine import _WAIT_SLICE, DEFAULT_MAX_CONNECTIONS, IN_CALLBACK, OnChunk, _Engine, _Job
 
 __all__ = ["Client", "create_stream", "curl_failure"]
 
@@ -135,8 +136,13 @@ class Client:
     every transfer it had started. ``with Client(...) as client:`` closes the connections at the
     end; so does ``close()``.
 
-    One thread at a time: a client keeps no lock, so give each thread its own (they share
-    nothing). ``on_chunk`` runs on the calling thread.
+    One thread at a time: a call from a second thread while one runs raises RuntimeError (give
+    each thread its own client; they share nothing). ``on_chunk`` runs on the calling thread and
+    cannot call the client (RuntimeError); the body of an ``as_completed`` loop can (a follow-up
+    ``create_stream``, another ``as_completed``), and two ``as_completed`` iterators may be taken
+    in turn: each gets its own requests' outcomes. With ``format="relay"`` or ``"to-*"``,
+    ``on_chunk`` may return a ``concurrent.futures.Future`` that another thread completes: the
+    transfer is held (curl stops reading it) until then, and resumes within about 0.05 s after.
     """
 
     def __init__(
@@ -279,7 +285,9 @@ class _SyncEngine(_Engine):
         self.selector = None if self.epoll is not None else selectors.DefaultSelector()
         self.registered: dict[int, int] = {}  # fd -> the events it is registered for
         self.deadline: float | None = None  # when curl wants its timeout action (monotonic s)
-        self.ready: collections.deque[_Job] = collections.deque()
+        self.released: collections.deque[_Job] = collections.deque()  # holds ended (any thread)
+        self.lock = threading.Lock()  # held while a call drives the engine, released at each yield
+        self.owner: int | None = None  # the thread holding ``lock``
 
     def _on_socket(self, what: int, fd: int, multi: Any, data: Any) -> None:
         try:
@@ -333,7 +341,26 @@ class _SyncEngine(_Engine):
             self.callback_exc = exc
 
     def _finished(self, job: _Job) -> None:
-        self.ready.append(job)
+        if job.sink is not None:
+            job.sink.append(job)
+
+    def _released(self, job: _Job) -> None:
+        self.released.append(job)  # resumed by the driving call: the hold may end on any thread
+
+    def enter(self) -> None:
+        """Take the engine for this thread; RuntimeError if a callback or another thread has it."""
+        if not self.lock.acquire(blocking=False):
+            if self.owner == threading.get_ident():
+                raise RuntimeError(IN_CALLBACK)
+            raise RuntimeError(
+                "this Client is in use by another thread: a Client serves one thread at a time "
+                "(give each thread its own)"
+            )
+        self.owner = threading.get_ident()
+
+    def leave(self) -> None:
+        self.owner = None
+        self.lock.release()
 
     def _wait(self, timeout: float) -> None:
         """Wait up to ``timeout`` seconds for socket events and hand them to curl."""
@@ -353,30 +380,47 @@ class _SyncEngine(_Engine):
             action(key.fd, (cselect_in if mask & _READ else 0) | (cselect_out if mask & _WRITE else 0))
 
     def drive(self, jobs: list[_Job], concurrency: int) -> Iterator[_Job]:
-        """Run ``jobs`` with at most ``concurrency`` in flight; yield each as it settles."""
+        """Run ``jobs`` with at most ``concurrency`` in flight; yield each as it settles.
+
+        The engine is held by this thread while the call runs and let go at each yield, so the
+        caller's loop body may use the client (its own calls settle this call's jobs into
+        ``ready``, this call's list)."""
         if self.closed:
             raise RuntimeError("the client is closed")
         pending = collections.deque(jobs)
+        ready: collections.deque[_Job] = collections.deque()
         mine: set[int] = set()
         in_flight = 0
         pycurl = self.pycurl
+        self.enter()
+        held = True
         try:
             while pending or in_flight:
                 while pending and in_flight < concurrency:
                     job = pending.popleft()
+                    job.sink = ready
                     mine.add(id(job))
                     in_flight += 1
                     try:
                         self.submit(job)
                     except BaseException as exc:
                         self._settle(job, exc)
-                while self.ready:
-                    job = self.ready.popleft()
-                    if id(job) in mine:
-                        mine.discard(id(job))
-                        in_flight -= 1
-                        yield job
+                while ready:
+                    job = ready.popleft()
+                    mine.discard(id(job))
+                    in_flight -= 1
+                    self.leave()
+                    held = False
+                    yield job
+                    self.enter()
+                    held = True
+                    if self.closed:
+                        raise RuntimeError("the client was closed while this call was running")
                 if not in_flight:
+                    continue
+                while self.released:
+                    self.resume(self.released.popleft())
+                if ready:
                     continue
                 wait = _WAIT_SLICE
                 if self.deadline is not None:
@@ -385,21 +429,31 @@ class _SyncEngine(_Engine):
                 if self.deadline is not None and time.monotonic() >= self.deadline:
                     self.deadline = None
                     self.action(pycurl.SOCKET_TIMEOUT, 0)
-                if self.idle_jobs:
+                if self.idle_jobs or self.waiting:
                     self.check_idle()
                 if self.callback_exc is not None:
                     self._raise_callback_exc()
         finally:
-            if mine:  # Ctrl-C, an exception, or the caller closed the generator: stop the rest
-                for job in jobs:
-                    if id(job) in mine and not job.done:
-                        self.cancel(job)
-                self.ready = collections.deque(job for job in self.ready if id(job) not in mine)
+            try:
+                if mine:  # Ctrl-C, an exception, or the caller closed the generator: stop the rest
+                    if not held:
+                        self.enter()
+                        held = True
+                    for job in jobs:
+                        if id(job) in mine and not job.done:
+                            self.cancel(job)
+            finally:
+                if held:
+                    self.leave()
 
     def close(self) -> None:
         if self.closed:
             return
-        super().close()
+        self.enter()
+        try:
+            super().close()
+        finally:
+            self.leave()
         if self.epoll is not None:
             self.epoll.close()
         if self.selector is not None:

@@ -10,6 +10,7 @@ from typing import Any, Final
 import orjson
 
 from ..chat.lint import CODES, ERROR, WARNING, CodeInfo, Finding, StreamChecker
+from ._base import is_done
 
 __all__ = ["GRAMMAR_CODES", "GrammarChecker"]
 
@@ -17,6 +18,7 @@ GRAMMAR_CODES: Final[dict[str, CodeInfo]] = {
     "missing-event-field": CodeInfo(WARNING, "an event has no event: line naming its type"),
     "event-type-mismatch": CodeInfo(ERROR, "the event: line and the payload's type differ"),
     "unknown-event": CodeInfo(WARNING, "an event type the API does not define"),
+    "done-sentinel": CodeInfo(WARNING, "a chat-style data: [DONE] the grammar does not define"),
 }
 
 
@@ -25,6 +27,7 @@ class GrammarChecker(StreamChecker):
 
     api: str = ""
     types: frozenset[str] = frozenset()
+    done_effect: str = ""  # what the API's SDK does with a data: [DONE], for the done-sentinel finding
     codes: dict[str, CodeInfo] = {}  # noqa: RUF012 (each API's CODES; never mutated)
 
     def __init__(self) -> None:
@@ -43,6 +46,14 @@ class GrammarChecker(StreamChecker):
         super()._report_once(code, offset, message, key)
 
     def _event(self, offset: int, raw: bytes, etype: bytes | None) -> None:
+        if is_done(raw):
+            # Gateways that bridge chat streams end these with it too (LiteLLM's Responses adapter);
+            # the openai SDK stops reading there and fastsse's folds skip it, so nothing breaks
+            # unless events follow it.
+            self._report_once(
+                "done-sentinel", offset, f"data: [DONE] is not a {self.api} event; {self.done_effect}"
+            )
+            return
         if b"\n" in raw:
             self._report_once("multi-line-data", offset, "a payload spread over several data: lines")
         try:

@@ -81,6 +81,7 @@ class MessagesChecker(GrammarChecker):
 
     api = "messages"
     types = _MESSAGES_TYPES
+    done_effect = "the anthropic SDK skips an event with no event: line and fastsse's fold skips it"
     codes = CODES
 
     def __init__(self) -> None:

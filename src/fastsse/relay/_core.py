@@ -17,12 +17,22 @@ from typing import Any, Final
 
 import orjson
 
-from ..chat._result import content_parts, loads_replacing
+from ..chat._result import INDEX_LIMIT, content_parts, loads_replacing
 
 DONE: Final = b"data: [DONE]\n\n"
 USAGE_MODES: Final = ("end", "keep", "drop")
 _TEXT_KEYS: Final = ("content", "reasoning_content", "reasoning", "refusal")
 _BLANKS: Final = b" \t\r\n"
+# Tool calls one choice may start (the indexes are bounded by INDEX_LIMIT, but Gemini and Ollama
+# start each new call at a used index): fragments of a call past this are dropped and counted.
+RELAY_CALLS: Final = 128
+# A chunk holding more indexes than every choice and each of its calls could use is over the bound
+# by itself: it is dropped whole (counted in ``skipped``; the answer then misses it, so it is not
+# complete) before it is parsed, since the parse alone costs some 20 times the chunk's size in
+# small objects. The count is a byte scan (a quote cannot follow ``index`` inside a JSON string),
+# made only on payloads past _SCAN_FROM bytes.
+MAX_INDEXES: Final = INDEX_LIMIT * (RELAY_CALLS + 1)
+_SCAN_FROM: Final = 1 << 16
 # The field names the compiled reader reads itself (at the top, choice or delta level) rather
 # than handing them over as "other" values.
 READER_FIELDS: Final = frozenset(
@@ -57,6 +67,10 @@ READER_FIELDS: Final = frozenset(
 
 OnChunk = Callable[[dict[str, Any]], Any]
 
+# A tool-call fragment the fold drops and counts (its index is out of bounds), folded once for
+# each fragment the relay dropped, so the relay's verdict counts them in ``malformed``.
+_UNREAD_CALL: Final = {"index": -1}
+
 
 class _Call:
     __slots__ = ("id", "name", "type")
@@ -67,13 +81,17 @@ class _Call:
         self.type: str | None = None
 
 
+_DROPPED: Final = _Call()  # a call past RELAY_CALLS: every fragment at its index is dropped
+
+
 class _Choice:
-    __slots__ = ("calls", "finished", "role")
+    __slots__ = ("calls", "finished", "role", "started")
 
     def __init__(self) -> None:
         self.role: str | None = None
         self.finished = False
         self.calls: dict[int, _Call] = {}
+        self.started = 0  # calls started (RELAY_CALLS at most)
 
 
 def check_options(
@@ -119,6 +137,8 @@ class RelayCore:
     __slots__ = (
         "aborted",
         "agg",
+        "bad",
+        "capped",
         "choices",
         "drop_fields",
         "head",
@@ -127,6 +147,7 @@ class RelayCore:
         "head_model",
         "id",
         "last_usage",
+        "lost",
         "model",
         "on_chunk",
         "stopped",
@@ -159,6 +180,11 @@ class RelayCore:
         self.last_usage: Any = None
         self.stopped = False  # [DONE], an error payload or an abort: nothing more is forwarded
         self.aborted = False
+        # a payload that looked like a chunk ("{") could not be read: the answer misses it, so it
+        # never gets a [DONE] and is not complete
+        self.lost = False
+        self.bad: list[Any] = []  # choice entries dropped by the repair, folded (counted) after it
+        self.capped = False  # a choice reached RELAY_CALLS: the compiled fast path asks dropped_call
 
     # events
 
@@ -166,6 +192,10 @@ class RelayCore:
         """Relay one dispatched event; returns the bytes to send (maybe ``b""``)."""
         agg = self.agg
         mended = False
+        if len(payload) > _SCAN_FROM and payload.count(b'"index"') > MAX_INDEXES:
+            self.lost = True
+            agg.feed(None)
+            return b""
         try:
             chunk = orjson.loads(payload)
         except orjson.JSONDecodeError:
@@ -180,8 +210,11 @@ class RelayCore:
                 chunk = {"error": chunk if chunk is not None else text}
             return self._error(chunk, payload, mended or multi_line, force=True)
         if chunk is None:
-            if payload.strip(_BLANKS) == b"[DONE]":
+            payload = payload.strip(_BLANKS)
+            if payload == b"[DONE]":
                 return self.done()
+            if payload[:1] == b"{":  # a chunk we cannot read (too deep, a raw NUL): text is missing
+                self.lost = True
             agg.feed(None)  # counted as skipped: a client's JSON parser would fail on it
             return b""
         if not isinstance(chunk, dict):
@@ -203,6 +236,11 @@ class RelayCore:
                 break
             agg.feed(piece)
             parts.append(_frame(piece))
+        if self.bad:
+            # what the repair dropped, folded on its own: the fold counts each entry in
+            # ``malformed`` and keeps none of it (its index is out of bounds)
+            agg.feed({"choices": self.bad})
+            self.bad = []
         return b"".join(parts)
 
     def _ask(self, chunk: dict[str, Any]) -> bool:
@@ -231,15 +269,18 @@ class RelayCore:
         return b"data: " + payload + b"\n\n"
 
     def done(self) -> bytes:
-        """``[DONE]`` from upstream (or added at a whole end): the held usage chunk, then ``[DONE]``."""
+        """``[DONE]`` from upstream (or added at a whole end): the held usage chunk, then ``[DONE]``
+        (not when a chunk was lost: the answer then ends without one)."""
         self.stopped = True
         out = self._usage_chunk(self._held_usage())
+        if self.lost:
+            return out
         self.agg.feed_data(b"[DONE]")
         return out + DONE
 
     def close(self, whole: bool) -> bytes:
         """The tail at the end of the upstream: nothing unless the answer is whole."""
-        if self.stopped or not whole:
+        if self.stopped or not whole or self.lost:
             return b""
         return self.done()
 
@@ -263,6 +304,12 @@ class RelayCore:
         chunk["choices"] = []
         chunk["usage"] = usage
         return _frame(chunk)
+
+    def dropped_call(self, choice: int, call: int) -> bool:
+        """Whether the fragments of tool call ``call`` of choice ``choice`` are dropped (a call
+        past RELAY_CALLS)."""
+        state = self.choices.get(choice)
+        return state is not None and state.calls.get(call) is _DROPPED
 
     # the repair rules
 
@@ -350,6 +397,9 @@ class RelayCore:
             return None
         index = choice.get("index")
         delta = choice.get("delta")
+        if index is not None and (type(index) is not int or not 0 <= index < INDEX_LIMIT):
+            self.bad.append(choice)  # a client would fold it into another choice: dropped, counted
+            return (False, None)
         if type(index) is not int or not isinstance(delta, dict):
             return None
         state = self.choices.get(index)
@@ -384,11 +434,19 @@ class RelayCore:
             changed = True
         elif isinstance(calls, list):
             kept_calls = []
+            dropped = []
             for call in calls:
                 keep, call_changed = _tool_call(state, call)
+                if keep is None and state.started >= RELAY_CALLS:
+                    self.capped = True
                 changed = changed or call_changed
                 if keep:
                     kept_calls.append(call)
+                elif keep is None:
+                    dropped.append(call)
+            if dropped:
+                # one out-of-bounds fragment per dropped one: the fold counts each, keeps none
+                self.bad.append({"index": index, "delta": {"tool_calls": [_UNREAD_CALL] * len(dropped)}})
             if not kept_calls:
                 del delta["tool_calls"]
             elif len(kept_calls) != len(calls):
@@ -446,13 +504,21 @@ def _bare(choice: dict[str, Any]) -> bool:
     return all(v is None or k in ("index", "delta", "finish_reason") for k, v in choice.items())
 
 
-def _tool_call(state: _Choice, call: Any) -> tuple[bool, bool]:
+def _tool_call(state: _Choice, call: Any) -> tuple[bool | None, bool]:
     """Drop what a tool call already sent (id, type, name: clients concatenate them); returns
-    (keep the fragment, changed)."""
-    if not isinstance(call, dict) or type(call.get("index")) is not int:
+    (keep the fragment, changed), keep None for a fragment dropped as malformed or over the
+    bound (an index outside 0..127, a call past RELAY_CALLS)."""
+    if not isinstance(call, dict):
+        return True, False
+    at = call.get("index")
+    if at is not None and (type(at) is not int or not 0 <= at < INDEX_LIMIT):
+        return None, True
+    if type(at) is not int:
         return True, False
     changed = False
-    held = state.calls.get(call["index"])
+    held = state.calls.get(at)
+    if held is _DROPPED:
+        return None, True
     function = call.get("function")
     # Only non-empty strings count: null means absent, "" adds nothing to what clients join, and
     # a value of another type is the fold's to count as malformed, not the relay's to touch.
@@ -461,7 +527,11 @@ def _tool_call(state: _Choice, call: Any) -> tuple[bool, bool]:
     if held is not None and call_id and name and held.id is not None and call_id != held.id:
         held = None  # a new call at a used index (Gemini, Ollama): left as sent, tracked anew
     if held is None:
-        held = state.calls[call["index"]] = _Call()
+        if state.started >= RELAY_CALLS:
+            state.calls[at] = _DROPPED  # the rest of this call's fragments go with it
+            return None, True
+        state.started += 1
+        held = state.calls[at] = _Call()
     if call_id:
         if held.id is None:
             held.id = call_id

@@ -146,6 +146,7 @@ Upstream bytes in, compliant bytes out, folded on the way: one per proxied strea
     cdef bint _drop_any
     cdef int _usage_mode
     cdef bint _halt           # the core stopped: [DONE], an error payload, an abort
+    cdef bint _capped         # the core drops some tool call's fragments (RELAY_CALLS)
     cdef bint _has_head
     cdef bint _force_id
     cdef bint _force_model
@@ -243,7 +244,9 @@ Upstream bytes in, compliant bytes out, folded on the way: one per proxied strea
     @property
     def verdict(self) -> Verdict:
         """How complete the forwarded stream is so far (``complete``, ``done``, ``truncated``, ...)."""
-        return fold_verdict(self._agg, self._core.aborted, self._too_large, self._eof_truncated, self._closed)
+        core = self._core
+        # a chunk that could not be read leaves a hole in the answer: as a cut would
+        return fold_verdict(self._agg, core.aborted, self._too_large, self._eof_truncated or core.lost, self._closed)
 
     @property
     def aggregator(self) -> ChatAggregator:
@@ -280,6 +283,7 @@ Upstream bytes in, compliant bytes out, folded on the way: one per proxied strea
         # After the core handled an event: whether it stopped, and the head it settled on.
         core = self._core
         self._halt = core.stopped
+        self._capped = core.capped
         if not self._has_head and core.head:
             self._has_head = True
             self._head_id = core.head_id
@@ -372,6 +376,8 @@ Upstream bytes in, compliant bytes out, folded on the way: one per proxied strea
                 if op.target == K_ARGUMENTS:
                     payload = True
                     if op.index >= 0:
+                        if self._capped and self._core.dropped_call(cp.index, op.index):
+                            return 0  # a call past the bound: the core drops it
                         if op.type.p != NULL and op.type.n:
                             return 0  # a type resent: the core drops it
                         if op.text.p == NULL and not self._has_other(plan, j):

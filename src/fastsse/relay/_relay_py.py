@@ -107,7 +107,11 @@ class Relay(Decoder):
     @property
     def verdict(self) -> Verdict:
         """How complete the forwarded stream is so far (``complete``, ``done``, ``truncated``, ...)."""
-        return self._agg._verdict(self._core.aborted, self._too_large, self._eof_truncated, self._closed)
+        core = self._core
+        # a chunk that could not be read leaves a hole in the answer: as a cut would
+        return self._agg._verdict(
+            core.aborted, self._too_large, self._eof_truncated or core.lost, self._closed
+        )
 
     @property
     def aggregator(self) -> ChatAggregator:

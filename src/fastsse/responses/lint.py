@@ -40,8 +40,13 @@ CODES: Final[dict[str, CodeInfo]] = {
     "error-object": CHAT_CODES["error-object"],
 }
 
+# Every event type of the Responses streaming API reference, as the openai SDK's ResponseStreamEvent
+# union has named them across its versions (tests/test_check_formats.py holds the list to the installed
+# SDK's union). The names a later version renamed stay: a server built against the older reference
+# still sends them, and they are documented events, not unknown ones.
 _RESPONSES_TYPES: Final = frozenset(
     [
+        # the response's life
         "response.created",
         "response.in_progress",
         "response.queued",
@@ -49,6 +54,7 @@ _RESPONSES_TYPES: Final = frozenset(
         "response.incomplete",
         "response.failed",
         "error",
+        # items and their content
         "response.output_item.added",
         "response.output_item.done",
         "response.content_part.added",
@@ -56,16 +62,63 @@ _RESPONSES_TYPES: Final = frozenset(
         "response.output_text.delta",
         "response.output_text.done",
         "response.output_text.annotation.added",
+        "response.output_text_annotation.added",  # the earlier name
         "response.refusal.delta",
         "response.refusal.done",
         "response.function_call_arguments.delta",
         "response.function_call_arguments.done",
+        "response.custom_tool_call_input.delta",
+        "response.custom_tool_call_input.done",
+        # reasoning
         "response.reasoning_summary_part.added",
         "response.reasoning_summary_part.done",
         "response.reasoning_summary_text.delta",
         "response.reasoning_summary_text.done",
         "response.reasoning_text.delta",
         "response.reasoning_text.done",
+        "response.reasoning.delta",  # the earlier names of reasoning_text and the summary text
+        "response.reasoning.done",
+        "response.reasoning_summary.delta",
+        "response.reasoning_summary.done",
+        # audio
+        "response.audio.delta",
+        "response.audio.done",
+        "response.audio.transcript.delta",
+        "response.audio.transcript.done",
+        # built-in tools
+        "response.web_search_call.in_progress",
+        "response.web_search_call.searching",
+        "response.web_search_call.completed",
+        "response.file_search_call.in_progress",
+        "response.file_search_call.searching",
+        "response.file_search_call.completed",
+        "response.code_interpreter_call.in_progress",
+        "response.code_interpreter_call.interpreting",
+        "response.code_interpreter_call.completed",
+        "response.code_interpreter_call_code.delta",
+        "response.code_interpreter_call_code.done",
+        "response.code_interpreter_call.code.delta",  # the earlier names
+        "response.code_interpreter_call.code.done",
+        "response.image_generation_call.in_progress",
+        "response.image_generation_call.generating",
+        "response.image_generation_call.partial_image",
+        "response.image_generation_call.completed",
+        "response.mcp_list_tools.in_progress",
+        "response.mcp_list_tools.completed",
+        "response.mcp_list_tools.failed",
+        "response.mcp_call.in_progress",
+        "response.mcp_call.completed",
+        "response.mcp_call.failed",
+        "response.mcp_call_arguments.delta",
+        "response.mcp_call_arguments.done",
+        "response.mcp_call.arguments_delta",  # the earlier names
+        "response.mcp_call.arguments_done",
+        "response.shell_call_command.added",
+        "response.shell_call_command.delta",
+        "response.shell_call_command.done",
+        "response.shell_call_output_content.delta",
+        "response.shell_call_output_content.done",
+        "response.compaction.compacting",
     ]
 )
 _TERMINAL: Final = ("response.completed", "response.incomplete", "response.failed")
@@ -97,6 +150,7 @@ class ResponsesChecker(GrammarChecker):
 
     api = "responses"
     types = _RESPONSES_TYPES
+    done_effect = "the openai SDK stops reading there and fastsse's fold skips it"
     codes = CODES
 
     def __init__(self) -> None:

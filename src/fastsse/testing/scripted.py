@@ -46,6 +46,11 @@ set the length, else "stop") goes with the last token chunk's write, then the us
 ``data: [DONE]``. Token ``i`` (from 0, reasoning and content counted together) is the text
 `` w<i>``, so a fold can be checked: see :func:`scripted_text`.
 
+**Usage.** ``completion_tokens`` is the tokens written; ``prompt_tokens`` counts the
+whitespace-separated words of every message's text (string contents and ``text`` parts, every
+role, earlier assistant turns included) and of a legacy ``prompt``: no tokenizer, so a load test
+knows the exact figure the server will report for the prompt it built.
+
 **The send stamp.** Every JSON chunk starts with ``"fastsse_sent_ns": <time.monotonic_ns()>`` taken
 just before the write that carries it (a field OpenAI clients ignore and folds keep as a provider
 field); every Responses or Messages event ends with it. On one machine ``CLOCK_MONOTONIC`` is shared by all processes, so a client's receive time
@@ -201,11 +206,18 @@ class _Plan:
 
 
 def _prompt_tokens(request: dict[str, Any]) -> int:
+    # a "token" is a whitespace-separated word of any message's text, whatever its role: the
+    # figure a load test can predict exactly without a tokenizer (the module doc says so)
     count = 0
     for message in request.get("messages") or []:
         content = message.get("content") if isinstance(message, dict) else None
         if isinstance(content, str):
             count += len(content.split())
+        elif isinstance(content, list):
+            for part in content:
+                text = part.get("text") if isinstance(part, dict) else None
+                if isinstance(text, str):
+                    count += len(text.split())
     prompt = request.get("prompt")
     if isinstance(prompt, str):
         count += len(prompt.split())

@@ -50,11 +50,13 @@ WRITE picks how the body reaches the socket, one HTTP chunk per write (chunked t
 ``small`` (the default except for long and huge) cuts it into uneven pieces of 1-11 bytes, with
 short pauses, so reads end inside lines, CRLFs and UTF-8 sequences; ``event`` writes one event per
 write; ``bulk`` coalesces up to 64 KiB per write for throughput. A server started with ``api_key``
-answers 401 to requests without ``Authorization: Bearer <api_key>``.
+answers 401 to requests without ``Authorization: Bearer <api_key>``. ``server.received`` holds the
+(path, JSON body) of the last requests it was sent, for tests of what a client sends.
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import random
 import re
@@ -73,6 +75,7 @@ from ..chat.encode import ChatChunkEncoder
 __all__ = ["SCENARIOS", "LoopbackServer", "expected_completion", "serve_in_thread"]
 
 CREATED: Final = 1_700_000_000
+RECEIVED_LIMIT: Final = 256  # request bodies a LoopbackServer keeps in ``received``
 FINGERPRINT: Final = "fp_fastsse"
 
 SCENARIOS: Final[dict[str, str]] = {
@@ -460,6 +463,7 @@ class _Handler(BaseHTTPRequestHandler):
         if not isinstance(request, dict):
             self._error(400, "The request body must be a JSON object.")
             return
+        self.server.app.received.append((self.path.rstrip("/"), request))
         model = str(request.get("model") or "plain")
         if api != "chat":
             self._format(api, request, model)
@@ -654,6 +658,11 @@ class LoopbackServer:
         self.port: int = self._httpd.server_address[1]
         self.url = f"http://127.0.0.1:{self.port}"
         self.base_url = f"{self.url}/v1"
+        # (path, parsed body) of the last RECEIVED_LIMIT requests with a JSON object body, oldest
+        # first: what a test asserts a client (a gateway) sent
+        self.received: collections.deque[tuple[str, dict[str, Any]]] = collections.deque(
+            maxlen=RECEIVED_LIMIT
+        )
 
     def _track(self, conn: socket.socket, *, add: bool) -> None:
         with self._lock:

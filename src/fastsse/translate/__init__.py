@@ -13,6 +13,12 @@ The target's terminal event is written only when the upstream answer was whole (
 ``finish_reason`` and ``[DONE]``; Messages: ``message_stop``; Responses: ``response.completed`` or
 ``response.incomplete``); an upstream that stops early stays truncated downstream, and an upstream
 error becomes the target's error. docs/translation.md lists the field mapping.
+
+The bodies around the streams, for a gateway that serves one API over an upstream of another:
+``request(body, source, target)`` translates a request body, ``response(body, source, target)`` a
+whole (non-streaming) answer, ``error(status, body, target)`` an upstream's HTTP error. Each
+returns a ``Translated`` dict; what the target cannot express raises ``Untranslatable`` naming the
+field, or with ``lossy=True`` is left out and listed in ``Translated.dropped``.
 """
 
 from __future__ import annotations
@@ -20,6 +26,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from .. import _backend
+from ._answer import MESSAGE_LIMIT, error, response
+from ._bodies import Translated, Untranslatable
+from ._request import request
 
 if TYPE_CHECKING:
     from .._backend import ChatToMessages as ChatToMessages
@@ -29,11 +38,17 @@ if TYPE_CHECKING:
 
 __all__ = [
     "APIS",
+    "MESSAGE_LIMIT",
     "ChatToMessages",
     "ChatToResponses",
     "MessagesToChat",
     "ResponsesToChat",
+    "Translated",
     "Translator",
+    "Untranslatable",
+    "error",
+    "request",
+    "response",
     "translator",
 ]
 

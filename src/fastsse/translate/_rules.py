@@ -544,13 +544,17 @@ class ToChat:
 
 
 def _messages_usage(usage: dict[str, Any]) -> dict[str, Any]:
-    def count(key: str) -> int:
-        value = usage.get(key)
-        return value if type(value) is int else 0
-
-    cached = count("cache_read_input_tokens")
-    prompt = count("input_tokens") + cached + count("cache_creation_input_tokens")
-    completion = count("output_tokens")
+    # no helper function: this runs once per whole answer translated (translate.response)
+    get = usage.get
+    cached, fresh, written, completion = (
+        get("cache_read_input_tokens"),
+        get("input_tokens"),
+        get("cache_creation_input_tokens"),
+        get("output_tokens"),
+    )
+    cached = cached if type(cached) is int else 0
+    prompt = cached + (fresh if type(fresh) is int else 0) + (written if type(written) is int else 0)
+    completion = completion if type(completion) is int else 0
     out: dict[str, Any] = {
         "prompt_tokens": prompt,
         "completion_tokens": completion,
@@ -690,11 +694,10 @@ class ChatFromMessages(ToChat):
 
 
 def _responses_usage(usage: dict[str, Any]) -> dict[str, Any]:
-    def count(value: object) -> int:
-        return value if type(value) is int else 0
-
-    prompt = count(usage.get("input_tokens"))
-    completion = count(usage.get("output_tokens"))
+    prompt = usage.get("input_tokens")
+    prompt = prompt if type(prompt) is int else 0
+    completion = usage.get("output_tokens")
+    completion = completion if type(completion) is int else 0
     total = usage.get("total_tokens")
     out: dict[str, Any] = {
         "prompt_tokens": prompt,
@@ -703,10 +706,14 @@ def _responses_usage(usage: dict[str, Any]) -> dict[str, Any]:
     }
     # zero details are left out: they are what a chat usage without details means
     details = usage.get("input_tokens_details")
-    if isinstance(details, dict) and count(details.get("cached_tokens")):
+    if isinstance(details, dict) and type(details.get("cached_tokens")) is int and details["cached_tokens"]:
         out["prompt_tokens_details"] = {"cached_tokens": details["cached_tokens"]}
     details = usage.get("output_tokens_details")
-    if isinstance(details, dict) and count(details.get("reasoning_tokens")):
+    if (
+        isinstance(details, dict)
+        and type(details.get("reasoning_tokens")) is int
+        and details["reasoning_tokens"]
+    ):
         out["completion_tokens_details"] = {"reasoning_tokens": details["reasoning_tokens"]}
     return out
 
