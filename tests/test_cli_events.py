@@ -57,7 +57,8 @@ def test_top_level_help(flag: str) -> None:
 # issue 25, point 4: `| head` ends the command quietly, as Unix tools do
 
 
-def _read_one_line_and_close(*args: str) -> tuple[int, bytes, bytes]:
+def _read_one_line_and_close(*args: str, head_bytes: int | None = None) -> tuple[int, bytes, bytes]:
+    # head_bytes: read that much and leave, as `head -c N` does (else one line, as `head -1`)
     proc = subprocess.Popen(
         [sys.executable, "-m", "fastsse", *args],
         stdout=subprocess.PIPE,
@@ -66,8 +67,8 @@ def _read_one_line_and_close(*args: str) -> tuple[int, bytes, bytes]:
     )
     with proc:
         assert proc.stdout is not None and proc.stderr is not None
-        first = proc.stdout.readline()
-        proc.stdout.close()  # what `head -1` does once it has its line
+        first = proc.stdout.read(head_bytes) if head_bytes else proc.stdout.readline()
+        proc.stdout.close()  # what `head` does once it has what it wanted
         try:
             err = proc.stderr.read()
             code = proc.wait(timeout=60)
@@ -87,9 +88,10 @@ def test_events_into_a_closed_pipe_exits_quietly(tmp_path: Path) -> None:
 
 
 def test_demo_into_a_closed_pipe_exits_quietly() -> None:
-    # the first line ends after the 20,000 tokens; the folded answer that follows repeats them,
-    # more than a pipe buffer holds, so the writes after the reader left must fail
-    code, first, err = _read_one_line_and_close("demo", "--model", "long-20000")
+    # `demo --model long-100000 | head -c 100`: the reader leaves while the tokens still stream
+    # (550 kB of them, then the folded answer repeating them), so a write after it left must fail.
+    # Reading a whole first line instead is racy: some runs' reads took in everything demo wrote.
+    code, first, err = _read_one_line_and_close("demo", "--model", "long-100000", head_bytes=100)
     assert first  # the answer had started
     assert code == 141
     assert b"Traceback" not in err and b"Error" not in err

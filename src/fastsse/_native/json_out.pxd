@@ -6,8 +6,7 @@
 # \n \f \r or else \u00xx in lowercase hex; so an escape in the input is decoded and written again
 # in that form ('\/' becomes '/', '\u00e9' the two UTF-8 bytes of e-acute).
 
-from .reader cimport _hex as _hex_digit
-from .reader cimport _put_utf8 as _utf8_into
+from .reader cimport put_utf8, u_escape
 
 cdef inline Py_ssize_t _control_into(char* out, unsigned int c) noexcept nogil:
     # A character below U+0020, '"' or '\' as orjson escapes it.
@@ -46,13 +45,13 @@ cdef inline Py_ssize_t json_string_into(
 ) noexcept nogil:
     # Write the quoted JSON string orjson.dumps gives for the str the span spells; return the bytes
     # written (at most json_string_max(n)), or -1 for an escape orjson.loads refuses (a lone
-    # surrogate), which the reader let through. The span must be valid UTF-8 with escapes
-    # already checked for syntax (what the readers accept). chars, if not NULL, gets the str's
-    # length in code points (len() of the str).
+    # surrogate, which read_string refuses too). The span must be valid UTF-8 with escapes
+    # already checked for syntax (what reader.pxd's read_string accepts). chars, if not NULL, gets
+    # the str's length in code points (len() of the str).
     cdef const char* end = p + n
     cdef Py_ssize_t w = 1
     cdef Py_ssize_t count = 0
-    cdef unsigned int cp, low
+    cdef unsigned int cp
     cdef unsigned char c
     cdef Py_ssize_t i
     out[0] = 34
@@ -77,25 +76,16 @@ cdef inline Py_ssize_t json_string_into(
             count += 1
             c = <unsigned char>p[1]
             if c == 117:
-                cp = (_hex_digit(p[2]) << 12) | (_hex_digit(p[3]) << 8) | (_hex_digit(p[4]) << 4) | _hex_digit(p[5])
-                p += 6
-                if 0xDC00 <= cp <= 0xDFFF:
+                p = u_escape(p, end, &cp)
+                if p == NULL:
                     return -1
-                if 0xD800 <= cp <= 0xDBFF:
-                    if p + 6 > end or p[0] != 92 or p[1] != 117:
-                        return -1
-                    low = (_hex_digit(p[2]) << 12) | (_hex_digit(p[3]) << 8) | (_hex_digit(p[4]) << 4) | _hex_digit(p[5])
-                    if not (0xDC00 <= low <= 0xDFFF):
-                        return -1
-                    cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00)
-                    p += 6
                 if cp < 32 or cp == 34 or cp == 92:
                     w += _control_into(out + w, cp)
                 elif cp < 128:
                     out[w] = <char>cp
                     w += 1
                 else:
-                    w += _utf8_into(out + w, cp)
+                    w += put_utf8(out + w, cp)
                 continue
             p += 2
             if c == 47:  # \/ is a plain slash

@@ -1,150 +1,299 @@
 # cython: language_level=3
-# A small validating JSON reader, inline so a fold cimports it with no module of its own: the
-# Responses and Messages folds read their hot delta events straight from the payload's bytes with
-# it. It accepts a strict subset of JSON (keys without escapes, non-negative integers, ASCII
-# strings without escapes where a value is skipped, ``[]``) and answers NULL for anything else, so
-# the caller hands that payload to orjson; every string it decodes is validated (control
-# characters, escapes, surrogate pairs, UTF-8) exactly as orjson would. The chat fold's reader in
-# chat/_fold_c.pyx is the fuller sibling; both belong here once that module can be split.
+# The validating JSON byte reader every compiled fold reads payloads with (the chat chunk reader in
+# chat/_chunk_reader.pxd, the Responses and Messages delta readers, the relay and the translators
+# through them), inline so each module gets its own copy in its hot loop. It accepts a strict
+# subset of JSON (keys plain ASCII, integers non-negative and at most MAX_DIGITS digits) and
+# answers NULL for anything else, so the caller hands that payload to orjson. Every string it
+# accepts is valid exactly as orjson would have it (no control characters, valid escapes, no lone
+# surrogate escape, strict UTF-8), so ``decode`` and the JSON string writer (json_out.pxd) can
+# trust a span it returned.
 
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from cpython.unicode cimport PyUnicode_DecodeASCII, PyUnicode_DecodeUTF8
+from libc.string cimport memcmp
+
+
+cdef enum:
+    F_ESC = 1        # the string holds a backslash escape
+    F_UTF8 = 2       # the string holds non-ASCII bytes (valid UTF-8)
+    MAX_DEPTH = 64   # of a value skip_value walks (orjson's own limit for the whole payload is 1024)
+    MAX_DIGITS = 18  # any 18-digit integer fits an int64
 
 
 cdef struct Span:
-    const char* p       # the string's bytes between its quotes
+    const char* p   # the string's bytes between the quotes, escapes undecoded; NULL when absent
     Py_ssize_t n
-    bint escaped        # holds a backslash escape
-    bint wide           # holds a byte >= 0x80
+    int flags       # F_ESC | F_UTF8; 0 for plain ASCII
 
 
 cdef inline const char* skip_ws(const char* p, const char* end) noexcept nogil:
-    while p < end and (p[0] == 32 or p[0] == 10 or p[0] == 13 or p[0] == 9):
+    while p < end and (p[0] == c' ' or p[0] == c'\n' or p[0] == c'\r' or p[0] == c'\t'):
         p += 1
     return p
 
 
-cdef inline int _hex(char c) noexcept nogil:
-    if 48 <= c <= 57:
-        return c - 48
-    if 97 <= c <= 102:
-        return c - 87
-    if 65 <= c <= 70:
-        return c - 55
+cdef inline int hex_digit(char c) noexcept nogil:
+    if c'0' <= c <= c'9':
+        return c - c'0'
+    if c'a' <= c <= c'f':
+        return c - c'a' + 10
+    if c'A' <= c <= c'F':
+        return c - c'A' + 10
     return -1
 
 
+cdef inline int hex4(const char* p) noexcept nogil:
+    cdef int a = hex_digit(p[0]), b = hex_digit(p[1]), c = hex_digit(p[2]), d = hex_digit(p[3])
+    if a < 0 or b < 0 or c < 0 or d < 0:
+        return -1
+    return (a << 12) | (b << 8) | (c << 4) | d
+
+
+cdef inline const char* u_escape(const char* p, const char* end, unsigned int* cp) noexcept nogil:
+    # p is at the backslash of a \uXXXX escape: past it (and past the low surrogate escape a high
+    # one must be followed by), with its code point in cp; NULL for bad hex digits or a lone
+    # surrogate, which orjson refuses. The one place surrogate pairs are decoded.
+    cdef int u, low
+    if end - p < 6:
+        return NULL
+    u = hex4(p + 2)
+    if u < 0 or 0xDC00 <= u <= 0xDFFF:
+        return NULL
+    if 0xD800 <= u <= 0xDBFF:
+        if end - p < 12 or p[6] != c'\\' or p[7] != c'u':
+            return NULL
+        low = hex4(p + 8)
+        if not 0xDC00 <= low <= 0xDFFF:
+            return NULL
+        cp[0] = 0x10000 + ((<unsigned int>u - 0xD800) << 10) + (<unsigned int>low - 0xDC00)
+        return p + 12
+    cp[0] = <unsigned int>u
+    return p + 6
+
+
+cdef inline bint _cont(const char* p, unsigned char lo, unsigned char hi) noexcept nogil:
+    return lo <= <unsigned char>p[0] <= hi
+
+
+cdef inline const char* utf8_char(const char* p, const char* end) noexcept nogil:
+    # Past one strict UTF-8 sequence starting at p (a byte >= 0x80), or NULL: the same rules as
+    # CPython's and orjson's decoders (no overlongs, no surrogates, nothing past U+10FFFF).
+    cdef unsigned char c = <unsigned char>p[0]
+    if 0xC2 <= c <= 0xDF:
+        if end - p >= 2 and _cont(p + 1, 0x80, 0xBF):
+            return p + 2
+    elif 0xE0 <= c <= 0xEF:
+        if end - p >= 3 and _cont(p + 2, 0x80, 0xBF) and (
+            _cont(p + 1, 0xA0, 0xBF) if c == 0xE0 else
+            _cont(p + 1, 0x80, 0x9F) if c == 0xED else
+            _cont(p + 1, 0x80, 0xBF)
+        ):
+            return p + 3
+    elif 0xF0 <= c <= 0xF4:
+        if end - p >= 4 and _cont(p + 2, 0x80, 0xBF) and _cont(p + 3, 0x80, 0xBF) and (
+            _cont(p + 1, 0x90, 0xBF) if c == 0xF0 else
+            _cont(p + 1, 0x80, 0x8F) if c == 0xF4 else
+            _cont(p + 1, 0x80, 0xBF)
+        ):
+            return p + 4
+    return NULL
+
+
+cdef inline const char* read_escape(const char* p, const char* end) noexcept nogil:
+    # Past one valid escape starting at the backslash p, or NULL (a lone surrogate too).
+    cdef unsigned int cp
+    if end - p < 2:
+        return NULL
+    cdef char c = p[1]
+    if c == c'"' or c == c'\\' or c == c'/' or c == c'b' or c == c'f' or c == c'n' or c == c'r' or c == c't':
+        return p + 2
+    if c != c'u':
+        return NULL
+    return u_escape(p, end, &cp)
+
+
 cdef inline const char* read_string(const char* p, const char* end, Span* s) noexcept nogil:
-    # p is at the opening quote. Checks escape syntax and control characters; the text itself is
-    # checked when decoded. Returns the byte after the closing quote, or NULL.
+    # p is at an opening quote: past the closing quote of a valid JSON string, or NULL.
+    cdef int flags = 0
     cdef unsigned char c
-    if p >= end or p[0] != 34:
+    if p >= end or p[0] != c'"':
         return NULL
     p += 1
     s.p = p
-    s.escaped = False
-    s.wide = False
     while p < end:
         c = <unsigned char>p[0]
-        if c == 34:
+        if c == c'"':
             s.n = p - s.p
+            s.flags = flags
             return p + 1
-        if c == 92:
-            s.escaped = True
-            if p + 1 >= end:
-                return NULL
-            c = <unsigned char>p[1]
-            if c == 117:  # \uXXXX
-                if p + 6 > end or _hex(p[2]) < 0 or _hex(p[3]) < 0 or _hex(p[4]) < 0 or _hex(p[5]) < 0:
-                    return NULL
-                p += 6
-                continue
-            if c not in b'"\\/bfnrt':
-                return NULL
-            p += 2
-            continue
-        if c < 32:
+        if c == c'\\':
+            flags |= F_ESC
+            p = read_escape(p, end)
+        elif c >= 0x80:
+            flags |= F_UTF8
+            p = utf8_char(p, end)
+        elif c < 0x20:
             return NULL
-        if c >= 128:
-            s.wide = True
+        else:
+            p += 1
+        if p == NULL:
+            return NULL
+    return NULL
+
+
+cdef inline const char* read_key(const char* p, const char* end, Span* key) noexcept nogil:
+    # p is at a member's opening quote: past the colon, or NULL. Keys must be plain ASCII (an
+    # escaped or non-ASCII key goes the slow way, where orjson decodes it).
+    cdef unsigned char c
+    if p >= end or p[0] != c'"':
+        return NULL
+    p += 1
+    key.p = p
+    key.flags = 0
+    while p < end:
+        c = <unsigned char>p[0]
+        if c == c'"':
+            key.n = p - key.p
+            p = skip_ws(p + 1, end)
+            if p >= end or p[0] != c':':
+                return NULL
+            return skip_ws(p + 1, end)
+        if c == c'\\' or c < 0x20 or c >= 0x80:
+            return NULL
         p += 1
     return NULL
 
 
-cdef inline const char* read_key(const char* p, const char* end, Span* s) noexcept nogil:
-    # A key: a plain ASCII string (a key spelled with escapes is left to orjson), then the colon.
-    p = read_string(p, end, s)
-    if p == NULL or s.escaped or s.wide:
-        return NULL
-    p = skip_ws(p, end)
-    if p >= end or p[0] != 58:
-        return NULL
-    return skip_ws(p + 1, end)
-
-
 cdef inline const char* read_plain(const char* p, const char* end, Span* s) noexcept nogil:
-    # A value string kept as raw bytes (a type name, an id): ASCII without escapes only.
+    # A value string kept as raw bytes (a type name, an id): plain ASCII only.
     p = read_string(p, end, s)
-    if p == NULL or s.escaped or s.wide:
+    if p == NULL or s.flags:
         return NULL
     return p
 
 
+cdef inline const char* read_null(const char* p, const char* end) noexcept nogil:
+    if end - p >= 4 and memcmp(p, b"null", 4) == 0:
+        return p + 4
+    return NULL
+
+
+cdef inline bint is_null(const char* p, const char* end) noexcept nogil:
+    return p < end and p[0] == c'n'
+
+
 cdef inline const char* read_uint(const char* p, const char* end, long long* out) noexcept nogil:
-    # 0 or [1-9][0-9]{0,17}, not followed by a fraction or an exponent.
+    # A non-negative JSON integer of at most MAX_DIGITS digits (anything else: NULL).
     cdef long long v = 0
-    cdef int digits = 0
-    if p >= end or not (48 <= p[0] <= 57):
+    cdef const char* start = p
+    if p >= end or not (c'0' <= p[0] <= c'9'):
         return NULL
-    if p[0] == 48:
+    if p[0] == c'0':
         p += 1
     else:
-        while p < end and 48 <= p[0] <= 57:
-            v = v * 10 + (p[0] - 48)
+        while p < end and c'0' <= p[0] <= c'9':
+            v = v * 10 + (p[0] - c'0')
             p += 1
-            digits += 1
-            if digits > 18:
+            if p - start > MAX_DIGITS:
                 return NULL
-    if p < end and (p[0] == 46 or p[0] == 101 or p[0] == 69):
-        return NULL
+    if p < end and (p[0] == c'.' or p[0] == c'e' or p[0] == c'E' or c'0' <= p[0] <= c'9'):
+        return NULL  # a float, or a leading zero
     out[0] = v
     return p
 
 
 cdef inline const char* read_empty_array(const char* p, const char* end) noexcept nogil:
-    if p >= end or p[0] != 91:
+    if p >= end or p[0] != c'[':
         return NULL
     p = skip_ws(p + 1, end)
-    if p >= end or p[0] != 93:
+    if p >= end or p[0] != c']':
         return NULL
     return p + 1
 
 
-cdef inline const char* after_value(const char* p, const char* end, bint* more) noexcept nogil:
-    # After a member's value: a comma (another member follows) or the closing brace.
+cdef inline const char* read_text(const char* p, const char* end, Span* s) noexcept nogil:
+    # A string or null (s.p stays as it was: the caller sets it to NULL first).
+    if is_null(p, end):
+        return read_null(p, end)
+    return read_string(p, end, s)
+
+
+cdef inline const char* next_member(const char* p, const char* end, bint* more, char close) noexcept nogil:
+    # After a value (p, NULL if reading it failed): past the ',' (more) or the closing bracket
+    # (no more), or NULL.
+    if p == NULL:
+        return NULL
     p = skip_ws(p, end)
     if p >= end:
         return NULL
-    if p[0] == 44:
+    if p[0] == c',':
         more[0] = True
         return skip_ws(p + 1, end)
-    if p[0] == 125:
+    if p[0] == close:
         more[0] = False
         return p + 1
     return NULL
 
 
+cdef inline bint named(const char* key, Py_ssize_t n, const char* name, Py_ssize_t m) noexcept nogil:
+    return n == m and memcmp(key, name, m) == 0
+
+
 cdef inline bint span_is(Span s, const char* name, Py_ssize_t n) noexcept nogil:
+    # n is a constant at every call: a short name is compared byte by byte (most candidates
+    # differ in the first byte), a long one (an event type) with memcmp.
     cdef Py_ssize_t i
     if s.n != n:
         return False
+    if n >= 20:
+        return memcmp(s.p, name, n) == 0
     for i in range(n):
         if s.p[i] != name[i]:
             return False
     return True
 
 
-cdef inline Py_ssize_t _put_utf8(char* out, unsigned int cp) noexcept nogil:
+cdef inline const char* skip_value(const char* p, const char* end, int depth) noexcept nogil:
+    # Past one JSON value (or NULL): strings and structure are checked here, numbers only
+    # delimited (orjson parses the whole value afterwards and refuses a bad one).
+    cdef Span s
+    cdef bint more = True
+    cdef char close
+    if p >= end or depth > MAX_DEPTH:
+        return NULL
+    if p[0] == c'"':
+        return read_string(p, end, &s)
+    if p[0] == c'{' or p[0] == c'[':
+        close = c'}' if p[0] == c'{' else c']'
+        p = skip_ws(p + 1, end)
+        if p < end and p[0] == close:
+            return p + 1
+        while more:
+            if close == c'}':
+                p = read_string(p, end, &s)
+                if p == NULL:
+                    return NULL
+                p = skip_ws(p, end)
+                if p >= end or p[0] != c':':
+                    return NULL
+                p = skip_ws(p + 1, end)
+            p = skip_value(p, end, depth + 1)
+            p = next_member(p, end, &more, close)
+            if p == NULL:
+                return NULL
+        return p
+    if end - p >= 4 and (memcmp(p, b"true", 4) == 0 or memcmp(p, b"null", 4) == 0):
+        return p + 4
+    if end - p >= 5 and memcmp(p, b"false", 5) == 0:
+        return p + 5
+    if p[0] == c'-' or c'0' <= p[0] <= c'9':
+        while p < end and (c'0' <= p[0] <= c'9' or p[0] == c'-' or p[0] == c'+' or p[0] == c'.' or p[0] == c'e' or p[0] == c'E'):
+            p += 1
+        return p
+    return NULL
+
+
+cdef inline Py_ssize_t put_utf8(char* out, unsigned int cp) noexcept nogil:
     if cp < 0x80:
         out[0] = <char>cp
         return 1
@@ -164,46 +313,37 @@ cdef inline Py_ssize_t _put_utf8(char* out, unsigned int cp) noexcept nogil:
     return 4
 
 
-cdef inline Py_ssize_t _unescape(Span s, char* out) noexcept nogil:
-    # The span's UTF-8 with escapes resolved (never longer than the span), or -1 for a lone
-    # surrogate escape (orjson refuses those; the caller's fallback mends them).
+cdef inline Py_ssize_t unescape(Span s, char* out) noexcept nogil:
+    # The span's UTF-8 with escapes resolved (never longer than the span), or -1 for an escape
+    # read_string would have refused.
     cdef const char* p = s.p
     cdef const char* end = s.p + s.n
     cdef Py_ssize_t n = 0
-    cdef unsigned int cp, low
+    cdef unsigned int cp
     cdef char c
     while p < end:
-        if p[0] != 92:
+        if p[0] != c'\\':
             out[n] = p[0]
             n += 1
             p += 1
             continue
         c = p[1]
-        if c == 117:
-            cp = (_hex(p[2]) << 12) | (_hex(p[3]) << 8) | (_hex(p[4]) << 4) | _hex(p[5])
-            p += 6
-            if 0xDC00 <= cp <= 0xDFFF:
+        if c == c'u':
+            p = u_escape(p, end, &cp)
+            if p == NULL:
                 return -1
-            if 0xD800 <= cp <= 0xDBFF:
-                if p + 6 > end or p[0] != 92 or p[1] != 117:
-                    return -1
-                low = (_hex(p[2]) << 12) | (_hex(p[3]) << 8) | (_hex(p[4]) << 4) | _hex(p[5])
-                if not (0xDC00 <= low <= 0xDFFF):
-                    return -1
-                cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00)
-                p += 6
-            n += _put_utf8(out + n, cp)
+            n += put_utf8(out + n, cp)
             continue
-        if c == 110:
-            out[n] = 10
-        elif c == 116:
-            out[n] = 9
-        elif c == 114:
-            out[n] = 13
-        elif c == 98:
-            out[n] = 8
-        elif c == 102:
-            out[n] = 12
+        if c == c'n':
+            out[n] = c'\n'
+        elif c == c't':
+            out[n] = c'\t'
+        elif c == c'r':
+            out[n] = c'\r'
+        elif c == c'b':
+            out[n] = c'\b'
+        elif c == c'f':
+            out[n] = c'\f'
         else:  # " \ /
             out[n] = c
         n += 1
@@ -212,20 +352,20 @@ cdef inline Py_ssize_t _unescape(Span s, char* out) noexcept nogil:
 
 
 cdef inline object decode(Span s):
-    # The string the span spells, or None when orjson would refuse it (invalid UTF-8, a lone
-    # surrogate escape): the caller then leaves the payload to orjson and its fallback.
+    # The str a span read_string accepted stands for (None only for a span it would have refused:
+    # invalid UTF-8, a lone surrogate escape).
     cdef char* buf
     cdef char small[256]  # most escaped fragments (tool input: \" around every key) fit here
     cdef Py_ssize_t n
-    if not s.escaped:
-        if not s.wide:
+    if not s.flags & F_ESC:
+        if not s.flags & F_UTF8:
             return PyUnicode_DecodeASCII(s.p, s.n, NULL)
         try:
             return PyUnicode_DecodeUTF8(s.p, s.n, NULL)
         except UnicodeDecodeError:
             return None
     if s.n < 256:
-        n = _unescape(s, small)
+        n = unescape(s, small)
         if n < 0:
             return None
         try:
@@ -236,7 +376,7 @@ cdef inline object decode(Span s):
     if buf == NULL:
         raise MemoryError()
     try:
-        n = _unescape(s, buf)
+        n = unescape(s, buf)
         if n < 0:
             return None
         try:

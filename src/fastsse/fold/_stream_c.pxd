@@ -33,6 +33,24 @@ cdef class FoldSink:
     cdef int flush(self) except -1
 
 
+cdef class FoldCounters:
+    # What both format aggregators keep and report the same way (FoldCounters in _stream_py.py is
+    # the twin): the error, the counters, the departures, the verdict's entry and the orjson way in.
+    cdef object _error
+    cdef dict _departures
+    cdef Py_ssize_t _skipped
+    cdef Py_ssize_t _ignored
+    cdef Py_ssize_t _malformed
+    cdef Py_ssize_t _deltas
+    cdef Py_ssize_t _fast_count  # payloads the byte reader folded (tests read it as _fast_folds)
+
+    cdef int _depart(self, str what) except -1
+    cdef object _parse_take(self, object payload, object name)
+    # A format supplies these:
+    cdef int _take(self, dict ev, object name) except -1
+    cdef object _verdict(self, bint aborted, bint too_big, bint truncated)
+
+
 cdef class FoldStream(Decoder):
     cdef object _agg           # the format's aggregator, set by the subclass
     cdef object _on_chunk
@@ -79,3 +97,4 @@ cdef inline object event_name(const char* etype, Py_ssize_t tn):
 
 
 cdef int set_fold_sink(object stream, FoldSink sink) except -1
+cdef int check_payload(object payload) except -1  # TypeError unless str or bytes-like

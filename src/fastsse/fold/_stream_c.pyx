@@ -6,6 +6,9 @@ verdict and the timing arrays. A format supplies its aggregator, its own ``_on_e
 fold the hot event from its bytes, or parse it and hand it to ``_deliver``: the fast path pays for
 no extra call) and three cdef hooks: ``_kind`` (the token kind of a parsed event),
 ``_stops_on_error`` and ``_verdict_now``. Not a public class: it is only subclassed.
+``FoldCounters`` is the same for the two aggregators (``FoldCounters`` in ``fold/_stream_py.py`` is
+its twin): the error, the counters, the departures and the orjson way in; each supplies ``_take``
+and ``_verdict``.
 """
 
 cimport cython
@@ -15,9 +18,80 @@ from ..sse._decoder_c cimport Decoder
 
 from time import monotonic_ns as _monotonic_ns
 
+import orjson
+
 from .._errors import too_large
-from ._base import anchor_pair, format_verdict_dict
+from ._base import MAX_DEPARTURES, anchor_pair, format_verdict_dict, loads as _loads_slow
 from .._timing import build_timing
+
+cdef object _loads = orjson.loads
+cdef object _JSONDecodeError = orjson.JSONDecodeError
+
+
+cdef int check_payload(object payload) except -1:
+    if not isinstance(payload, (bytes, str, bytearray, memoryview)):
+        raise TypeError(f"feed_data() takes str, bytes, bytearray or memoryview, not {type(payload).__name__}")
+    return 0
+
+
+cdef class FoldCounters:
+    """The base of ``ResponsesAggregator`` and ``MessagesAggregator``; not used on its own."""
+
+    def __cinit__(self):
+        self._departures = {}
+
+    @property
+    def error(self) -> Any:
+        """The error of an ``error`` event, or None."""
+        return self._error
+
+    @property
+    def _fast_folds(self) -> int:
+        # Payloads the byte reader folded without orjson (for the tests that prove it ran).
+        return self._fast_count
+
+    @property
+    def skipped(self) -> int:
+        """Payloads skipped because they were not a JSON object."""
+        return self._skipped
+
+    @property
+    def malformed(self) -> int:
+        """Values of the wrong type dropped from otherwise usable events."""
+        return self._malformed
+
+    @property
+    def verdict(self) -> FormatVerdict:
+        """How complete the stream is so far (``complete``, ``terminal``, ``why``, ...)."""
+        return self._verdict(False, False, False)
+
+    cdef int _depart(self, str what) except -1:
+        if what not in self._departures and len(self._departures) < MAX_DEPARTURES:
+            self._departures[what] = None
+        return 0
+
+    cdef object _parse_take(self, object payload, object name):
+        # The orjson way: parse, then fold; the event folded, or None for a skipped payload.
+        cdef object event
+        try:
+            event = _loads(payload)
+        except _JSONDecodeError:
+            try:
+                event = _loads_slow(payload)
+            except _JSONDecodeError:
+                self._skipped += 1
+                return None
+        if type(event) is not dict:
+            self._skipped += 1
+            return None
+        self._take(<dict>event, name)
+        return event
+
+    cdef int _take(self, dict ev, object name) except -1:
+        raise NotImplementedError
+
+    cdef object _verdict(self, bint aborted, bint too_big, bint truncated):
+        raise NotImplementedError
 
 
 cdef class FoldStream(Decoder):

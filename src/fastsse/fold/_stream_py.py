@@ -20,8 +20,8 @@ OnEvent = Callable[[dict[str, Any]], object]
 
 
 class FoldCounters:
-    """What both format aggregators report the same way (the Python twin's share; each compiled
-    aggregator declares its own): the error, the counters, the verdict and the departures."""
+    """What both format aggregators report the same way (the twin of ``FoldCounters`` in
+    ``fold/_stream_c.pyx``): the error, the counters, the verdict and the departures."""
 
     _error: Any
     _skipped: int

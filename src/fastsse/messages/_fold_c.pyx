@@ -17,13 +17,11 @@ from cpython.unicode cimport PyUnicode_GET_LENGTH
 from cpython.object cimport PyObject
 from libc.string cimport memcmp
 
-from ..fold._stream_c cimport D_ARGUMENTS, D_REASONING, D_TEXT, FastDelta, FoldStream, event_name, payload_is_done
-from .._native.reader cimport Span, after_value, decode, read_key, read_plain, read_string, read_uint, skip_ws, span_is
-
-import orjson
+from ..fold._stream_c cimport D_ARGUMENTS, D_REASONING, D_TEXT, FastDelta, FoldCounters, FoldStream, check_payload, event_name, payload_is_done
+from .._native.reader cimport Span, decode, next_member, read_key, read_plain, read_string, read_uint, skip_ws, span_is
 
 from ..fold._base import CONTENT, REASONING
-from ..fold._base import MAX_DEPARTURES, MAX_INDEX, format_verdict_dict, is_done, joined, loads as _loads_slow
+from ..fold._base import MAX_INDEX, format_verdict_dict, is_done, joined
 from ._result import BLOCK_OF_DELTA, build_message, event_error, tool_input
 from ._result import make_verdict as _make_verdict
 from ._result import token_kind as _token_kind
@@ -31,8 +29,6 @@ from ._result import token_kind as _token_kind
 cdef long long _MAX_INDEX = MAX_INDEX
 cdef int CONTENT_C = CONTENT
 cdef int REASONING_C = REASONING
-cdef object _loads = orjson.loads
-cdef object _JSONDecodeError = orjson.JSONDecodeError
 
 cdef enum:
     M_OTHER
@@ -81,11 +77,6 @@ cdef bint _is_done(object payload) except -1:
     return len(payload) <= 64 and is_done(payload)
 
 
-cdef _check_payload(object payload):
-    if not isinstance(payload, (bytes, str, bytearray, memoryview)):
-        raise TypeError(f"feed_data() takes str, bytes, bytearray or memoryview, not {type(payload).__name__}")
-
-
 @cython.final
 cdef class _Block:
     """One content block being assembled."""
@@ -107,7 +98,7 @@ cdef class _Block:
 
 
 @cython.final
-cdef class MessagesAggregator:
+cdef class MessagesAggregator(FoldCounters):
     """MessagesAggregator()
 --
 
@@ -122,19 +113,11 @@ Folds the events of an Anthropic Messages stream into the message the API return
     cdef Py_ssize_t _high
     cdef bint _started
     cdef bint _terminal
-    cdef object _error
-    cdef dict _departures
-    cdef Py_ssize_t _skipped
-    cdef Py_ssize_t _ignored
-    cdef Py_ssize_t _malformed
-    cdef Py_ssize_t _deltas
-    cdef Py_ssize_t _fast_count  # payloads the byte reader folded (tests read it as _fast_folds)
 
     def __init__(self) -> None:
         self._fields = {}
         self._blocks = {}
         self._high = -1
-        self._departures = {}
 
     # Public API
 
@@ -151,14 +134,14 @@ Folds the events of an Anthropic Messages stream into the message the API return
         """Parse one event's data and fold it: True if it was folded, False for a skipped or ignored
         payload. It raises TypeError if ``payload`` is not str or bytes-like."""
         if type(payload) is not bytes and type(payload) is not str:
-            _check_payload(payload)
+            check_payload(payload)
         return self._fold(payload, None) is not None
 
     def feed_event(self, event: Any, /) -> bool:
         """Fold one SSE event (anything with ``event`` and ``data`` attributes); returns what
         ``feed_data`` returns. It raises TypeError if ``event.data`` is not str or bytes-like."""
         data = event.data
-        _check_payload(data)
+        check_payload(data)
         name = event.event
         return self._fold(data, name if name and name != "message" else None) is not None
 
@@ -172,39 +155,14 @@ Folds the events of an Anthropic Messages stream into the message the API return
         return "message_stop" if self._terminal else None
 
     @property
-    def error(self) -> Any:
-        """The error of an ``error`` event, or None."""
-        return self._error
-
-    @property
     def deltas(self) -> int:
         """Content deltas folded so far."""
         return self._deltas
 
     @property
-    def _fast_folds(self) -> int:
-        # Payloads the byte reader folded without orjson (for the tests that prove it ran).
-        return self._fast_count
-
-    @property
-    def skipped(self) -> int:
-        """Payloads skipped because they were not a JSON object."""
-        return self._skipped
-
-    @property
     def ignored(self) -> int:
         """Payloads ignored because they came after ``message_stop`` or an error."""
         return self._ignored
-
-    @property
-    def malformed(self) -> int:
-        """Values of the wrong type dropped from otherwise usable events."""
-        return self._malformed
-
-    @property
-    def verdict(self) -> FormatVerdict:
-        """How complete the stream is so far (``complete``, ``terminal``, ``why``, ...)."""
-        return self._verdict(False, False, False)
 
     # Internal entry points shared with MessagesStream
 
@@ -213,11 +171,6 @@ Folds the events of an Anthropic Messages stream into the message the API return
             self._fields, self._usage, self._blocks, self._started, self._terminal, self._error,
             self._departures, self._skipped, self._ignored, self._malformed, aborted, too_big, truncated,
         )
-
-    cdef int _depart(self, str what) except -1:
-        if what not in self._departures and len(self._departures) < MAX_DEPARTURES:
-            self._departures[what] = None
-        return 0
 
     cdef object _fold(self, object payload, object name):
         if self._terminal or self._error is not None:
@@ -228,22 +181,6 @@ Folds the events of an Anthropic Messages stream into the message the API return
         if name is None and type(payload) is bytes and self._fast(PyBytes_AS_STRING(payload), PyBytes_GET_SIZE(payload), NULL, 0, NULL):
             return True
         return self._parse_take(payload, name)
-
-    cdef object _parse_take(self, object payload, object name):
-        cdef object event
-        try:
-            event = _loads(payload)
-        except _JSONDecodeError:
-            try:
-                event = _loads_slow(payload)
-            except _JSONDecodeError:
-                self._skipped += 1
-                return None
-        if type(event) is not dict:
-            self._skipped += 1
-            return None
-        self._take(<dict>event, name)
-        return event
 
     cdef int _fast(self, const char* data, Py_ssize_t n, const char* etype, Py_ssize_t tn, FastDelta* out) except -1:
         # The hot event, {"type": "content_block_delta", "index": N, "delta": {"type":
@@ -305,14 +242,14 @@ Folds the events of an Anthropic Messages stream into the message the API return
                         return 0
                     if p == NULL:
                         return 0
-                    p = after_value(p, end, &inner)
+                    p = next_member(p, end, &inner, c'}')
                     if p == NULL:
                         return 0
             else:
                 return 0
             if p == NULL:
                 return 0
-            p = after_value(p, end, &more)
+            p = next_member(p, end, &more, c'}')
             if p == NULL:
                 return 0
         if skip_ws(p, end) != end or seen != 7 or dseen != 3 or index > _MAX_INDEX:

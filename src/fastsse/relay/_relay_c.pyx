@@ -19,7 +19,6 @@ from cpython.unicode cimport PyUnicode_CheckExact, PyUnicode_DATA, PyUnicode_GET
 from libc.string cimport memcmp
 
 from ..chat._fold_c cimport (
-    F_ESC,
     K_ARGUMENTS,
     K_CONTENT,
     K_REASONING,
@@ -38,8 +37,6 @@ from ..chat._fold_c cimport (
     Op,
     Other,
     Plan,
-    Span,
-    _decode,
     _read,
     fast_apply,
     fix_top,
@@ -48,6 +45,7 @@ from ..chat._fold_c cimport (
     fold_verdict,
 )
 from ..sse._decoder_c cimport Decoder
+from .._native.reader cimport F_ESC, Span, decode
 from .._native.outbuf cimport OutBuf, out_free, out_put, out_reserve, out_take
 
 from typing import Any
@@ -99,7 +97,7 @@ cdef bint _same(Span s, object held) except -1:
             and PyUnicode_GET_LENGTH(held) == s.n
             and memcmp(PyUnicode_DATA(held), s.p, s.n) == 0
         )
-    return _decode(s) == held
+    return decode(s) == held
 
 
 cdef inline bint _same_int(long long value, object held) noexcept:

@@ -24,7 +24,6 @@ from cpython.list cimport PyList_Append
 from libc.string cimport memcmp
 
 from ..chat._fold_c cimport (
-    F_ESC,
     K_ARGUMENTS,
     K_CONTENT,
     K_REASONING,
@@ -38,13 +37,12 @@ from ..chat._fold_c cimport (
     Op,
     Other,
     Plan,
-    Span,
-    _decode,
     _read,
     fast_apply,
     set_sink,
     stream_aggregator,
 )
+from .._native.reader cimport F_ESC, Span, decode
 from .._native.json_out cimport json_string_into, json_string_max
 from .._native.outbuf cimport OutBuf, out_after, out_free, out_put_bytes, out_put_int, out_reserve, out_take
 
@@ -281,7 +279,7 @@ cdef class _Sink(ChatSink):
         b.len += w
         out_put_bytes(b, tail)
         if frags is not None:
-            PyList_Append(frags, _decode(text[0]))
+            PyList_Append(frags, decode(text[0]))
         return 0
 
 

@@ -25,6 +25,7 @@ from cpython.object cimport PyObject
 
 from ..fold._stream_c cimport D_ARGUMENTS, D_REASONING, D_REFUSAL, D_TEXT, FastDelta, FoldSink, set_fold_sink
 from .._native.json_out cimport json_string_into, json_string_max
+from .._native.reader cimport F_ESC
 from .._native.outbuf cimport OutBuf, out_after, out_free, out_put, out_put_bytes, out_put_int, out_reserve, out_take
 
 from typing import Any
@@ -135,7 +136,7 @@ cdef class _Sink(FoldSink):
         b = &self.out
         out_reserve(b, PyBytes_GET_SIZE(frame) + PyBytes_GET_SIZE(tail) + json_string_max(n))
         out_put_bytes(b, frame)
-        w = json_string_into(b.ptr + b.len, delta.text.p, n, delta.text.escaped, &chars)
+        w = json_string_into(b.ptr + b.len, delta.text.p, n, delta.text.flags & F_ESC, &chars)
         if w < 0:
             raise ValueError("a lone surrogate escape passed the reader")  # the fold refuses them
         b.len += w
