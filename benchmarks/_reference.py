@@ -51,6 +51,16 @@ class Unavailable(Exception):
     """The reference cannot be built here; the message says why and what would fix it."""
 
 
+def _sources(name: str) -> list[Path]:
+    """The files reference ``name`` is built from. It raises ``Unavailable`` if one is missing (the
+    sdist leaves out every .c file) and ``KeyError`` for an unknown name."""
+    sources = [HERE / file for file in SOURCES[name]]
+    missing = [path.name for path in sources if not path.is_file()]
+    if missing:
+        raise Unavailable(f"the reference's sources are not here ({', '.join(missing)}): run from a checkout")
+    return sources
+
+
 def _compiler() -> list[str]:
     configured = os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc"
     argv = shlex.split(configured)
@@ -91,7 +101,7 @@ def build(name: str) -> Path:
     It raises ``Unavailable`` if no compiler, libcurl headers or libcurl are found, and
     ``KeyError`` for an unknown name.
     """
-    sources = [HERE / file for file in SOURCES[name]]
+    sources = _sources(name)
     cc = _compiler()
     flags = ["-O2", "-std=gnu11", *shlex.split(os.environ.get("CFLAGS", ""))]
     link = _link_curl() if name != "raw_floor" else []
@@ -104,7 +114,7 @@ def build(name: str) -> Path:
 def build_module(name: str) -> Any:
     """``build_module(name) -> module``: the Cython reference ``name`` ("curl_chatstream"), built
     on first use and imported. It raises ``Unavailable`` as ``build`` does, and when Cython is missing."""
-    sources = [HERE / file for file in SOURCES[name]]
+    sources = _sources(name)
     cc = _compiler()
     suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
     includes = [f"-I{sysconfig.get_paths()['include']}", f"-I{HERE}"]
