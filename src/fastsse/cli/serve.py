@@ -104,7 +104,7 @@ def _scripted(argv: list[str]) -> int:
             str
             if field.name in ("usage", "logprobs", "stamp")
             else int
-            if field.name in scripted._INTS
+            if field.name in scripted.INT_FIELDS
             else float
         )
         parser.add_argument(
@@ -113,7 +113,7 @@ def _scripted(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     try:
         changes = {
-            f.name: scripted._coerce(f.name, getattr(args, f.name))
+            f.name: scripted.coerce_field(f.name, getattr(args, f.name))
             for f in dataclasses.fields(scripted.Script)
             if getattr(args, f.name) is not None
         }

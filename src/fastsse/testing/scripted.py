@@ -147,23 +147,30 @@ class Script:
             for pair in re.split(r"[,;]", model):
                 key, sep, value = pair.partition("=")
                 if sep:
-                    changes[key.strip()] = _coerce(key.strip(), value.strip())
+                    changes[key.strip()] = coerce_field(key.strip(), value.strip())
         extra = request.get("fastsse_script")
         if isinstance(extra, dict):
             for key, value in extra.items():
-                changes[key] = _coerce(key, value)
+                changes[key] = coerce_field(key, value)
         return dataclasses.replace(base, **changes) if changes else base
 
 
 _FIELDS: Final = {f.name: f for f in dataclasses.fields(Script)}
-_INTS: Final = {"chunks", "tokens_per_chunk", "reasoning_chunks", "events_per_write"} | {
+# the Script fields that take whole numbers (the others: floats, booleans, the usage mode)
+INT_FIELDS: Final = {"chunks", "tokens_per_chunk", "reasoning_chunks", "events_per_write"} | {
     "truncate_after",
     "error_after",
     "status",
 }
 
 
-def _coerce(key: str, value: Any) -> Any:
+def coerce_field(key: str, value: Any) -> Any:
+    """``coerce_field(key, value)``: ``value`` (a string from a model name or the command line, or a
+    JSON value) as the type of the ``Script`` field ``key``; the one conversion the request's script
+    and ``serve --scripted``'s options share.
+
+    It raises ValueError for an unknown key or a value that does not fit the field.
+    """
     if key not in _FIELDS:
         raise ValueError(f"unknown script key {key!r}; known: {', '.join(_FIELDS)}")
     if value is None or (value == "none" and key != "usage"):
@@ -179,7 +186,7 @@ def _coerce(key: str, value: Any) -> Any:
     if key == "usage":
         return str(value)
     try:
-        if key in _INTS:
+        if key in INT_FIELDS:
             if isinstance(value, (float, bool)):
                 raise TypeError
             return int(value)
