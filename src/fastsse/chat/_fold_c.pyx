@@ -18,7 +18,7 @@ folds inside its event hook, with no Event object per chunk (and no chunk at all
 
 cimport cython
 from cpython.bool cimport PyBool_Check
-from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.dict cimport (
     PyDict_Check,
     PyDict_CheckExact,
@@ -45,6 +45,7 @@ from cpython.unicode cimport (
 from libc.string cimport memcmp, memcpy
 
 from ..sse._decoder_c cimport Decoder
+from .._native.done cimport payload_is_done
 from .._native.reader cimport Span, decode, named
 from ._chunk_reader cimport (
     _Vocabulary,
@@ -115,6 +116,9 @@ cdef inline bint _is_index(object value) noexcept:
 
 
 cdef bint _is_done(object payload) except -1:
+    # [DONE] with blanks around it
+    if PyBytes_CheckExact(payload):
+        return payload_is_done(PyBytes_AS_STRING(payload), PyBytes_GET_SIZE(payload))
     if PyUnicode_Check(payload):
         return (<str>payload).strip(_BLANKS) == "[DONE]"
     return bytes(payload).strip(_BLANKS_B) == b"[DONE]"
@@ -758,13 +762,16 @@ Folds the chunks of an OpenAI-style chat stream into one response shaped like a
         if self._done or self._error is not None:
             self._ignored += 1
             return None
+        if len(payload) < 64 and _is_done(payload):  # before parsing: orjson would raise twice
+            self._done = True
+            return None
         try:
             chunk = _loads(payload)
         except _JSONDecodeError:
             try:
                 chunk = _loads_replacing(payload)
             except _JSONDecodeError:
-                if _is_done(payload):
+                if _is_done(payload):  # behind more blanks than the check above looks at
                     self._done = True
                 else:
                     self._skipped += 1
@@ -1463,6 +1470,9 @@ Scans, parses and folds a chat stream in one pass, for pycurl's ``WRITEFUNCTION`
             if self._timed:
                 self._mark(agg._last_kind, agg._last_entries, usage_before)
             return 0  # folded without building the chunk nobody asked for
+        if not is_error and payload_is_done(data, n):
+            agg._done = True  # before any parsing, and without a bytes object
+            return 0
         payload = PyBytes_FromStringAndSize(data, n)
         if is_error:
             chunk = agg._parse_error(payload)

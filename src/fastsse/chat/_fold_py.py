@@ -341,13 +341,16 @@ class ChatAggregator:
         if self._done or self._error is not None:
             self._ignored += 1
             return None
+        if len(payload) < 64 and _is_done(payload):  # before parsing: orjson would raise twice
+            self._done = True
+            return None
         try:
             chunk = _loads(payload)
         except _JSONDecodeError:
             try:
                 chunk = _loads_replacing(payload)
             except _JSONDecodeError:
-                if _is_done(payload):
+                if _is_done(payload):  # behind more blanks than the check above looks at
                     self._done = True
                 else:
                     self._skipped += 1

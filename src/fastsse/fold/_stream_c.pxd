@@ -76,15 +76,6 @@ cdef class FoldStream(Decoder):
     cdef object _verdict_now(self)
 
 
-cdef inline bint payload_is_done(const char* p, Py_ssize_t n) noexcept:
-    while n > 0 and (p[0] == 32 or p[0] == 9 or p[0] == 10 or p[0] == 13):
-        p += 1
-        n -= 1
-    while n > 0 and (p[n - 1] == 32 or p[n - 1] == 9 or p[n - 1] == 10 or p[n - 1] == 13):
-        n -= 1
-    return n == 6 and memcmp(p, b"[DONE]", 6) == 0
-
-
 cdef inline bint event_name_given(const char* etype, Py_ssize_t tn) noexcept:
     return tn != 0 and not (tn == 7 and memcmp(etype, b"message", 7) == 0)
 

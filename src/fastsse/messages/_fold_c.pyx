@@ -17,7 +17,8 @@ from cpython.unicode cimport PyUnicode_GET_LENGTH
 from cpython.object cimport PyObject
 from libc.string cimport memcmp
 
-from ..fold._stream_c cimport D_ARGUMENTS, D_REASONING, D_TEXT, FastDelta, FoldCounters, FoldStream, check_payload, event_name, payload_is_done
+from ..fold._stream_c cimport D_ARGUMENTS, D_REASONING, D_TEXT, FastDelta, FoldCounters, FoldStream, check_payload, event_name
+from .._native.done cimport payload_is_done
 from .._native.reader cimport Span, decode, next_member, read_key, read_plain, read_string, read_uint, skip_ws, span_is
 
 from ..fold._base import CONTENT, REASONING

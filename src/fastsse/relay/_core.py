@@ -196,6 +196,8 @@ class RelayCore:
             self.lost = True
             agg.feed(None)
             return b""
+        if not is_error and len(payload) < 64 and payload.strip(_BLANKS) == b"[DONE]":
+            return self.done()  # recognised before parsing: orjson would raise twice
         try:
             chunk = orjson.loads(payload)
         except orjson.JSONDecodeError:
