@@ -8,7 +8,11 @@ the many-streams engine, so the two can never disagree:
   the spec is immutable and may be reused for any number of transfers.
 - ``apply(curl, spec, response)`` sets the spec's options on an easy handle (new, pooled or the
   caller's), for ``perform()`` or for a ``CurlMulti`` alike; ``reset(curl, spec)`` clears what
-  ``apply`` set (the credentials above all) before the handle is reused or given back.
+  ``apply`` set (the credentials above all) before the handle is given back to its owner. A
+  client's own pooled handle is only ``release``-d (body and callbacks dropped) and its next
+  request with the same ``spec.transport()`` takes ``apply_body``: five options, not twenty.
+- ``Preparer(options)`` is ``prepare`` for a client's defaults, checking everything but the body
+  once.
 - ``Response(spec, stream)`` is the handle's header and write sink: it tracks the status line and
   the headers that matter, feeds an event stream to ``stream.write`` and keeps a bounded copy of any
   other body; ``response.finish(code, message)`` turns the transfer's curl code into the result
@@ -24,6 +28,7 @@ import importlib
 import math
 import os
 import re
+import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -60,6 +65,8 @@ _CONTROL = re.compile(r"[\x00-\x20\x7f]")
 # Set by fastsse from the body it sends: a caller's value would desynchronise the framing.
 _RESERVED = frozenset({"content-length", "transfer-encoding"})
 _BLANK = b" \t\r\n"
+
+_monotonic = time.monotonic
 
 # libcurl's CURL_WRITEFUNC_PAUSE (part of its ABI): the write callback did not take the bytes;
 # curl keeps them and hands them over again once the transfer is resumed.
@@ -106,6 +113,28 @@ class RequestSpec:
 
     def __repr__(self) -> str:  # the headers hold the key: never print them
         return f"RequestSpec(url={self.display_url!r}, {len(self.body)} body bytes)"
+
+    def with_body(self, body: bytes, /) -> RequestSpec:
+        """This spec with another body (a copy; ``dataclasses.replace`` costs several times more)."""
+        spec = object.__new__(RequestSpec)
+        fields = spec.__dict__
+        fields.update(self.__dict__)
+        fields["body"] = body
+        return spec
+
+    def transport(self) -> tuple[Any, ...]:
+        """What ``apply`` sets on a handle beside the body and the callbacks: two specs with equal
+        transports leave a handle in the same state, so a pooled handle only takes the new body."""
+        return (
+            self.url,
+            self.headers,
+            self.timeout_ms,
+            self.connect_timeout_ms,
+            self.proxy,
+            self.ca_bundle,
+            self.client_cert,
+            self.client_key,
+        )
 
 
 def redact(url: str) -> str:
@@ -198,6 +227,35 @@ def prepare(input: Mapping[str, Any], options: RequestOptions | None = None, /, 
     elif kwargs:
         options = options.replace(kwargs)
     return _prepare(input, **options.as_dict())
+
+
+class Preparer:
+    """``prepare`` for one ``RequestOptions`` (a client's defaults), with everything but the body
+    (URL, headers, key, timeouts, TLS and proxy options) checked once and reused while the
+    environment variables it read (base URL, key) are unchanged: a request then costs its body's
+    serialisation. ``preparer(input) -> RequestSpec``; it raises what ``prepare`` raises."""
+
+    __slots__ = ("_env", "_fmt", "_options", "_template")
+
+    def __init__(self, options: RequestOptions, /) -> None:
+        self._options = options
+        self._fmt = api_format(options.api)
+        self._env: tuple[str | None, str | None] | None = None
+        self._template: RequestSpec | None = None
+
+    def __call__(self, input: Mapping[str, Any], /) -> RequestSpec:
+        if not isinstance(input, Mapping):
+            raise TypeError(f"input must be a mapping (the request body), not {type(input).__name__}")
+        fmt = self._fmt
+        env = (
+            os.environ.get(fmt.base_url_env) if fmt.base_url_env else None,
+            os.environ.get(fmt.api_key_env),
+        )
+        template = self._template
+        if template is None or env != self._env:
+            template = self._template = _prepare({}, **self._options.as_dict())
+            self._env = env
+        return template.with_body(fmt.body(input))
 
 
 def _prepare(
@@ -299,6 +357,9 @@ def _prepare(
 
 def import_pycurl() -> Any:
     """The pycurl module; ImportError with the install hint if it is missing."""
+    module = sys.modules.get("pycurl")  # the common case, without the import machinery
+    if module is not None:
+        return module
     try:
         # import_module: pycurl ships no type stubs, and every use here is dynamic anyway
         return importlib.import_module("pycurl")
@@ -349,6 +410,28 @@ def apply(curl: Any, spec: RequestSpec, response: Response) -> None:
         curl.setopt(pycurl.SSLCERT, spec.client_cert)
     if spec.client_key is not None:
         curl.setopt(pycurl.SSLKEY, spec.client_key)
+
+
+def apply_body(curl: Any, spec: RequestSpec, response: Response) -> None:
+    """What ``apply`` sets that differs from one request to the next (the body, the callbacks,
+    the timeout), for a handle whose last request had the same ``spec.transport()`` and was given
+    back with ``release``."""
+    pycurl = import_pycurl()
+    curl.setopt(pycurl.POSTFIELDS, spec.body)
+    curl.setopt(pycurl.POSTFIELDSIZE, len(spec.body))
+    curl.setopt(pycurl.WRITEFUNCTION, response.write)
+    curl.setopt(pycurl.HEADERFUNCTION, response.header)
+    curl.setopt(pycurl.TIMEOUT_MS, spec.timeout_ms)
+
+
+def release(curl: Any) -> None:
+    """Drop what must not outlive a request on a handle kept for the same client's next one: the
+    body and the callbacks (they hold the Response, the stream and ``on_chunk``). The transport
+    (URL, headers with the key, timeouts, TLS and proxy options) stays for ``apply_body``."""
+    pycurl = import_pycurl()
+    curl.setopt(pycurl.POSTFIELDS, b"")
+    curl.setopt(pycurl.WRITEFUNCTION, _discard)
+    curl.setopt(pycurl.HEADERFUNCTION, _discard)
 
 
 def reset(curl: Any, spec: RequestSpec) -> None:
@@ -503,7 +586,17 @@ class Response:
             self.mode = "body" if first == 0x3C else "json" if first == 0x7B else "sse"
 
     def write(self, data: bytes) -> int | None:
-        self.last_activity = time.monotonic()
+        self.last_activity = _monotonic()
+        if self.mode == "sse" and self.hold_until is None:  # every read after the first
+            try:
+                if self.stream.write(data) == 0:
+                    self.stopped = True
+                    return 0
+                return None
+            except BaseException as exc:  # as below
+                self.exc = exc
+                self.stopped = True
+                return 0
         hold = self.hold_until
         if hold is not None:
             if not hold.done():

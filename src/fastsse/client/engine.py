@@ -25,7 +25,17 @@ from .._errors import TransportError
 from .._timing import anchor_pair
 from . import _streams
 from ._options import REQUEST_ONLY, RequestOptions
-from ._request import RequestSpec, Response, apply, import_pycurl, prepare, reset
+from ._request import (
+    Preparer,
+    RequestSpec,
+    Response,
+    apply,
+    apply_body,
+    import_pycurl,
+    prepare,
+    release,
+    reset,
+)
 
 OnChunk = Callable[[dict[str, Any]], "bool | None"]
 
@@ -100,6 +110,7 @@ class _Engine:
         self.defaults = options
         # Validated now, so a bad client option fails at construction rather than per request.
         prepare({}, options)
+        self.prepare = Preparer(options)  # a request with no options of its own: its body only
         self.timing = bool(timing)
         self.http2 = bool(http2)
         self.max_connections = max_connections
@@ -113,6 +124,11 @@ class _Engine:
         self.waiting: collections.deque[_Job] = collections.deque()
         self.active: dict[int, _Job] = {}  # id(handle) -> job
         self.running = 0
+        # Transfers in the multi handle that curl has not reported done: while socket_action's
+        # running count equals it, nothing finished and there is nothing to read (info_read).
+        self.alive = 0
+        # id(pooled handle) -> the transport (RequestSpec.transport) set on it by its last request
+        self.applied: dict[int, tuple[Any, ...]] = {}
         self.callback_exc: BaseException | None = None  # raised in a socket/timer callback
         self.idle_jobs: set[_Job] = set()  # active jobs with an idle_timeout, checked by the driver
         self.closed = False
@@ -137,7 +153,7 @@ class _Engine:
         merged = self.defaults.replace({k: v for k, v in options.items() if k not in REQUEST_ONLY})
         if "format" in own:
             _streams.check_format(own["format"])
-        spec = prepare(request, merged)
+        spec = self.prepare(request) if merged is self.defaults else prepare(request, merged)
         if "format" not in own:
             own["format"] = spec.api  # the stream that reads this API's answer
         elif own["format"] == f"to-{spec.api}":
@@ -185,7 +201,12 @@ class _Engine:
                 timing=self.timing,
             )
             response = Response(spec, stream)
-            apply(handle, spec, response)
+            transport = None if job.own_handle else spec.transport()
+            if transport is not None and self.applied.get(id(handle)) == transport:
+                apply_body(handle, spec, response)  # a pooled handle that holds the rest already
+            else:
+                apply(handle, spec, response)
+            self.applied.pop(id(handle), None)
             if left is not None:  # what the queue left of the call's timeout
                 handle.setopt(pycurl.TIMEOUT_MS, max(1, math.ceil(left * 1000)))
             if isinstance(stream, _streams._BytesStream):
@@ -203,6 +224,7 @@ class _Engine:
                 handle.setopt(pycurl.PIPEWAIT, 1)
         except BaseException:
             self._recycle(job, handle)
+            self.applied.pop(id(handle), None)  # set in part, maybe: the next request sets it all
             raise
         job.stream, job.response = stream, response
         job.started = time.monotonic_ns()
@@ -210,16 +232,25 @@ class _Engine:
         if spec.idle_timeout is not None:
             self.idle_jobs.add(job)
         self.multi.add_handle(handle)
+        self.alive += 1
 
     def _recycle(self, job: _Job, handle: Any) -> None:
         self.idle_jobs.discard(job)
-        reset(handle, job.spec)  # the key, the body and the callbacks never outlive the request
+        spec = job.spec
         if job.own_handle:
+            reset(handle, spec)  # the key, the body and the callbacks never outlive the request
             return
         if self.closed or len(self.pool) >= self.max_connections:
             handle.close()
+            return
+        if spec.client_cert is not None or spec.client_key is not None:
+            reset(handle, spec)  # only a full reset forgets a certificate
         else:
-            self.pool.append(handle)
+            # The body and the callbacks (which hold the stream) go; the transport stays for the
+            # client's next request (the key inside is the client's own, and leaves with close()).
+            release(handle)
+            self.applied[id(handle)] = spec.transport()
+        self.pool.append(handle)
 
     def _queue_timeout(self, job: _Job) -> TransportError:
         spec = job.spec
@@ -299,6 +330,7 @@ class _Engine:
         if job is None:
             return
         self.multi.remove_handle(handle)
+        self.alive -= 1
         outcome: Any
         assert job.response is not None
         try:
@@ -388,6 +420,7 @@ class _Engine:
         job.end = time.monotonic_ns()
         if job.handle is not None and self.active.pop(id(job.handle), None) is not None:
             self.multi.remove_handle(job.handle)
+            self.alive -= 1
             self._recycle(job, job.handle)
         else:
             with contextlib.suppress(ValueError):
@@ -406,10 +439,12 @@ class _Engine:
             self.acting = False
         if self.callback_exc is not None:
             self._raise_callback_exc()
-        # Always asked: a transfer added since the last action and one finished in this one leave
-        # the running count unchanged, and a finished result must never wait for another's end.
+        # Compared with ``alive``, not with the last count: a transfer added since the last action
+        # and one finished in this one leave the count unchanged, and a finished result must never
+        # wait for another's end.
         self.running = running
-        self._collect()
+        if running < self.alive:
+            self._collect()
 
     def _raise_callback_exc(self) -> None:
         # pycurl only prints what a socket or timer callback raises: the callbacks keep it (a
@@ -430,6 +465,7 @@ class _Engine:
         for handle in self.pool:
             handle.close()
         self.pool.clear()
+        self.applied.clear()
         self.multi.close()
 
 
