@@ -61,18 +61,20 @@ def test_each_request_carries_its_own_key_headers_and_body(raw: RawServer, strea
     assert all(body["stream"] is True for _, body in sent)
 
 
-def test_the_environment_is_read_per_request(
+def test_a_client_reads_the_environment_when_it_is_made(
     raw: RawServer, stream_backend: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "e1")
     with fastsse.Client(base_url=raw.base_url, max_connections=1, timeout=10) as client:
-        client.create_stream(request("a"))
         monkeypatch.setenv("OPENAI_API_KEY", "e2")
-        client.create_stream(request("b"))
-        monkeypatch.delenv("OPENAI_API_KEY")
+        client.create_stream(request("a"))
+        client.create_stream(request("b"), timeout=5)  # a request's own options: the same key
+    with fastsse.Client(base_url=raw.base_url, max_connections=1, timeout=10) as client:
         client.create_stream(request("c"))
-    keys = [_sent(raw, i)[0].get("authorization") for i in range(3)]
-    assert keys == ["Bearer e1", "Bearer e2", None]
+        monkeypatch.delenv("OPENAI_API_KEY")
+        fastsse.create_stream(request("d"), base_url=raw.base_url)  # one call: read at the call
+    keys = [_sent(raw, i)[0].get("authorization") for i in range(4)]
+    assert keys == ["Bearer e1", "Bearer e1", "Bearer e2", None]
 
 
 def test_a_bad_body_fails_alone(raw: RawServer, stream_backend: Any) -> None:

@@ -59,7 +59,7 @@ REQUEST_ONLY: Final = frozenset({"curl", "format", "on_chunk"})
 OPTIONS_DOC: Final = """
     Options (keyword-only; each is also accepted per request): ``api`` (``"chat"``, ``"responses"``,
     ``"messages"``), ``base_url`` and ``api_key`` (default ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY``,
-    then the OpenAI endpoint), ``headers`` (a mapping or ``"Name: value"`` lines, sent with every
+    then the OpenAI endpoint; a client reads the environment once, when it is made), ``headers`` (a mapping or ``"Name: value"`` lines, sent with every
     request), ``path`` (``"/chat/completions"``), ``timeout`` / ``connect_timeout`` /
     ``idle_timeout`` (seconds), ``proxy``, ``ca_bundle``, ``client_cert`` and ``max_event_bytes``,
     all as in ``create_stream`` and checked by the same rules (ValueError / TypeError at

@@ -11,8 +11,8 @@ the many-streams engine, so the two can never disagree:
   ``apply`` set (the credentials above all) before the handle is given back to its owner. A
   client's own pooled handle is only ``release``-d (body and callbacks dropped) and its next
   request with the same ``spec.transport()`` takes ``apply_body``: five options, not twenty.
-- ``Preparer(options)`` is ``prepare`` for a client's defaults, checking everything but the body
-  once.
+- ``Preparer(options)`` is ``prepare`` for a client: the environment read and the client's own
+  options checked once, when the client is made.
 - ``Response(spec, stream)`` is the handle's header and write sink: it tracks the status line and
   the headers that matter, feeds an event stream to ``stream.write`` and keeps a bounded copy of any
   other body; ``response.finish(code, message)`` turns the transfer's curl code into the result
@@ -38,7 +38,7 @@ from urllib.parse import urlsplit, urlunsplit
 import orjson
 
 from .._errors import TransportError, too_large
-from .._formats import api_format
+from .._formats import API_FORMATS, api_format
 from ._options import RequestOptions
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
@@ -229,33 +229,34 @@ def prepare(input: Mapping[str, Any], options: RequestOptions | None = None, /, 
     return _prepare(input, **options.as_dict())
 
 
-class Preparer:
-    """``prepare`` for one ``RequestOptions`` (a client's defaults), with everything but the body
-    (URL, headers, key, timeouts, TLS and proxy options) checked once and reused while the
-    environment variables it read (base URL, key) are unchanged: a request then costs its body's
-    serialisation. ``preparer(input) -> RequestSpec``; it raises what ``prepare`` raises."""
+def environment() -> dict[str, str]:
+    """The variables ``prepare`` reads (every API's base URL and key variable), as they are now."""
+    names = {name for fmt in API_FORMATS.values() for name in (fmt.base_url_env, fmt.api_key_env) if name}
+    return {name: value for name in names if (value := os.environ.get(name)) is not None}
 
-    __slots__ = ("_env", "_fmt", "_options", "_template")
+
+class Preparer:
+    """``prepare`` for a client: the environment's base URL and key variables are read once, when
+    the client is made (as the openai SDK does), and the client's own options are checked once,
+    so a request without options of its own costs its body's serialisation (``os.environ.get``
+    alone costs more than that). ``preparer(input, options=None) -> RequestSpec``; a request's
+    own ``options`` are checked per request against the same environment. It raises what
+    ``prepare`` raises (at construction for the client's options)."""
+
+    __slots__ = ("_environ", "_fmt", "_options", "_template")
 
     def __init__(self, options: RequestOptions, /) -> None:
         self._options = options
+        self._environ = environment()
+        self._template = _prepare({}, environ=self._environ, **options.as_dict())
         self._fmt = api_format(options.api)
-        self._env: tuple[str | None, str | None] | None = None
-        self._template: RequestSpec | None = None
 
-    def __call__(self, input: Mapping[str, Any], /) -> RequestSpec:
+    def __call__(self, input: Mapping[str, Any], options: RequestOptions | None = None, /) -> RequestSpec:
+        if options is not None and options is not self._options:
+            return _prepare(input, environ=self._environ, **options.as_dict())
         if not isinstance(input, Mapping):
             raise TypeError(f"input must be a mapping (the request body), not {type(input).__name__}")
-        fmt = self._fmt
-        env = (
-            os.environ.get(fmt.base_url_env) if fmt.base_url_env else None,
-            os.environ.get(fmt.api_key_env),
-        )
-        template = self._template
-        if template is None or env != self._env:
-            template = self._template = _prepare({}, **self._options.as_dict())
-            self._env = env
-        return template.with_body(fmt.body(input))
+        return self._template.with_body(self._fmt.body(input))
 
 
 def _prepare(
@@ -274,6 +275,7 @@ def _prepare(
     ca_bundle: str | None = None,
     client_cert: str | tuple[str, str] | None = None,
     max_event_bytes: int | None = None,
+    environ: Mapping[str, str] | None = None,
 ) -> RequestSpec:
     """Validate a streaming request and build its ``RequestSpec``; nothing is sent.
 
@@ -294,7 +296,9 @@ def _prepare(
     if not isinstance(input, Mapping):
         raise TypeError(f"input must be a mapping (the request body), not {type(input).__name__}")
     fmt = api_format(api)
-    env_base = os.environ.get(fmt.base_url_env) if fmt.base_url_env else None
+    if environ is None:
+        environ = os.environ
+    env_base = environ.get(fmt.base_url_env) if fmt.base_url_env else None
     if base_url is not None:
         base = _check_url(base_url, "base_url")
     elif env_base:
@@ -312,7 +316,7 @@ def _prepare(
     has_auth = any(line[: len(auth) + 1].lower() == auth.lower() + ":" for line in given)
     if api_key and has_auth:
         raise ValueError(f"pass either api_key or an {auth} header, not both")
-    key = api_key if api_key is not None else (None if has_auth else os.environ.get(fmt.api_key_env))
+    key = api_key if api_key is not None else (None if has_auth else environ.get(fmt.api_key_env))
     if key:
         if not isinstance(key, str):
             raise TypeError(f"api_key must be a str, not {type(key).__name__}")

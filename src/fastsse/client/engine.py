@@ -32,7 +32,6 @@ from ._request import (
     apply,
     apply_body,
     import_pycurl,
-    prepare,
     release,
     reset,
 )
@@ -108,9 +107,9 @@ class _Engine:
             raise ValueError(f"max_connections must be at least 1, not {max_connections}")
         self.pycurl = pycurl = import_pycurl()
         self.defaults = options
-        # Validated now, so a bad client option fails at construction rather than per request.
-        prepare({}, options)
-        self.prepare = Preparer(options)  # a request with no options of its own: its body only
+        # Validated now, so a bad client option fails at construction rather than per request;
+        # the environment's base URL and key are read now too.
+        self.prepare = Preparer(options)
         self.timing = bool(timing)
         self.http2 = bool(http2)
         self.max_connections = max_connections
@@ -153,7 +152,7 @@ class _Engine:
         merged = self.defaults.replace({k: v for k, v in options.items() if k not in REQUEST_ONLY})
         if "format" in own:
             _streams.check_format(own["format"])
-        spec = self.prepare(request) if merged is self.defaults else prepare(request, merged)
+        spec = self.prepare(request, merged)
         if "format" not in own:
             own["format"] = spec.api  # the stream that reads this API's answer
         elif own["format"] == f"to-{spec.api}":
