@@ -509,9 +509,7 @@ Folds the chunks of an OpenAI-style chat stream into one response shaped like a
         container it builds (the dict, choices, messages, tool calls, logprobs lists) is new on each
         call, so later feeds do not change it; values carried whole from a chunk (``usage``,
         ``annotations``, provider fields, logprob entries) are that chunk's own objects."""
-        out = build_result(self._merged_top(), self._choices, self._error, self._text_completion)
-        out["verdict"] = verdict_dict(self.verdict)
-        return out
+        return self._result(False, False, self._cut, self._ended)
 
     def close(self, *, truncated: bool = False) -> None:
         """Mark the end of the byte stream, so a stream without ``[DONE]`` whose choices all
@@ -576,11 +574,21 @@ Folds the chunks of an OpenAI-style chat stream into one response shaped like a
         top.update(self._top)
         return with_provider_usage(top, self._xusage)
 
+    cdef dict _result(self, bint aborted, bint too_large, bint truncated, bint ended):
+        # result() with the verdict a stream passes: the merged top-level fields built once for both
+        cdef dict top = self._merged_top()
+        out = build_result(top, self._choices, self._error, self._text_completion)
+        out["verdict"] = verdict_dict(self._verdict_of(top, aborted, too_large, truncated, ended))
+        return out
+
     cdef object _verdict(self, bint aborted, bint too_large, bint truncated, bint ended):
+        return self._verdict_of(self._merged_top(), aborted, too_large, truncated, ended)
+
+    cdef object _verdict_of(self, dict top, bint aborted, bint too_large, bint truncated, bint ended):
         return make_verdict(
             self._done,
             self._choices,
-            self._merged_top(),
+            top,
             self._error,
             self._skipped,
             self._ignored,
@@ -1428,9 +1436,7 @@ Scans, parses and folds a chat stream in one pass, for pycurl's ``WRITEFUNCTION`
 
     def result(self) -> dict[str, Any]:
         """The folded ``chat.completion`` so far, with ``"verdict"``: a new dict on every call."""
-        out = self._agg.result()
-        out["verdict"] = verdict_dict(self.verdict)
-        return out
+        return self._agg._result(self._aborted, self._too_large, self._eof_truncated, self._closed)
 
     @property
     def verdict(self) -> Verdict:

@@ -274,10 +274,7 @@ class ChatAggregator:
         container it builds (the dict, choices, messages, tool calls, logprobs lists) is new on each
         call, so later feeds do not change it; values carried whole from a chunk (``usage``,
         ``annotations``, provider fields, logprob entries) are that chunk's own objects."""
-        top = with_provider_usage(self._top, self._xusage)
-        out = build_result(top, self._choices, self._error, self._text_completion)
-        out["verdict"] = verdict_dict(self.verdict)
-        return out
+        return self._result(False, False, self._cut, self._ended)
 
     def close(self, *, truncated: bool = False) -> None:
         """Mark the end of the byte stream, so a stream without ``[DONE]`` whose choices all
@@ -320,11 +317,25 @@ class ChatAggregator:
 
     # Internal entry points shared with ChatStream
 
+    def _result(self, aborted: bool, too_large: bool, truncated: bool, ended: bool) -> dict[str, Any]:
+        # result() with the verdict a stream passes: the merged top-level fields built once for both
+        top = with_provider_usage(self._top, self._xusage)
+        out = build_result(top, self._choices, self._error, self._text_completion)
+        out["verdict"] = verdict_dict(self._verdict_of(top, aborted, too_large, truncated, ended))
+        return out
+
     def _verdict(self, aborted: bool, too_large: bool, truncated: bool, ended: bool) -> Verdict:
+        return self._verdict_of(
+            with_provider_usage(self._top, self._xusage), aborted, too_large, truncated, ended
+        )
+
+    def _verdict_of(
+        self, top: dict[Any, Any], aborted: bool, too_large: bool, truncated: bool, ended: bool
+    ) -> Verdict:
         return make_verdict(
             self._done,
             self._choices,
-            with_provider_usage(self._top, self._xusage),
+            top,
             self._error,
             self._skipped,
             self._ignored,
@@ -757,9 +768,7 @@ class ChatStream(Decoder):
 
     def result(self) -> dict[str, Any]:
         """The folded ``chat.completion`` so far, with ``"verdict"``: a new dict on every call."""
-        out = self._agg.result()
-        out["verdict"] = verdict_dict(self.verdict)
-        return out
+        return self._agg._result(self._aborted, self._too_large, self._eof_truncated, self._closed)
 
     @property
     def verdict(self) -> Verdict:

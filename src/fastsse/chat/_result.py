@@ -314,9 +314,12 @@ def provider_usage(value: object) -> Any:
 def verdict_dict(verdict: Verdict) -> dict[str, Any]:
     """The verdict as plain JSON data: the ``"verdict"`` entry of every ``result()`` (ChatAggregator,
     ChatStream, create_stream, iter_chunks)."""
-    out = {name: getattr(verdict, name) for name in Verdict.__dataclass_fields__}
+    out = {name: getattr(verdict, name) for name in _VERDICT_FIELDS}
     out["finish_reasons"] = list(verdict.finish_reasons)
     return out
+
+
+_VERDICT_FIELDS: Final = tuple(Verdict.__dataclass_fields__)
 
 
 def joined(parts: list[str]) -> str:
