@@ -118,6 +118,8 @@ def build_module(name: str) -> Any:
     cc = _compiler()
     suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
     includes = [f"-I{sysconfig.get_paths()['include']}", f"-I{HERE}"]
+    package = _compiled_fastsse()  # the folder holding fastsse, whose .pxd files it cimports
+    sources = [*sources, package / "fastsse" / "chat" / "_fold_c.pxd"]
     flags = ["-O2", "-fPIC", "-shared", *includes, *shlex.split(os.environ.get("CFLAGS", ""))]
     link = _link_curl()
     folder = _cache_dir() / f"{name}-{_key(sources, cc + flags + link + [sys.version])}"
@@ -125,7 +127,7 @@ def build_module(name: str) -> Any:
     if not lib.exists():
         folder.mkdir(exist_ok=True)
         c_file = folder / f"{name}.c"
-        argv = [sys.executable, "-m", "cython", "-3", "-o", str(c_file), str(sources[0])]
+        argv = [sys.executable, "-m", "cython", "-3", "-I", str(package), "-o", str(c_file), str(sources[0])]
         done = subprocess.run(argv, capture_output=True, text=True, check=False)
         if done.returncode != 0:
             if "no module named cython" in done.stderr.lower():
@@ -137,6 +139,16 @@ def build_module(name: str) -> Any:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def _compiled_fastsse() -> Path:
+    """The folder that holds the fastsse package (its .pxd files beside its compiled modules);
+    ``Unavailable`` when fastsse runs without its compiled backend (nothing to cimport)."""
+    import fastsse
+
+    if fastsse.BACKEND != "cython":
+        raise Unavailable("fastsse's compiled backend is not installed (the pure build)")
+    return Path(fastsse.__file__).resolve().parent.parent
 
 
 def _link_curl() -> list[str]:

@@ -6,14 +6,12 @@ third row). Compiled by the benchmark itself (``_reference.build_module``), neve
 multi handle (the libcurl pycurl brought) driven from C as ``curl_floor.c`` drives it
 (``curl_multi_socket_action``, C socket and timer callbacks, one epoll set, the wait in C), each
 read handed by the C write callback to a real ``fastsse.ChatStream`` (``timing=True``, no
-``on_chunk``, or with one that takes each chunk's stamp), then ``result()`` per stream as the engine
-returns it. What it does not have yet is
-the stream's C entry point: each read still becomes a bytes object and one call of the stream's
-compiled ``write`` (no Python frame). It counts event ends and takes the send stamps as the C
+``on_chunk``, or with one that takes each chunk's stamp) through the stream's C entry point
+(``stream_feed`` in ``chat/_fold_c.pxd``: a pointer and a length, no bytes object, no call), then
+``result()`` per stream as the engine returns it. It counts event ends and takes the send stamps as the C
 clients do (``events.h``), for the lag and the chunk count. Written for fastsse's benchmarks.
 """
 
-from cpython.bytes cimport PyBytes_FromStringAndSize
 from cpython.ref cimport PyObject
 from libc.stdint cimport int64_t
 from libc.stdlib cimport calloc, free
@@ -21,6 +19,8 @@ from libc.stdlib cimport calloc, free
 from time import monotonic_ns
 
 import fastsse
+
+from fastsse.chat._fold_c cimport stream_feed
 
 
 cdef extern from "events.h" nogil:
@@ -104,7 +104,7 @@ cdef extern from "curl/curl.h" nogil:
 
 ctypedef struct job_t:
     stream_t s
-    PyObject *write  # the stream's bound ``write`` (a reference held by the ``writers`` list)
+    PyObject *stream  # the ChatStream (a reference held by the ``streams`` list)
     int raised
 
 
@@ -117,7 +117,7 @@ cdef size_t on_write(char *p, size_t size, size_t n, void *userp) noexcept with 
     cdef job_t *job = <job_t *>userp
     on_bytes(&totals, &job.s, p, size * n)
     try:
-        (<object>job.write)(PyBytes_FromStringAndSize(p, <Py_ssize_t>(size * n)))
+        stream_feed(<object>job.stream, p, <Py_ssize_t>(size * n))  # the stream's C entry point
     except BaseException:
         job.raised = 1
         return 0  # a write error: libcurl ends the transfer
@@ -172,7 +172,6 @@ def run(str url, bytes body, long n, long chunks, bint on_chunk=False):
             lags.append(now - chunk["fastsse_sent_ns"])
 
     streams = [fastsse.ChatStream(take_stamp if on_chunk else None, timing=True) for _ in range(n)]
-    writers = [s.write for s in streams]
     totals.chunks = chunks
     totals.nlags = 0
     totals.lags = alloc_lags(n, chunks, &totals.cap)
@@ -194,7 +193,7 @@ def run(str url, bytes body, long n, long chunks, bint on_chunk=False):
     for j in range(n):
         easy = curl_easy_init()
         jobs[j].s.at_start = 1
-        jobs[j].write = <PyObject *>writers[j]
+        jobs[j].stream = <PyObject *>streams[j]
         curl_easy_setopt(easy, CURLOPT_URL, <const char *>url_b)
         curl_easy_setopt(easy, CURLOPT_POST, <long>1)
         curl_easy_setopt(easy, CURLOPT_POSTFIELDS, <const char *>body)

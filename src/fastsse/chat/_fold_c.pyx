@@ -1398,12 +1398,7 @@ Scans, parses and folds a chat stream in one pass, for pycurl's ``WRITEFUNCTION`
         """
         if self._finished or self._closed:
             return 0
-        if self._writing:
-            raise RuntimeError("ChatStream.write() called again from inside on_chunk")
-        if self._timed:
-            self._stamp()
-        self._writing = True
-        self._overflowed = False
+        self._begin()
         try:
             self._feed_object(data)
         except BaseException as exc:
@@ -1412,12 +1407,40 @@ Scans, parses and folds a chat stream in one pass, for pycurl's ``WRITEFUNCTION`
             raise
         finally:
             self._writing = False
+        return 0 if self._end() else None
+
+    cdef int _begin(self) except -1:
+        if self._writing:
+            raise RuntimeError("ChatStream.write() called again from inside on_chunk")
+        if self._timed:
+            self._stamp()
+        self._writing = True
+        self._overflowed = False
+        return 0
+
+    cdef int _end(self) except -1:
+        # After a write: raise EventTooLarge for an event past the bound; 1 once the stream stopped.
         if self._overflowed:
             self._too_large = True
             self._finished = True
             self._exception = too_large(self._limit, [])
             raise self._exception
-        return 0 if self._finished else None
+        return 1 if self._finished else 0
+
+    cdef int _write(self, const char* p, Py_ssize_t n) except -1:
+        # ``write`` from a pointer (stream_feed): the same checks, no bytes object, no call
+        if self._finished or self._closed:
+            return 0
+        self._begin()
+        try:
+            self._scan(p, n)
+        except BaseException as exc:
+            if self._finished:
+                self._exception = exc
+            raise
+        finally:
+            self._writing = False
+        return 0 if self._end() else 1
 
     def feed(self, data: bytes | bytearray | memoryview, /) -> list[Event]:
         """``write`` under the Decoder's name: chunks are folded, so it returns ``[]``."""
@@ -1548,6 +1571,10 @@ cdef int fix_top(object agg, object id, object model) except -1:
 
 cdef dict fold_choices(object agg):
     return (<ChatAggregator>agg)._choices
+
+
+cdef int stream_feed(object stream, const char* p, Py_ssize_t n) except -1:
+    return (<ChatStream>stream)._write(p, n)
 
 
 cdef object fold_verdict(object agg, bint aborted, bint too_large, bint truncated, bint ended):
