@@ -1,7 +1,9 @@
 """``AsyncClient``: the many-streams engine (``engine.py``) driven by the running event loop.
 
-curl's sockets become ``loop.add_reader`` / ``add_writer`` registrations and its timer a
-``call_at``; each readiness calls ``curl_multi_socket_action`` for that socket. Kept apart from
+curl's sockets go into one epoll set whose fd the loop watches (``loop.add_reader``), so a
+wake-up is one callback that hands every ready socket to ``curl_multi_socket_action``; where
+there is no epoll each socket is an ``add_reader`` / ``add_writer`` registration of its own.
+curl's timer is a ``call_at``. Kept apart from
 ``engine.py`` so that ``import fastsse`` and the blocking ``Client`` never import asyncio.
 """
 
@@ -10,13 +12,14 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import select
 import socket
 import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ._options import OPTIONS_DOC, RequestOptions
-from .engine import _WAIT_SLICE, DEFAULT_MAX_CONNECTIONS, OnChunk, _Engine, _Job
+from .engine import _WAIT_SLICE, DEFAULT_MAX_CONNECTIONS, EpollSet, OnChunk, _Engine, _Job
 
 # AsyncClient.stream(): chunks parsed but not yet taken before the transfer is held (curl stops
 # reading; one more network read, at most 16 KiB of input, may still arrive), and the level the
@@ -280,6 +283,10 @@ class _AsyncEngine(_Engine):
         self.wanted: float | None = None  # loop time curl last asked to be woken at
         self.idle_timer: asyncio.TimerHandle | None = None
         self.binding = threading.Lock()
+        # Where there is epoll, curl's sockets go into one set and the loop watches its one fd:
+        # a wake-up is one callback (``_drain``) however many sockets are ready. Elsewhere each
+        # socket is a loop reader / writer of its own.
+        self.sockets = EpollSet(self.pycurl) if hasattr(select, "epoll") else None
 
     def bind(self) -> asyncio.AbstractEventLoop:
         loop = asyncio.get_running_loop()
@@ -288,6 +295,8 @@ class _AsyncEngine(_Engine):
         with self.binding:  # two loops (two threads) at once: one binds, the other is refused
             if self.loop is None:
                 _check_loop(loop)
+                if self.sockets is not None and not self.closed:
+                    loop.add_reader(self.sockets.fileno(), self._drain)
                 self.loop = loop
             elif self.loop is not loop:
                 raise RuntimeError("an AsyncClient is bound to the event loop that first used it")
@@ -302,9 +311,21 @@ class _AsyncEngine(_Engine):
 
     def _on_socket(self, what: int, fd: int, multi: Any, data: Any) -> None:
         try:
-            self._watch(what, fd)
+            if self.sockets is not None:
+                self.sockets.watch(what, fd)
+            else:
+                self._watch(what, fd)
         except BaseException as exc:
             self.callback_exc = exc
+
+    def _drain(self) -> None:
+        # the loop saw the socket set ready: every ready socket to curl, in this one callback
+        sockets = self.sockets
+        if sockets is None or self.closed:
+            return
+        action = self.action
+        for fd, mask in sockets.ready(0):
+            action(fd, mask)
 
     def _watch(self, what: int, fd: int) -> None:
         loop = self.loop
@@ -404,6 +425,10 @@ class _AsyncEngine(_Engine):
             if timer is not None:
                 timer.cancel()
         self.timer = self.idle_timer = None
+        if self.sockets is not None:
+            if self.loop is not None and not self.loop.is_closed():
+                self.loop.remove_reader(self.sockets.fileno())
+            self.sockets.close()
         if self.loop is not None and not self.loop.is_closed():
             for fd, mask in self.watched.items():
                 if mask & self.pycurl.POLL_IN:

@@ -468,6 +468,72 @@ class _Engine:
         self.multi.close()
 
 
+# Error and hang-up wake curl as a read would: it reads, and learns what happened.
+EPOLL_IN = (
+    (select.EPOLLIN | select.EPOLLERR | select.EPOLLHUP | select.EPOLLRDHUP)
+    if hasattr(select, "epoll")
+    else 0
+)
+EPOLL_OUT = select.EPOLLOUT if hasattr(select, "epoll") else 0
+
+
+class EpollSet:
+    """curl's sockets in one epoll set (where there is epoll): ``watch`` follows curl's socket
+    callback, ``ready(timeout)`` waits and returns ``(fd, CSELECT mask)`` pairs for
+    ``socket_action``. ``Client`` waits on it; ``AsyncClient``'s loop watches its one fd, so a
+    wake-up is one loop callback however many sockets are ready, and a new connection costs an
+    ``epoll_ctl`` rather than a loop registration."""
+
+    __slots__ = ("cselect_in", "cselect_out", "epoll", "poll_in", "poll_out", "poll_remove", "registered")
+
+    def __init__(self, pycurl: Any) -> None:
+        self.epoll = select.epoll()
+        self.registered: dict[int, int] = {}  # fd -> the epoll events it is registered for
+        self.poll_in, self.poll_out, self.poll_remove = pycurl.POLL_IN, pycurl.POLL_OUT, pycurl.POLL_REMOVE
+        self.cselect_in, self.cselect_out = pycurl.CSELECT_IN, pycurl.CSELECT_OUT
+
+    def fileno(self) -> int:
+        return self.epoll.fileno()
+
+    def watch(self, what: int, fd: int) -> None:
+        """Watch ``fd`` for what curl's socket callback asked (``POLL_*``), or stop."""
+        flags = 0
+        if what != self.poll_remove:
+            flags = (EPOLL_IN if what & self.poll_in else 0) | (EPOLL_OUT if what & self.poll_out else 0)
+        old = self.registered.get(fd)
+        if old == flags or (old is None and not flags):
+            return
+        epoll = self.epoll
+        if not flags:
+            with contextlib.suppress(OSError):  # curl may have closed it already
+                epoll.unregister(fd)
+            del self.registered[fd]
+            return
+        if old is None:
+            try:
+                epoll.register(fd, flags)
+            except FileExistsError:  # a new socket under a number we never heard removed
+                epoll.modify(fd, flags)
+        else:
+            try:
+                epoll.modify(fd, flags)
+            except FileNotFoundError:  # the old socket closed; this is a new one
+                epoll.register(fd, flags)
+        self.registered[fd] = flags
+
+    def ready(self, timeout: float) -> list[tuple[int, int]]:
+        """Wait up to ``timeout`` seconds (0: do not wait); the ready sockets as ``(fd, mask)``."""
+        cin, cout = self.cselect_in, self.cselect_out
+        return [
+            (fd, (cin if ev & EPOLL_IN else 0) | (cout if ev & EPOLL_OUT else 0))
+            for fd, ev in self.epoll.poll(timeout)
+        ]
+
+    def close(self) -> None:
+        self.epoll.close()
+        self.registered.clear()
+
+
 def _keep_connections(pycurl: Any, handle: Any) -> None:
     # A transfer on a multi handle leaves its connection in the multi's cache, which dies with the
     # client (create_stream's lives for one call). A share holding the connection cache, kept on the

@@ -18,7 +18,7 @@ from typing import Any
 
 from .._errors import event_limit
 from ._options import OPTIONS_DOC, RequestOptions
-from .engine import _WAIT_SLICE, DEFAULT_MAX_CONNECTIONS, IN_CALLBACK, OnChunk, _Engine, _Job
+from .engine import _WAIT_SLICE, DEFAULT_MAX_CONNECTIONS, IN_CALLBACK, EpollSet, OnChunk, _Engine, _Job
 
 __all__ = ["Client", "create_stream", "curl_failure"]
 
@@ -281,9 +281,9 @@ class _SyncEngine(_Engine):
 
     def __init__(self, options: RequestOptions, /, **kwargs: Any) -> None:
         super().__init__(options, **kwargs)
-        self.epoll = select.epoll() if hasattr(select, "epoll") else None
+        self.epoll = EpollSet(self.pycurl) if hasattr(select, "epoll") else None
         self.selector = None if self.epoll is not None else selectors.DefaultSelector()
-        self.registered: dict[int, int] = {}  # fd -> the events it is registered for
+        self.registered: dict[int, int] = {}  # selectors only: fd -> the events it is registered for
         self.deadline: float | None = None  # when curl wants its timeout action (monotonic s)
         self.released: collections.deque[_Job] = collections.deque()  # holds ended (any thread)
         self.lock = threading.Lock()  # held while a call drives the engine, released at each yield
@@ -291,11 +291,15 @@ class _SyncEngine(_Engine):
 
     def _on_socket(self, what: int, fd: int, multi: Any, data: Any) -> None:
         try:
-            self._watch(what, fd)
+            if self.epoll is not None:
+                self.epoll.watch(what, fd)
+            else:
+                self._watch(what, fd)
         except BaseException as exc:
             self.callback_exc = exc
 
     def _watch(self, what: int, fd: int) -> None:
+        # where there is no epoll: the platform's selectors
         pycurl = self.pycurl
         events = 0
         if what != pycurl.POLL_REMOVE:
@@ -306,30 +310,12 @@ class _SyncEngine(_Engine):
         old = self.registered.get(fd)
         if old == events:
             return
-        epoll = self.epoll
-        if epoll is not None:
-            flags = (_EPOLL_IN if events & _READ else 0) | (select.EPOLLOUT if events & _WRITE else 0)
-            if not events:
-                with contextlib.suppress(OSError):  # curl may have closed it already
-                    epoll.unregister(fd)
-            elif old is None:
-                try:
-                    epoll.register(fd, flags)
-                except FileExistsError:  # a new socket under a number we never heard removed
-                    epoll.modify(fd, flags)
-            else:
-                try:
-                    epoll.modify(fd, flags)
-                except FileNotFoundError:  # the old socket closed; this is a new one
-                    epoll.register(fd, flags)
-        else:
-            assert self.selector is not None
-            if old is not None:
-                with contextlib.suppress(KeyError, ValueError, OSError):
-                    self.selector.unregister(fd)
-            if events:
-                self.selector.register(fd, events)
+        assert self.selector is not None
+        if old is not None:
+            with contextlib.suppress(KeyError, ValueError, OSError):
+                self.selector.unregister(fd)
         if events:
+            self.selector.register(fd, events)
             self.registered[fd] = events
         else:
             self.registered.pop(fd, None)
@@ -365,13 +351,11 @@ class _SyncEngine(_Engine):
     def _wait(self, timeout: float) -> None:
         """Wait up to ``timeout`` seconds for socket events and hand them to curl."""
         action = self.action
-        cselect_in, cselect_out = self.pycurl.CSELECT_IN, self.pycurl.CSELECT_OUT
         if self.epoll is not None:
-            for fd, ev in self.epoll.poll(timeout):
-                action(
-                    fd, (cselect_in if ev & _EPOLL_IN else 0) | (cselect_out if ev & select.EPOLLOUT else 0)
-                )
+            for fd, mask in self.epoll.ready(timeout):
+                action(fd, mask)
             return
+        cselect_in, cselect_out = self.pycurl.CSELECT_IN, self.pycurl.CSELECT_OUT
         assert self.selector is not None
         if not self.registered:  # select() on nothing fails on Windows
             time.sleep(timeout)
@@ -462,9 +446,3 @@ class _SyncEngine(_Engine):
 
 
 _READ, _WRITE = selectors.EVENT_READ, selectors.EVENT_WRITE
-# Error and hang-up wake curl as a read would: it reads, and learns what happened.
-_EPOLL_IN = (
-    (select.EPOLLIN | select.EPOLLERR | select.EPOLLHUP | select.EPOLLRDHUP)
-    if hasattr(select, "epoll")
-    else 0
-)
