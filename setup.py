@@ -34,6 +34,9 @@ MODULES = (
     "translate._to_chat_c",
     "translate._from_chat_c",
 )
+# The compiled libcurl driver (client/_curl_c.pyx: dlopen, epoll): Linux only; elsewhere the engine
+# runs on pycurl.
+DRIVER_MODULES = ("client._curl_c",) if sys.platform.startswith("linux") else ()
 DIRECTIVES = {
     "language_level": "3",
     "embedsignature": True,
@@ -112,7 +115,7 @@ def _extensions():
             extra_compile_args=COMPILE_ARGS,
             optional=not STRICT,  # setuptools then tolerates the missing module when it copies outputs
         )
-        for name in MODULES
+        for name in MODULES + DRIVER_MODULES
     ]
 
 

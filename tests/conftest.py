@@ -67,3 +67,20 @@ def stream_backend(backend: SimpleNamespace, monkeypatch: pytest.MonkeyPatch) ->
     ``fastsse._backend.current``, so replacing that one name switches all of them."""
     monkeypatch.setattr(fastsse._backend, "current", backend)
     return backend
+
+
+@pytest.fixture(params=[pytest.param("compiled", marks=pytest.mark.c_extension), "pycurl"])
+def driver(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The engine's driver for this test (``FASTSSE_DRIVER``): the engine tests run on both. A
+    compiled driver that is built but does not load is an error, as a broken backend is; where it
+    is not built (not Linux, the pure build) its runs skip, saying so."""
+    from fastsse.client import engine
+
+    if request.param == "compiled":
+        module = engine.compiled_driver()
+        if isinstance(module, str):
+            if module.startswith("not built here") and not sys.platform.startswith("linux"):
+                pytest.skip(f"the compiled driver: {module}")
+            raise RuntimeError(f"the compiled driver does not load: {module}")
+    monkeypatch.setenv("FASTSSE_DRIVER", request.param)
+    return str(request.param)

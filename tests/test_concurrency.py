@@ -21,6 +21,9 @@ import pytest
 import fastsse
 from _sse_helpers import mixed_stream
 
+# every test here runs on both engine drivers (the compiled libcurl driver and pycurl)
+pytestmark = pytest.mark.usefixtures("driver")
+
 THREADS = 8
 ROUNDS = 3
 

@@ -29,6 +29,9 @@ from fastsse.testing import serve_scripted_in_thread
 from fastsse.testing.scripted import scripted_text
 from fastsse.testing.server import expected_completion, serve_in_thread
 
+# every test here runs on both engine drivers (the compiled libcurl driver and pycurl)
+pytestmark = pytest.mark.usefixtures("driver")
+
 
 def request(model: str, **extra: Any) -> dict[str, Any]:
     return {"model": model, "messages": [{"role": "user", "content": "hi"}], **extra}

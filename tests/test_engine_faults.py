@@ -29,6 +29,9 @@ import pytest
 import fastsse
 from fastsse.client import aio
 
+# every test here runs on both engine drivers (the compiled libcurl driver and pycurl)
+pytestmark = pytest.mark.usefixtures("driver")
+
 SSE_HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
 
 

@@ -14,6 +14,9 @@ import fastsse
 from _raw_server import RawServer
 from test_transport_faults import SSE_HEAD, chunk, request
 
+# every test here runs on both engine drivers (the compiled libcurl driver and pycurl)
+pytestmark = pytest.mark.usefixtures("driver")
+
 BODY = chunk({"role": "assistant", "content": "ok"}) + chunk({}, "stop") + b"data: [DONE]\n\n"
 
 

@@ -16,6 +16,9 @@ import fastsse
 import fastsse._backend
 from _formats_helpers import frame, load_vectors
 
+# every test here runs on both engine drivers (the compiled libcurl driver and pycurl)
+pytestmark = pytest.mark.usefixtures("driver")
+
 pytest.importorskip("pycurl")
 
 VECTORS = {api: {v["name"]: v for v in load_vectors(api)} for api in ("responses", "messages")}

@@ -17,6 +17,9 @@ import pytest
 
 import fastsse
 
+# every test here runs on both engine drivers (the compiled libcurl driver and pycurl)
+pytestmark = pytest.mark.usefixtures("driver")
+
 
 def ev(choices: list[dict[str, Any]] | None = None, **top: Any) -> bytes:
     body: dict[str, Any] = {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m"}

@@ -28,6 +28,9 @@ import fastsse.client.sync
 from _raw_server import RawServer
 from fastsse.testing.server import expected_completion
 
+# every test here runs on both engine drivers (the compiled libcurl driver and pycurl)
+pytestmark = pytest.mark.usefixtures("driver")
+
 MARGIN = 2.0  # seconds a call may take past its timeout (process scheduling on a busy CI box)
 
 

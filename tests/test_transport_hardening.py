@@ -35,6 +35,9 @@ import pytest
 import fastsse
 from _raw_server import RawServer
 
+# every test here runs on both engine drivers (the compiled libcurl driver and pycurl)
+pytestmark = pytest.mark.usefixtures("driver")
+
 SSE_HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
 MARGIN = 2.0  # seconds a bounded wait may overrun on a loaded CI box
 # How late a 0.1 s-tick wait may act: the tick plus scheduling on a loaded CI box. The old

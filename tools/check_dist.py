@@ -27,6 +27,7 @@ COMPILED = (
     "translate._to_chat_c",
     "translate._from_chat_c",
 )
+DRIVER = "client._curl_c"  # built on Linux only (dlopen and epoll): required in Linux wheels
 PYX_HEADER = re.compile(r"^# cython:.*\bfreethreading_compatible=True\b")
 EXTENSION = re.compile(r"\.(so|pyd)$")
 
@@ -51,7 +52,7 @@ def check_sdist(path: str) -> list[str]:
             "requirements/cython.txt",
             "src/fastsse/py.typed",
             "tests/conftest.py",
-            *(f"src/fastsse/{m.replace('.', '/')}.pyx" for m in COMPILED),
+            *(f"src/fastsse/{m.replace('.', '/')}.pyx" for m in (*COMPILED, DRIVER)),
         ]:
             if required not in members:
                 problems.append(f"missing {required}")
@@ -75,6 +76,8 @@ def check_wheel(path: str) -> list[str]:
         problems += [f"compiled module {m} in the pure wheel" for m in sorted(compiled)]
     else:
         problems += [f"missing compiled module fastsse.{m}" for m in COMPILED if m not in compiled]
+        if "linux" in PurePosixPath(path).name and DRIVER not in compiled:
+            problems.append(f"missing compiled module fastsse.{DRIVER} (the libcurl driver)")
     return problems
 
 

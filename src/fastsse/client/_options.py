@@ -76,5 +76,9 @@ OPTIONS_DOC: Final = """
     requests multiplexed on shared connections, waiting for one being opened rather than opening
     their own; ``max_connections`` still bounds the transfers in flight; a ``curl=`` handle keeps
     its own settings. Without it curl's defaults hold: HTTP/1.1 on ``http://``, HTTP/2 when the
-    server offers it on ``https://``).
+    server offers it on ``https://``), ``driver`` (default None: ``"compiled"`` where fastsse's
+    libcurl driver is built and loads (Linux: libcurl driven from C, each read of a compiled
+    ``ChatStream`` fed from C), else ``"pycurl"``; ``$FASTSSE_DRIVER`` overrides the default;
+    ``fastsse.client.engine.compiled_driver()`` says why not; a request with ``curl=`` needs
+    ``"pycurl"``).
 """

@@ -527,6 +527,10 @@ class Response:
         self.hold_until: Any = None  # a consumer's future: reading waits until it is done
         self.paused = False  # the last write was refused with WRITEFUNC_PAUSE; curl holds the bytes
         self.on_release: Any = None  # set by the engine: resume a paused transfer
+        # The compiled driver's ``Curl.direct``, set by the engine: once the answer is an event
+        # stream, the reads go to the stream from C (``directed``) until a hold turns it off.
+        self.direct: Any = None
+        self.directed = False
 
     def hold(self, until: Any, /) -> None:
         """Stop taking bytes (from the next write on) until the future ``until`` is done.
@@ -537,6 +541,9 @@ class Response:
         if until.done() or self.hold_until is until:
             return
         self.hold_until = until
+        if self.directed:  # the next read comes here, to be refused (WRITEFUNC_PAUSE)
+            self.direct(None)
+            self.directed = False
         until.add_done_callback(self._release)
 
     def _release(self, until: Any = None) -> None:
@@ -596,6 +603,8 @@ class Response:
                 if self.stream.write(data) == 0:
                     self.stopped = True
                     return 0
+                if self.direct is not None and not self.directed:
+                    self.directed = self.direct(self.stream, self)
                 return None
             except BaseException as exc:  # as below
                 self.exc = exc

@@ -70,6 +70,7 @@ class AsyncClient:
         max_event_bytes: int | None = None,
         timing: bool = True,
         http2: bool = False,
+        driver: str | None = None,
     ) -> None:
         self._engine = _AsyncEngine(
             RequestOptions(
@@ -89,6 +90,7 @@ class AsyncClient:
             max_connections=max_connections,
             timing=timing,
             http2=http2,
+            driver=driver,
         )
 
     async def create_stream(
@@ -320,12 +322,8 @@ class _AsyncEngine(_Engine):
 
     def _drain(self) -> None:
         # the loop saw the socket set ready: every ready socket to curl, in this one callback
-        sockets = self.sockets
-        if sockets is None or self.closed:
-            return
-        action = self.action
-        for fd, mask in sockets.ready(0):
-            action(fd, mask)
+        if self.sockets is not None:
+            self.drain(self.sockets)
 
     def _watch(self, what: int, fd: int) -> None:
         loop = self.loop

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import importlib
 import math
+import os
 import select
 import time
 from collections.abc import Callable, Mapping
@@ -49,6 +51,44 @@ IN_CALLBACK = (
     "a client cannot be used from inside its own on_chunk (or another callback it runs): "
     "finish the callback first, or use another client"
 )
+
+
+# The drivers: "compiled" (``_curl_c``: libcurl driven from C, each read of a compiled ChatStream
+# fed from C) where it is built and loads, else "pycurl". FASTSSE_DRIVER=pycurl picks pycurl.
+DRIVERS = ("compiled", "pycurl")
+_compiled: Any = None  # the loaded _curl_c module, or the reason it is not available (a str)
+
+
+def compiled_driver() -> Any:
+    """The compiled driver's module, loaded once; a str saying why not where it is not available."""
+    global _compiled
+    if _compiled is None:
+        try:
+            module = importlib.import_module("fastsse.client._curl_c")  # no stubs: dynamic
+            module.load()
+            _compiled = module
+        except ImportError as exc:
+            _compiled = f"not built here ({exc})"
+        except OSError as exc:
+            _compiled = str(exc)
+    return _compiled
+
+
+def choose_driver(driver: str | None) -> tuple[Any, str]:
+    """``(module, name)``: the module whose ``Curl`` / ``CurlMulti`` an engine drives. ``None``
+    takes ``$FASTSSE_DRIVER``, else the compiled driver where it loads; ``"compiled"`` raises
+    RuntimeError where it does not, saying why."""
+    if driver is None:
+        driver = os.environ.get("FASTSSE_DRIVER") or None
+    if driver not in (None, *DRIVERS):
+        raise ValueError(f"driver must be 'compiled' or 'pycurl', not {driver!r}")
+    if driver != "pycurl":
+        module = compiled_driver()
+        if not isinstance(module, str):
+            return module, "compiled"
+        if driver == "compiled":
+            raise RuntimeError(f"the compiled driver is not available: {module}")
+    return import_pycurl(), "pycurl"
 
 
 class _Job:
@@ -99,7 +139,14 @@ class _Engine:
     """The multi handle, its pool of easy handles, the queue of requests waiting for a slot."""
 
     def __init__(
-        self, options: RequestOptions, /, *, max_connections: int, timing: bool, http2: bool = False
+        self,
+        options: RequestOptions,
+        /,
+        *,
+        max_connections: int,
+        timing: bool,
+        http2: bool = False,
+        driver: str | None = None,
     ) -> None:
         if isinstance(max_connections, bool) or not isinstance(max_connections, int):
             raise TypeError(f"max_connections must be an int, not {type(max_connections).__name__}")
@@ -113,7 +160,8 @@ class _Engine:
         self.timing = bool(timing)
         self.http2 = bool(http2)
         self.max_connections = max_connections
-        self.multi = pycurl.CurlMulti()
+        self.curl, self.driver = choose_driver(driver)  # pycurl's constants either way
+        self.multi = self.curl.CurlMulti()
         self.multi.setopt(pycurl.M_SOCKETFUNCTION, self._on_socket)
         self.multi.setopt(pycurl.M_TIMERFUNCTION, self._on_timer)
         self.multi.setopt(pycurl.M_MAX_TOTAL_CONNECTIONS, max_connections)
@@ -157,6 +205,11 @@ class _Engine:
             own["format"] = spec.api  # the stream that reads this API's answer
         elif own["format"] == f"to-{spec.api}":
             raise ValueError(f"format {own['format']!r}: the request's API is {spec.api!r} already")
+        if own.get("curl") is not None and self.driver != "pycurl":
+            raise TypeError(
+                "curl= (a pycurl handle of your own) needs the pycurl driver: make the client with "
+                "driver='pycurl' (fastsse.create_stream(curl=...) does)"
+            )
         if own.get("curl") is not None and merged.client_cert is not None:
             # pycurl cannot unset a certificate, so it would outlive the request on the caller's handle
             raise ValueError("client_cert cannot be used with curl=: set SSLCERT / SSLKEY on your own handle")
@@ -188,7 +241,7 @@ class _Engine:
             handle, job.own_handle = curl, True
             _keep_connections(self.pycurl, handle)
         else:
-            handle = self.pool.pop() if self.pool else pycurl.Curl()
+            handle = self.pool.pop() if self.pool else self.curl.Curl()
         spec = job.spec
         job.handle = handle
         try:
@@ -200,6 +253,8 @@ class _Engine:
                 timing=self.timing,
             )
             response = Response(spec, stream)
+            if self.driver == "compiled":
+                response.direct = handle.direct  # reads of an event stream go to it from C
             transport = None if job.own_handle else spec.transport()
             if transport is not None and self.applied.get(id(handle)) == transport:
                 apply_body(handle, spec, response)  # a pooled handle that holds the rest already
@@ -444,6 +499,30 @@ class _Engine:
         self.running = running
         if running < self.alive:
             self._collect()
+
+    def drain(self, sockets: EpollSet, timeout: float = 0.0) -> None:
+        """Wait up to ``timeout`` seconds for ``sockets``, then hand every ready socket to curl and
+        collect what finished: with the compiled driver one call per wake-up, the wait and the
+        socket actions in C (the GIL released while it waits); with pycurl one ``action`` each."""
+        if self.closed:
+            return
+        if self.driver != "compiled":
+            for fd, mask in sockets.ready(timeout):
+                self.action(fd, mask)
+            return
+        if self.acting:
+            raise RuntimeError(IN_CALLBACK)
+        self.acting = True
+        try:
+            running = self.multi.drain(sockets.fileno(), math.ceil(timeout * 1000) if timeout > 0 else 0)
+        finally:
+            self.acting = False
+        if self.callback_exc is not None:
+            self._raise_callback_exc()
+        if running >= 0:
+            self.running = running
+            if running < self.alive:
+                self._collect()
 
     def _raise_callback_exc(self) -> None:
         # pycurl only prints what a socket or timer callback raises: the callbacks keep it (a

@@ -97,7 +97,7 @@ def create_stream(
     """
     event_limit(max_event_bytes, "create_stream")
 
-    with Client(max_connections=1, timing=False) as client:
+    with Client(max_connections=1, timing=False, driver="pycurl" if curl is not None else None) as client:
         return client.create_stream(
             input,
             on_chunk,
@@ -163,6 +163,7 @@ class Client:
         max_event_bytes: int | None = None,
         timing: bool = True,
         http2: bool = False,
+        driver: str | None = None,
     ) -> None:
         self._engine = _SyncEngine(
             RequestOptions(
@@ -182,6 +183,7 @@ class Client:
             max_connections=max_connections,
             timing=timing,
             http2=http2,
+            driver=driver,
         )
 
     def create_stream(
@@ -352,8 +354,7 @@ class _SyncEngine(_Engine):
         """Wait up to ``timeout`` seconds for socket events and hand them to curl."""
         action = self.action
         if self.epoll is not None:
-            for fd, mask in self.epoll.ready(timeout):
-                action(fd, mask)
+            self.drain(self.epoll, timeout)
             return
         cselect_in, cselect_out = self.pycurl.CSELECT_IN, self.pycurl.CSELECT_OUT
         assert self.selector is not None
