@@ -241,6 +241,7 @@ cdef class Curl:
     cdef object feed  # the compiled ChatStream reads go to directly (``direct``), or None
     cdef object sink  # the Response that takes the feed's outcome
     cdef public object multi
+    cdef public double last_read  # time.monotonic() of the last read fed directly (``direct``)
     cdef object __weakref__
 
     def __cinit__(self):
@@ -391,9 +392,8 @@ cdef class Curl:
         self.postfields = self.on_write = self.on_header = self.feed = self.sink = None
 
     def direct(self, stream, sink=None):
-        """Hand each read to ``stream`` (a compiled ``ChatStream``) from C, setting
-        ``sink.last_activity`` per read and ``sink.stopped`` / ``sink.exc`` as ``Response.write``
-        would; ``direct(None)`` goes back to the write callback. False if ``stream`` cannot be
+        """Hand each read to ``stream`` (a compiled ``ChatStream``) from C, its time kept in
+        ``last_read``, setting ``sink.stopped`` / ``sink.exc`` as ``Response.write`` would; ``direct(None)`` goes back to the write callback. False if ``stream`` cannot be
         fed directly (another stream class)."""
         if stream is None:
             self.feed = self.sink = None
@@ -409,8 +409,8 @@ cdef size_t _on_write(char* ptr, size_t size, size_t n, void* data) noexcept:
     cdef size_t total = size * n
     cdef object sink = easy.sink
     if easy.feed is not None:
+        easy.last_read = _now()  # the engine's idle check reads it beside Response.last_activity
         try:
-            sink.last_activity = _now()
             if stream_feed(easy.feed, ptr, <Py_ssize_t>total):
                 return total
             sink.stopped = True

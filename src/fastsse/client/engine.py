@@ -404,7 +404,10 @@ class _Engine:
             idle = job.spec.idle_timeout
             if response is None or idle is None or response.paused:  # held by its consumer: not idle
                 continue
-            if now - response.last_activity >= idle:
+            last = response.last_activity
+            if response.directed:  # the compiled driver feeds its reads from C and keeps their time
+                last = max(last, job.handle.last_read)
+            if now - last >= idle:
                 out.append(job)
         return out
 
