@@ -62,6 +62,15 @@ def test_compiled_module_is_an_extension(name: str) -> None:
     assert path.endswith(tuple(importlib.machinery.EXTENSION_SUFFIXES)), path
 
 
+@pytest.mark.c_extension
+def test_the_libcurl_driver_is_built_on_linux() -> None:
+    # setup.py's DRIVER_MODULES, required in Linux wheels by tools/check_dist.py
+    if not sys.platform.startswith("linux"):
+        pytest.skip("the libcurl driver is built on Linux only")
+    module = importlib.import_module("fastsse.client._curl_c")
+    assert str(module.__file__).endswith(tuple(importlib.machinery.EXTENSION_SUFFIXES))
+
+
 def _pyx_sources() -> dict[str, str]:
     # The wheel ships the .pyx next to the modules; a source checkout has them under src/.
     installed = importlib.resources.files("fastsse")
