@@ -113,6 +113,8 @@ def _extensions():
             f"fastsse.{name}",
             [f"src/fastsse/{name.replace('.', '/')}.pyx"],
             extra_compile_args=COMPILE_ARGS,
+            # dlopen lives in libdl before glibc 2.34 (manylinux2014); a stub after, and in musl
+            libraries=["dl"] if name in DRIVER_MODULES else [],
             optional=not STRICT,  # setuptools then tolerates the missing module when it copies outputs
         )
         for name in MODULES + DRIVER_MODULES

@@ -161,7 +161,10 @@ def load(str path=None):
     file pycurl's extension mapped (read from ``/proc/self/maps``), or ``$FASTSSE_LIBCURL``.
     Returns the file used; raises OSError saying why it cannot."""
     global loaded, _error
-    import pycurl
+    try:
+        import pycurl
+    except ImportError:
+        raise OSError("pycurl is not installed: the driver uses the libcurl it brings") from None
 
     _error = pycurl.error
     if path is None:

@@ -555,32 +555,29 @@ class Response:
 
     def header(self, line: bytes) -> int | None:
         try:
-            self._header(line)
+            self.last_activity = _monotonic()
+            if line[:5] == b"HTTP/":
+                parts = line.split(None, 2)
+                self.status = int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 0
+                self.content_type = self.content_encoding = self.location = self.retry_after = ""
+                return None
+            name, colon, value = line.partition(b":")
+            if not colon:
+                return None
+            name = name.strip().lower()
+            if name == b"content-type":
+                self.content_type = value.strip().decode("latin-1").lower()
+            elif name == b"content-encoding":
+                self.content_encoding = value.strip().decode("latin-1").lower()
+            elif name == b"location":
+                self.location = value.strip().decode("latin-1")
+            elif name == b"retry-after":
+                self.retry_after = value.strip().decode("latin-1")
             return None
         except BaseException as exc:  # e.g. a KeyboardInterrupt: pycurl would only print it
             self.exc = exc
             self.stopped = True
             return 0
-
-    def _header(self, line: bytes) -> None:
-        self.last_activity = time.monotonic()
-        if line[:5] == b"HTTP/":
-            parts = line.split(None, 2)
-            self.status = int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 0
-            self.content_type = self.content_encoding = self.location = self.retry_after = ""
-            return
-        name, colon, value = line.partition(b":")
-        if not colon:
-            return
-        name = name.strip().lower()
-        if name == b"content-type":
-            self.content_type = value.strip().decode("latin-1").lower()
-        elif name == b"content-encoding":
-            self.content_encoding = value.strip().decode("latin-1").lower()
-        elif name == b"location":
-            self.location = value.strip().decode("latin-1")
-        elif name == b"retry-after":
-            self.retry_after = value.strip().decode("latin-1")
 
     def _choose_mode(self, first: int) -> None:
         if self.status >= 300 or self.status == 204:

@@ -286,7 +286,7 @@ class _AsyncEngine(_Engine):
         self.idle_timer: asyncio.TimerHandle | None = None
         self.binding = threading.Lock()
         # Where there is epoll, curl's sockets go into one set and the loop watches its one fd:
-        # a wake-up is one callback (``_drain``) however many sockets are ready. Elsewhere each
+        # a wake-up is one callback (``drain``) however many sockets are ready. Elsewhere each
         # socket is a loop reader / writer of its own.
         self.sockets = EpollSet(self.pycurl) if hasattr(select, "epoll") else None
 
@@ -298,7 +298,7 @@ class _AsyncEngine(_Engine):
             if self.loop is None:
                 _check_loop(loop)
                 if self.sockets is not None and not self.closed:
-                    loop.add_reader(self.sockets.fileno(), self._drain)
+                    loop.add_reader(self.sockets.fileno(), self.drain, self.sockets)
                 self.loop = loop
             elif self.loop is not loop:
                 raise RuntimeError("an AsyncClient is bound to the event loop that first used it")
@@ -319,11 +319,6 @@ class _AsyncEngine(_Engine):
                 self._watch(what, fd)
         except BaseException as exc:
             self.callback_exc = exc
-
-    def _drain(self) -> None:
-        # the loop saw the socket set ready: every ready socket to curl, in this one callback
-        if self.sockets is not None:
-            self.drain(self.sockets)
 
     def _watch(self, what: int, fd: int) -> None:
         loop = self.loop
