@@ -59,7 +59,11 @@ cdef extern from "<sys/epoll.h>" nogil:
         unsigned int events
         epoll_data_t data
     int epoll_wait(int epfd, epoll_event* events, int maxevents, int timeout)
+    int epoll_ctl(int epfd, int op, int fd, epoll_event* event)
     enum:
+        EPOLL_CTL_ADD
+        EPOLL_CTL_MOD
+        EPOLL_CTL_DEL
         EPOLLIN
         EPOLLOUT
         EPOLLERR
@@ -142,6 +146,7 @@ cdef enum:
     INFO_TYPEMASK = 0xf00000
     CURLMSG_DONE = 1
     CURL_ERROR_SIZE = 256
+    CURL_POLL_REMOVE = 4
 
 cdef object _error = None  # pycurl.error: what the engine and its callers already catch
 # The CA bundle a new handle trusts: as pycurl's wheels do, the first of the usual system files
@@ -456,6 +461,7 @@ cdef class CurlMulti:
     cdef CURLM* handle
     cdef object on_socket
     cdef object on_timer
+    cdef int epfd  # ``watch``: the epoll set curl's sockets go into from C, or -1
     cdef dict handles  # id -> Curl: the handles added (libcurl holds their pointers)
     cdef object __weakref__
 
@@ -466,6 +472,7 @@ cdef class CurlMulti:
         if self.handle == NULL:
             raise MemoryError("curl_multi_init failed")
         self.handles = {}
+        self.epfd = -1
         api.multi_setopt(self.handle, MOPT_SOCKETFUNCTION, <socket_cb>_on_socket)
         api.multi_setopt(self.handle, MOPT_SOCKETDATA, <void*>self)
         api.multi_setopt(self.handle, MOPT_TIMERFUNCTION, <timer_cb>_on_timer)
@@ -527,6 +534,11 @@ cdef class CurlMulti:
         if rc:
             raise _error(rc, api.multi_strerror(rc).decode(errors="replace"))
         return rc, running
+
+    def watch(self, int epfd):
+        """Put curl's sockets into the epoll set ``epfd`` from C (no socket callback in Python),
+        as ``engine.EpollSet.watch`` would; ``watch(-1)`` goes back to M_SOCKETFUNCTION."""
+        self.epfd = epfd
 
     def drain(self, int epfd, int timeout_ms=0):
         """Wait up to ``timeout_ms`` (0: not at all) for the epoll set ``epfd``, the GIL released,
@@ -592,6 +604,18 @@ cdef class CurlMulti:
 
 cdef int _on_socket(CURL* easy, int fd, int what, void* userp, void* socketp) noexcept:
     cdef CurlMulti multi = <CurlMulti>userp
+    cdef epoll_event ev
+    if multi.epfd >= 0:
+        # EpollSet.watch in C: read wakes on error and hang-up too; a number reused by a new
+        # socket is modified, one closed before its removal is already gone from the set
+        if what == CURL_POLL_REMOVE:
+            epoll_ctl(multi.epfd, EPOLL_CTL_DEL, fd, NULL)
+            return 0
+        ev.data.fd = fd
+        ev.events = ((EPOLLIN | EPOLLERR | EPOLLHUP | EPOLLRDHUP) if what & 1 else 0) | (EPOLLOUT if what & 2 else 0)
+        if epoll_ctl(multi.epfd, EPOLL_CTL_MOD, fd, &ev) != 0:
+            epoll_ctl(multi.epfd, EPOLL_CTL_ADD, fd, &ev)
+        return 0
     if multi.on_socket is None:
         return 0
     try:

@@ -299,6 +299,8 @@ class _AsyncEngine(_Engine):
                 _check_loop(loop)
                 if self.sockets is not None and not self.closed:
                     loop.add_reader(self.sockets.fileno(), self.drain, self.sockets)
+                    if self.driver == "compiled":  # curl's sockets into the set from C
+                        self.multi.watch(self.sockets.fileno())
                 self.loop = loop
             elif self.loop is not loop:
                 raise RuntimeError("an AsyncClient is bound to the event loop that first used it")

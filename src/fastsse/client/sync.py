@@ -284,6 +284,8 @@ class _SyncEngine(_Engine):
     def __init__(self, options: RequestOptions, /, **kwargs: Any) -> None:
         super().__init__(options, **kwargs)
         self.epoll = EpollSet(self.pycurl) if hasattr(select, "epoll") else None
+        if self.epoll is not None and self.driver == "compiled":
+            self.multi.watch(self.epoll.fileno())  # curl's sockets into the set from C
         self.selector = None if self.epoll is not None else selectors.DefaultSelector()
         self.registered: dict[int, int] = {}  # selectors only: fd -> the events it is registered for
         self.deadline: float | None = None  # when curl wants its timeout action (monotonic s)
