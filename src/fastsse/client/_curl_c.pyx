@@ -225,6 +225,12 @@ def _mapped_libcurl():
     return None
 
 
+cdef int _require_loaded() except -1:
+    if not loaded:
+        raise RuntimeError("the compiled driver is not loaded (fastsse.client._curl_c.load())")
+    return 0
+
+
 cdef inline double _now() noexcept nogil:
     cdef timespec ts
     clock_gettime(CLOCK_MONOTONIC, &ts)
@@ -253,8 +259,7 @@ cdef class Curl:
     cdef object __weakref__
 
     def __cinit__(self):
-        if not loaded:
-            raise RuntimeError("the compiled driver is not loaded (fastsse.client._curl_c.load())")
+        _require_loaded()
         self.handle = api.easy_init()
         if self.handle == NULL:
             raise MemoryError("curl_easy_init failed")
@@ -274,6 +279,9 @@ cdef class Curl:
         return 0
 
     def __dealloc__(self):
+        self._free()
+
+    cdef void _free(self) noexcept:
         if self.handle != NULL:
             api.easy_cleanup(self.handle)
             self.handle = NULL
@@ -391,12 +399,7 @@ cdef class Curl:
 
     def close(self):
         """Free the handle (it must not be in a multi handle)."""
-        if self.handle != NULL:
-            api.easy_cleanup(self.handle)
-            self.handle = NULL
-        if self.headers != NULL:
-            api.slist_free(self.headers)
-            self.headers = NULL
+        self._free()
         self.postfields = self.on_write = self.on_header = self.feed = self.sink = None
 
     def direct(self, stream, sink=None):
@@ -466,8 +469,7 @@ cdef class CurlMulti:
     cdef object __weakref__
 
     def __cinit__(self):
-        if not loaded:
-            raise RuntimeError("the compiled driver is not loaded (fastsse.client._curl_c.load())")
+        _require_loaded()
         self.handle = api.multi_init()
         if self.handle == NULL:
             raise MemoryError("curl_multi_init failed")
