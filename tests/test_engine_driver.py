@@ -42,7 +42,10 @@ def test_the_compiled_driver_is_the_default_on_linux(monkeypatch: pytest.MonkeyP
         pytest.skip("the compiled driver is built on Linux only")
     monkeypatch.delenv("FASTSSE_DRIVER", raising=False)
     module = engine.compiled_driver()
-    assert not isinstance(module, str), module  # built with the compiled backend, it must load
+    if isinstance(module, str) and module.startswith("pycurl is not installed"):
+        pytest.skip(f"the compiled driver: {module}")
+    # built with the compiled backend beside pycurl (the wheels' test step), it must load
+    assert not isinstance(module, str), module
     with fastsse.Client() as client:
         assert client._engine.driver == "compiled"
 
