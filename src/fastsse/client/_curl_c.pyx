@@ -146,7 +146,11 @@ cdef enum:
     INFO_TYPEMASK = 0xf00000
     CURLMSG_DONE = 1
     CURL_ERROR_SIZE = 256
+    CURL_POLL_IN = 1
+    CURL_POLL_OUT = 2
     CURL_POLL_REMOVE = 4
+    CURL_CSELECT_IN = 1
+    CURL_CSELECT_OUT = 2
 
 cdef object _error = None  # pycurl.error: what the engine and its callers already catch
 # The CA bundle a new handle trusts: as pycurl's wheels do, the first of the usual system files
@@ -564,7 +568,8 @@ cdef class CurlMulti:
             raise OSError(errno, "epoll_wait failed")
         for i in range(count):
             ev = ready[i].events
-            mask = (1 if ev & (EPOLLIN | EPOLLERR | EPOLLHUP | EPOLLRDHUP) else 0) | (2 if ev & EPOLLOUT else 0)
+            mask = ((CURL_CSELECT_IN if ev & (EPOLLIN | EPOLLERR | EPOLLHUP | EPOLLRDHUP) else 0)
+                    | (CURL_CSELECT_OUT if ev & EPOLLOUT else 0))
             rc = api.multi_socket_action(self.handle, ready[i].data.fd, mask, &running)
             if rc:
                 raise _error(rc, api.multi_strerror(rc).decode(errors="replace"))
@@ -614,7 +619,8 @@ cdef int _on_socket(CURL* easy, int fd, int what, void* userp, void* socketp) no
             epoll_ctl(multi.epfd, EPOLL_CTL_DEL, fd, NULL)
             return 0
         ev.data.fd = fd
-        ev.events = ((EPOLLIN | EPOLLERR | EPOLLHUP | EPOLLRDHUP) if what & 1 else 0) | (EPOLLOUT if what & 2 else 0)
+        ev.events = (((EPOLLIN | EPOLLERR | EPOLLHUP | EPOLLRDHUP) if what & CURL_POLL_IN else 0)
+                     | (EPOLLOUT if what & CURL_POLL_OUT else 0))
         if epoll_ctl(multi.epfd, EPOLL_CTL_MOD, fd, &ev) != 0:
             epoll_ctl(multi.epfd, EPOLL_CTL_ADD, fd, &ev)
         return 0

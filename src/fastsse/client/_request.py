@@ -10,7 +10,7 @@ the many-streams engine, so the two can never disagree:
   caller's), for ``perform()`` or for a ``CurlMulti`` alike; ``reset(curl, spec)`` clears what
   ``apply`` set (the credentials above all) before the handle is given back to its owner. A
   client's own pooled handle is only ``release``-d (body and callbacks dropped) and its next
-  request with the same ``spec.transport()`` takes ``apply_body``: five options, not twenty.
+  request with the same ``spec.transport`` takes ``apply_body``: five options, not twenty.
 - ``Preparer(options)`` is ``prepare`` for a client: the environment read and the client's own
   options checked once, when the client is made.
 - ``Response(spec, stream)`` is the handle's header and write sink: it tracks the status line and
@@ -24,6 +24,7 @@ Nothing here waits: driving the transfer (``perform()``, a wait loop, an event l
 from __future__ import annotations
 
 import email.utils
+import functools
 import importlib
 import math
 import os
@@ -122,9 +123,11 @@ class RequestSpec:
         fields["body"] = body
         return spec
 
+    @functools.cached_property
     def transport(self) -> tuple[Any, ...]:
         """What ``apply`` sets on a handle beside the body and the callbacks: two specs with equal
-        transports leave a handle in the same state, so a pooled handle only takes the new body."""
+        transports leave a handle in the same state, so a pooled handle only takes the new body.
+        Built once per spec, and ``with_body`` copies carry their template's."""
         return (
             self.url,
             self.headers,
@@ -249,6 +252,7 @@ class Preparer:
         self._options = options
         self._environ = environment()
         self._template = _prepare({}, environ=self._environ, **options.as_dict())
+        self._template.transport  # noqa: B018 - built now, so every request's copy carries it
         self._fmt = api_format(options.api)
 
     def __call__(self, input: Mapping[str, Any], options: RequestOptions | None = None, /) -> RequestSpec:
@@ -418,7 +422,7 @@ def apply(curl: Any, spec: RequestSpec, response: Response) -> None:
 
 def apply_body(curl: Any, spec: RequestSpec, response: Response) -> None:
     """What ``apply`` sets that differs from one request to the next (the body, the callbacks,
-    the timeout), for a handle whose last request had the same ``spec.transport()`` and was given
+    the timeout), for a handle whose last request had the same ``spec.transport`` and was given
     back with ``release``."""
     pycurl = import_pycurl()
     curl.setopt(pycurl.POSTFIELDS, spec.body)
@@ -595,7 +599,7 @@ class Response:
 
     def write(self, data: bytes) -> int | None:
         self.last_activity = _monotonic()
-        if self.mode == "sse" and self.hold_until is None:  # every read after the first
+        if self.mode == "sse" and self.hold_until is None:  # the stream's reads, once typed
             try:
                 if self.stream.write(data) == 0:
                     self.stopped = True
@@ -603,7 +607,7 @@ class Response:
                 if self.direct is not None and not self.directed:
                     self.directed = self.direct(self.stream, self)
                 return None
-            except BaseException as exc:  # as below
+            except BaseException as exc:  # re-raised unchanged by finish() once curl has stopped
                 self.exc = exc
                 self.stopped = True
                 return 0
@@ -625,10 +629,7 @@ class Response:
                 if self.head:
                     data, self.head = bytes(self.head) + data, bytearray()
             if self.mode == "sse":
-                if self.stream.write(data) == 0:
-                    self.stopped = True
-                    return 0
-                return None
+                return self.write(data)  # the hold is over and the body typed: the path above
             room = ERROR_BODY_LIMIT - len(self.body)
             if self.mode == "json":
                 # A whole completion (a server that ignored "stream"): kept, up to the cap if set.
@@ -638,7 +639,7 @@ class Response:
                 room = len(data)
             self.body += data[: max(room, 0)]
             return None
-        except BaseException as exc:  # re-raised unchanged by finish() once curl has stopped
+        except BaseException as exc:  # as above
             self.exc = exc
             self.stopped = True
             return 0

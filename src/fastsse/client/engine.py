@@ -255,7 +255,7 @@ class _Engine:
             response = Response(spec, stream)
             if self.driver == "compiled":
                 response.direct = handle.direct  # reads of an event stream go to it from C
-            transport = None if job.own_handle else spec.transport()
+            transport = None if job.own_handle else spec.transport
             if transport is not None and self.applied.get(id(handle)) == transport:
                 apply_body(handle, spec, response)  # a pooled handle that holds the rest already
             else:
@@ -303,7 +303,7 @@ class _Engine:
             # The body and the callbacks (which hold the stream) go; the transport stays for the
             # client's next request (the key inside is the client's own, and leaves with close()).
             release(handle)
-            self.applied[id(handle)] = spec.transport()
+            self.applied[id(handle)] = spec.transport
         self.pool.append(handle)
 
     def _queue_timeout(self, job: _Job) -> TransportError:
@@ -494,14 +494,19 @@ class _Engine:
             _, running = self.multi.socket_action(fd, mask)
         finally:
             self.acting = False
+        self._acted(running)
+
+    def _acted(self, running: int) -> None:
+        """After curl ran (``running``: its count of transfers, -1 if it did not run): raise what a
+        callback kept, and collect what finished. Compared with ``alive``, not with the last
+        count: a transfer added since the last action and one finished in this one leave the count
+        unchanged, and a finished result must never wait for another's end."""
         if self.callback_exc is not None:
             self._raise_callback_exc()
-        # Compared with ``alive``, not with the last count: a transfer added since the last action
-        # and one finished in this one leave the count unchanged, and a finished result must never
-        # wait for another's end.
-        self.running = running
-        if running < self.alive:
-            self._collect()
+        if running >= 0:
+            self.running = running
+            if running < self.alive:
+                self._collect()
 
     def drain(self, sockets: EpollSet, timeout: float = 0.0) -> None:
         """Wait up to ``timeout`` seconds for ``sockets``, then hand every ready socket to curl and
@@ -520,12 +525,7 @@ class _Engine:
             running = self.multi.drain(sockets.fileno(), math.ceil(timeout * 1000) if timeout > 0 else 0)
         finally:
             self.acting = False
-        if self.callback_exc is not None:
-            self._raise_callback_exc()
-        if running >= 0:
-            self.running = running
-            if running < self.alive:
-                self._collect()
+        self._acted(running)
 
     def _raise_callback_exc(self) -> None:
         # pycurl only prints what a socket or timer callback raises: the callbacks keep it (a
