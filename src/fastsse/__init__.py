@@ -21,13 +21,35 @@ from ._backend import (
     ResponsesStream,
     get_backend,
 )
-from ._errors import EventTooLarge, SSEError, TransportError
+from ._errors import (
+    ClientClosed,
+    EventTooLarge,
+    FastSSEError,
+    HTTPStatusError,
+    InvalidRequest,
+    SSEError,
+    TransportError,
+    Untranslatable,
+    UsageError,
+)
 from ._timing import Timing
+from ._verdict import Verdict
 from ._version import __version__
-from .chat._result import Verdict
+from .chat._result import ChatVerdict
 from .chat.encode import ChatChunkEncoder, encode_event
 from .check import Finding, StreamChecker, check_stream
-from .client import Client, aiter_chunks, aiter_events, create_stream, iter_chunks, iter_events
+from .client import (
+    DEFAULT,
+    CallOptions,
+    ChunkStream,
+    Client,
+    ClientOptions,
+    aiter_chunks,
+    aiter_events,
+    create_stream,
+    iter_chunks,
+    iter_events,
+)
 from .fold._base import FormatVerdict
 from .messages.encode import MessagesEncoder
 from .relay.normalize import Normalizer
@@ -35,20 +57,31 @@ from .responses.encode import ResponsesEncoder
 from .translate import translator
 
 if TYPE_CHECKING:
+    from .client.aio import AsyncChunkStream as AsyncChunkStream
     from .client.aio import AsyncClient as AsyncClient
 
 __all__ = [
     "BACKEND",
+    "DEFAULT",
+    "AsyncChunkStream",
     "AsyncClient",
+    "CallOptions",
     "ChatAggregator",
     "ChatChunkEncoder",
     "ChatStream",
+    "ChatVerdict",
+    "ChunkStream",
     "Client",
+    "ClientClosed",
+    "ClientOptions",
     "Decoder",
     "Event",
     "EventTooLarge",
+    "FastSSEError",
     "Finding",
     "FormatVerdict",
+    "HTTPStatusError",
+    "InvalidRequest",
     "MessagesAggregator",
     "MessagesEncoder",
     "MessagesStream",
@@ -61,6 +94,8 @@ __all__ = [
     "StreamChecker",
     "Timing",
     "TransportError",
+    "Untranslatable",
+    "UsageError",
     "Verdict",
     "__version__",
     "aiter_chunks",
@@ -77,8 +112,8 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     # AsyncClient brings asyncio with it: loaded on first use, not by ``import fastsse``.
-    if name == "AsyncClient":
-        from .client.aio import AsyncClient
+    if name in ("AsyncClient", "AsyncChunkStream"):
+        from .client import aio
 
-        return AsyncClient
+        return getattr(aio, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,4 +1,5 @@
-"""Exceptions shared by both backends (the compiled modules import them from here)."""
+"""The error tree, shared by both backends (the compiled modules import it from here): one root,
+``FastSSEError``, and under it one type per whose-fault-it-is."""
 
 from __future__ import annotations
 
@@ -6,8 +7,19 @@ import operator
 from typing import Any
 
 
-class SSEError(ValueError):
-    """Root of every error fastsse raises about the stream it was given."""
+class FastSSEError(Exception):
+    """Root of every error fastsse raises: ``except fastsse.FastSSEError`` catches them all.
+
+    Whose fault it was is in the type: the stream's bytes (``SSEError``, a ``ValueError``), the
+    caller's input (``InvalidRequest``, ``Untranslatable``: ``ValueError`` s too), the network
+    (``TransportError``), the server's answer (``HTTPStatusError``), or the client's state
+    (``ClientClosed``, ``UsageError``: ``RuntimeError`` s). ``except ValueError`` around a parse
+    never catches a refused connection.
+    """
+
+
+class SSEError(FastSSEError, ValueError):
+    """Bad stream data: what the server sent cannot be read as the stream it claims to be."""
 
 
 class EventTooLarge(SSEError):
@@ -23,10 +35,30 @@ class EventTooLarge(SSEError):
         self.events: list[Any] = events if events is not None else []
 
 
-class TransportError(SSEError):
-    """The HTTP transfer failed (refused, timed out, reset mid-stream).
+class InvalidRequest(FastSSEError, ValueError):
+    """A request that cannot be sent as given, found before a byte is sent: a URL that is not
+    http(s), a header that would inject another, a timeout that is not a positive number, two
+    credentials, an ``api=`` and a ``format=`` that disagree. The caller's input, never the
+    server's."""
 
-    ``result`` holds the partial aggregate folded from what arrived before the failure.
+
+class Untranslatable(FastSSEError, ValueError):
+    """A request or answer body holds something the target API cannot express (or is not what
+    its API allows). ``field`` is the path of that field in the source body, e.g.
+    ``messages[2].content[0].cache_control``."""
+
+    def __init__(self, field: str, why: str) -> None:
+        super().__init__(f"{field}: {why}")
+        self.field = field
+
+
+class TransportError(FastSSEError):
+    """The HTTP transfer failed: the connection was refused, TLS failed, it timed out, went idle
+    or broke mid-stream. Not a ``ValueError``.
+
+    ``code`` is curl's error code (7 refused, 28 timed out, 56 cut...) or None; ``result`` is the
+    partial result folded from what arrived before the failure (the API's answer with its
+    ``verdict``, and ``timing`` from a client).
     """
 
     def __init__(
@@ -35,6 +67,48 @@ class TransportError(SSEError):
         super().__init__(message)
         self.result: dict[str, Any] = result if result is not None else {}
         self.code = code
+
+
+class HTTPStatusError(FastSSEError):
+    """The server answered with no stream: an HTTP error status (4xx, 5xx), a redirect that is
+    not followed, a 204, or a 200 whose body is neither a stream nor an answer. Raised only with
+    ``raise_for_status=True``; by default the same facts come back as the result.
+
+    ``status`` is the HTTP status, ``headers`` the answer's headers (names lower-cased),
+    ``body`` its bytes (at most 1 MiB kept), ``error`` the parsed error object (the body's
+    ``"error"`` member, else the parsed body, else its text), ``retry_after`` the seconds the
+    server asked to wait (``retry-after-ms``, then ``Retry-After``), or None, and ``result`` the
+    result the call would have returned.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int,
+        headers: dict[str, str] | None = None,
+        body: bytes = b"",
+        error: Any = None,
+        retry_after: float | None = None,
+        result: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.headers: dict[str, str] = headers if headers is not None else {}
+        self.body = body
+        self.error = error
+        self.retry_after = retry_after
+        self.result: dict[str, Any] = result if result is not None else {}
+
+
+class UsageError(FastSSEError, RuntimeError):
+    """A client used in a way it cannot serve: from a second thread while another call runs, from a
+    second event loop, or from inside its own ``on_chunk``. The caller's code, not the data."""
+
+
+class ClientClosed(FastSSEError, RuntimeError):
+    """The client was closed (``close()`` / ``aclose()``) before this request ended, or a request
+    was made on a closed client."""
 
 
 def too_large(limit: int, events: list[Any]) -> EventTooLarge:

@@ -60,7 +60,7 @@ from ._chunk_reader cimport (
 
 import orjson
 
-from ._result import Verdict, build_result, joined, loads_replacing as _loads_replacing, make_verdict, verdict_dict
+from ._result import ChatVerdict, build_result, joined, loads_replacing as _loads_replacing, make_verdict, verdict_dict
 from ._result import Annotations, ReasoningDetails, content_parts, provider_usage, with_provider_usage
 from .._errors import too_large
 from .._timing import anchor_pair, build_timing
@@ -550,7 +550,7 @@ Folds the chunks of an OpenAI-style chat stream into one response shaped like a
         return self._fast
 
     @property
-    def verdict(self) -> Verdict:
+    def verdict(self) -> ChatVerdict:
         """How complete the stream is so far: a frozen ``Verdict`` (``complete``, ``done``,
         ``finish_reasons``, ``usage``, ``error`` and the counters)."""
         return self._verdict(False, False, self._cut, self._ended)
@@ -1462,7 +1462,7 @@ Scans, parses and folds a chat stream in one pass, for pycurl's ``WRITEFUNCTION`
         return self._agg._result(self._aborted, self._too_large, self._eof_truncated, self._closed)
 
     @property
-    def verdict(self) -> Verdict:
+    def verdict(self) -> ChatVerdict:
         """How complete the stream is so far (``complete``, ``done``, ``finish_reasons``, ...)."""
         return self._agg._verdict(self._aborted, self._too_large, self._eof_truncated, self._closed)
 

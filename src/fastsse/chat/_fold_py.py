@@ -20,7 +20,7 @@ from ._result import (
     INDEX_LIMIT,
     Annotations,
     ReasoningDetails,
-    Verdict,
+    ChatVerdict,
     build_result,
     content_parts,
     joined,
@@ -310,7 +310,7 @@ class ChatAggregator:
         return self._malformed
 
     @property
-    def verdict(self) -> Verdict:
+    def verdict(self) -> ChatVerdict:
         """How complete the stream is so far: a frozen ``Verdict`` (``complete``, ``done``,
         ``finish_reasons``, ``usage``, ``error`` and the counters)."""
         return self._verdict(False, False, self._cut, self._ended)
@@ -324,14 +324,14 @@ class ChatAggregator:
         out["verdict"] = verdict_dict(self._verdict_of(top, aborted, too_large, truncated, ended))
         return out
 
-    def _verdict(self, aborted: bool, too_large: bool, truncated: bool, ended: bool) -> Verdict:
+    def _verdict(self, aborted: bool, too_large: bool, truncated: bool, ended: bool) -> ChatVerdict:
         return self._verdict_of(
             with_provider_usage(self._top, self._xusage), aborted, too_large, truncated, ended
         )
 
     def _verdict_of(
         self, top: dict[Any, Any], aborted: bool, too_large: bool, truncated: bool, ended: bool
-    ) -> Verdict:
+    ) -> ChatVerdict:
         return make_verdict(
             self._done,
             self._choices,
@@ -771,7 +771,7 @@ class ChatStream(Decoder):
         return self._agg._result(self._aborted, self._too_large, self._eof_truncated, self._closed)
 
     @property
-    def verdict(self) -> Verdict:
+    def verdict(self) -> ChatVerdict:
         """How complete the stream is so far (``complete``, ``done``, ``finish_reasons``, ...)."""
         return self._agg._verdict(self._aborted, self._too_large, self._eof_truncated, self._closed)
 

@@ -14,6 +14,8 @@ from typing import Any, Final
 
 import orjson
 
+from .._verdict import Verdict as _Base
+
 _ESCAPE: Final = re.compile(r"\\(?:u([0-9a-fA-F]{4})|.)", re.DOTALL)
 
 
@@ -75,9 +77,10 @@ def loads_replacing(payload: Any) -> Any:
 STANDARD_TOP: Final = ("usage", "system_fingerprint", "service_tier")
 
 
-@dataclass(frozen=True, slots=True)
-class Verdict:
-    """How complete a chat stream was, so a caller can tell a finished answer from a truncated one.
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChatVerdict(_Base):
+    """How complete a chat stream was, so a caller can tell a finished answer from a truncated one
+    (the fields every API shares are ``fastsse.Verdict``'s).
 
     ``complete`` is True exactly when all of these hold:
 
@@ -89,38 +92,51 @@ class Verdict:
        ``ChatAggregator``) and ``truncated`` is False (the bytes did not end inside an event, and
        the caller did not report a broken transfer with ``close(truncated=True)``).
 
-    So ``done`` only says whether ``[DONE]`` was seen: an answer whose choices all finished, from a
-    server that ends its streams without ``[DONE]`` (Cerebras behind the Hugging Face router,
-    Anthropic-compatible servers), is complete once its bytes end cleanly; before ``close()``, and
-    after a cut transfer, it is not. Once ``[DONE]`` has arrived the answer has ended, so what
-    happens to the bytes after it (a cut, trailing junk) does not change ``complete``, though
-    ``truncated`` still reports a cut. The linter reports every missing ``[DONE]``
-    (``missing-done``), complete or not.
+    ``why`` names the first of these that failed (None when complete). ``done`` only says whether
+    ``[DONE]`` was seen: an answer whose choices all finished, from a server that ends its streams
+    without ``[DONE]`` (Cerebras behind the Hugging Face router, Anthropic-compatible servers), is
+    complete once its bytes end cleanly; before ``close()``, and after a cut transfer, it is not.
+    Once ``[DONE]`` has arrived the answer has ended, so what happens to the bytes after it (a
+    cut, trailing junk) does not change ``complete``, though ``truncated`` still reports a cut.
+    The linter reports every missing ``[DONE]`` (``missing-done``), complete or not.
 
-    The other fields say which condition failed: ``finish_reasons`` (one per choice, in the order
-    of ``result()["choices"]``, None where none arrived), ``usage`` (a non-null ``usage``, or Groq's
-    ``x_groq.usage``, arrived), ``error`` (an error payload stopped the stream), ``truncated`` (the
-    byte stream ended inside an event, or ``close(truncated=True)`` reported a broken transfer).
-    For a ``ChatStream`` also: ``aborted`` (``on_chunk`` returned False or raised), ``too_large``
-    (an event passed ``max_event_bytes``, which stops the stream). The counters: ``skipped`` payloads that were
-    not a JSON object, ``ignored`` payloads that came after ``[DONE]`` or an error, ``malformed``
-    values of the wrong type that were dropped from otherwise usable chunks, ``unknown_parts``
-    parts of a list-valued ``content`` that are neither text nor thinking (kept in the message's
-    ``content_parts``).
+    The chat fields: ``done``, ``finish_reasons`` (one per choice, in the order of
+    ``result()["choices"]``, None where none arrived), and the counter ``unknown_parts``: parts of
+    a list-valued ``content`` that are neither text nor thinking (kept in the message's
+    ``content_parts``). ``usage`` is a non-null ``usage``, or Groq's ``x_groq.usage``.
     """
 
-    complete: bool
     done: bool
     finish_reasons: tuple[str | None, ...]
-    usage: bool
-    error: bool
-    aborted: bool = False
-    too_large: bool = False
-    truncated: bool = False
-    skipped: int = 0
-    ignored: int = 0
-    malformed: int = 0
     unknown_parts: int = 0
+
+
+def chat_why(
+    done: bool, reasons: tuple[str | None, ...], failed: object, aborted: bool, too_large: bool,
+    truncated: bool, ended: bool,
+) -> str | None:
+    """The first reason a chat answer is not complete (``ChatVerdict``'s rule), or None."""
+    if aborted:
+        return "aborted by the caller"
+    if too_large:
+        return "an event passed max_event_bytes"
+    if failed is not None:
+        kind = failed.get("type") or failed.get("code") if isinstance(failed, dict) else None
+        return f"error: {kind}" if isinstance(kind, str) and kind else "error"
+    cut = "the stream was cut" if truncated else None
+    if not reasons:
+        return f"{cut}: no choice arrived" if cut else "no choice arrived"
+    if None in reasons:
+        first = reasons.index(None)
+        missing = f"choice {first} has no finish_reason" if len(reasons) > 1 else "no finish_reason"
+        return f"{cut} ({missing})" if cut else missing
+    if done:
+        return None
+    if truncated:
+        return "the stream was cut before [DONE]"
+    if not ended:
+        return "no [DONE] and the stream was not closed"
+    return None
 
 
 def make_verdict(
@@ -137,14 +153,14 @@ def make_verdict(
     truncated: bool = False,
     ended: bool = False,
     unknown_parts: int = 0,
-) -> Verdict:
+) -> ChatVerdict:
     """The verdict of a fold; ``ended``: the byte stream was closed (cleanly unless ``truncated``)."""
     reasons = tuple(choices[i].finish_reason for i in sorted(choices))
     failed = error is not None
-    whole = bool(reasons) and None not in reasons
-    stopped = failed or aborted or too_large
-    return Verdict(
-        complete=whole and not stopped and (done or (ended and not truncated)),
+    why = chat_why(done, reasons, error, aborted, too_large, truncated, ended)
+    return ChatVerdict(
+        complete=why is None,
+        why=why,
         done=done,
         finish_reasons=reasons,
         usage="usage" in top,
@@ -311,7 +327,7 @@ def provider_usage(value: object) -> Any:
     return value.get("usage") if type(value) is dict else None
 
 
-def verdict_dict(verdict: Verdict) -> dict[str, Any]:
+def verdict_dict(verdict: ChatVerdict) -> dict[str, Any]:
     """The verdict as plain JSON data: the ``"verdict"`` entry of every ``result()`` (ChatAggregator,
     ChatStream, create_stream, iter_chunks)."""
     out = {name: getattr(verdict, name) for name in _VERDICT_FIELDS}
@@ -319,7 +335,7 @@ def verdict_dict(verdict: Verdict) -> dict[str, Any]:
     return out
 
 
-_VERDICT_FIELDS: Final = tuple(Verdict.__dataclass_fields__)
+_VERDICT_FIELDS: Final = tuple(ChatVerdict.__dataclass_fields__)
 
 
 def joined(parts: list[str]) -> str:

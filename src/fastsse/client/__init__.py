@@ -9,20 +9,27 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from .._errors import ClientClosed
+from ._options import DEFAULT, OPTIONS, CallOptions, ClientOptions, Option
 from .iterators import ChunkIterator, aiter_chunks, aiter_events, iter_chunks, iter_events
-from .sync import Client, create_stream
+from .sync import ChunkStream, Client, create_stream
 
 if TYPE_CHECKING:
     from .aio import AsyncChunkStream as AsyncChunkStream
     from .aio import AsyncClient as AsyncClient
-    from .aio import ClientClosed as ClientClosed
 
 __all__ = [
+    "DEFAULT",
+    "OPTIONS",
     "AsyncChunkStream",
     "AsyncClient",
+    "CallOptions",
     "ChunkIterator",
+    "ChunkStream",
     "Client",
     "ClientClosed",
+    "ClientOptions",
+    "Option",
     "aiter_chunks",
     "aiter_events",
     "create_stream",
@@ -32,7 +39,7 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("AsyncClient", "AsyncChunkStream", "ClientClosed"):
+    if name in ("AsyncClient", "AsyncChunkStream"):
         from . import aio
 
         return getattr(aio, name)

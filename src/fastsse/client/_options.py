@@ -1,24 +1,251 @@
-"""The options every request takes, grouped once: ``RequestOptions``.
+"""The one table of options: ``OPTIONS``, from which the signatures, the checks and the docs are made.
 
-``create_stream``, ``Client`` and ``AsyncClient`` spell them out as keyword arguments (so ``help()``
-and type checkers show them) and build one frozen ``RequestOptions``; the engine keeps a client's
-as the defaults and ``replace`` lays a request's own on top, then ``_request.prepare`` checks
-and turns them into a ``RequestSpec``. Adding an option is one field here, one keyword in each
-public signature and one line in ``OPTIONS_DOC``.
+Every option a user sets is one ``Option`` row here (name, type, default, where it applies, what
+it means). ``create_stream``, ``Client.create_stream`` and ``AsyncClient.create_stream`` take them
+all with the same signature (``call_signature``), ``Client(...)`` and ``AsyncClient(...)`` take the
+client's (``client_signature``); ``check_options`` applies the table's own checks, and
+``options_doc`` writes the text ``help()`` shows. ``RequestOptions`` is the frozen set a request is
+prepared from (a client's, with a request's own laid on top); ``CallOptions`` / ``ClientOptions``
+are the same names as TypedDicts, for type checkers (``tests/test_options.py`` holds the three
+together). Adding an option is one row here, one field in ``RequestOptions`` if a request reads
+it, and one line in each TypedDict.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
-from typing import Any, Final
+import inspect
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Final, TypedDict
 
-__all__ = ["OPTIONS_DOC", "REQUEST_ONLY", "RequestOptions"]
+from .._errors import InvalidRequest, event_limit
+
+__all__ = [
+    "DEFAULT",
+    "OPTIONS",
+    "CallOptions",
+    "ClientOptions",
+    "Option",
+    "RequestOptions",
+    "call_signature",
+    "check_options",
+    "client_options",
+    "client_signature",
+    "options_doc",
+    "with_self",
+]
+
+
+class _Default:
+    """The default of every keyword of a call: "not given", so the client's own value holds (and,
+    for ``fastsse.create_stream``, the table's default)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "fastsse.DEFAULT"
+
+    def __reduce__(self) -> str:
+        return "DEFAULT"
+
+
+DEFAULT: Final = _Default()
+
+CLIENT, CALL, BOTH = "client", "call", "both"
+
+
+def _bool(value: Any, name: str) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be True or False, not {type(value).__name__}")
+    return value
+
+
+def _positive_int(value: Any, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, not {type(value).__name__}")
+    if value < 1:
+        raise InvalidRequest(f"{name} must be at least 1, not {value}")
+    return value
+
+
+def _choice(*allowed: Any) -> Callable[[Any, str], Any]:
+    def check(value: Any, name: str) -> Any:
+        if value not in allowed:
+            raise InvalidRequest(f"{name} must be one of {', '.join(map(repr, allowed))}, not {value!r}")
+        return value
+
+    return check
+
+
+def _event_limit(value: Any, name: str) -> Any:
+    return event_limit(value, "create_stream")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Option:
+    """One row of the table: ``name``; ``annotation``, the type as written in signatures;
+    ``default``; ``where``: ``"both"`` (a client's default and per call), ``"call"`` (per call
+    only) or ``"client"`` (the client's only); ``doc``; ``check(value, name)`` (None: checked
+    where it is used, by the request setup)."""
+
+    name: str
+    annotation: str
+    default: Any
+    where: str
+    doc: str
+    check: Callable[[Any, str], Any] | None = None
+
+
+OPTIONS: Final[tuple[Option, ...]] = (
+    Option(
+        "api", "str", "chat", BOTH,
+        '"chat", "responses" or "messages": the API spoken, its default path and auth header',
+        _choice("chat", "responses", "messages"),
+    ),
+    Option(
+        "base_url", "str | None", None, BOTH,
+        "default OPENAI_BASE_URL (ANTHROPIC_BASE_URL for messages), then the API's endpoint; http(s) only",
+    ),
+    Option(
+        "api_key", "str | None", None, BOTH,
+        "default OPENAI_API_KEY (ANTHROPIC_API_KEY); sent as Authorization: Bearer (x-api-key)",
+    ),
+    Option("path", "str | None", None, BOTH, 'the API\'s own ("/chat/completions", "/responses", "/messages")'),
+    Option("headers", "Mapping[str, str] | Sequence[str] | None", None, BOTH, 'a mapping or "Name: value" lines'),
+    Option(
+        "timeout", "float | None", None, BOTH,
+        "seconds for the whole call, the wait for a free connection included",
+    ),
+    Option("connect_timeout", "float | None", None, BOTH, "seconds to connect"),
+    Option(
+        "idle_timeout", "float | None", None, BOTH,
+        "seconds without a byte from the server (keep-alive comments count) before giving up",
+    ),
+    Option("proxy", "str | None", None, BOTH, 'a proxy URL, "" for none; None follows the environment'),
+    Option("ca_bundle", "str | None", None, BOTH, "a PEM file of CAs to trust"),
+    Option("client_cert", "str | tuple[str, str] | None", None, BOTH, "a PEM certificate file, or (cert, key)"),
+    Option(
+        "max_event_bytes", "int | None", None, BOTH,
+        "bound on a line or an event (EventTooLarge past it); None: none",
+        _event_limit,
+    ),
+    Option(
+        "raise_for_status", "bool", False, BOTH,
+        "raise HTTPStatusError for an answer that is no stream (an HTTP error...) instead of "
+        "returning it as the result",
+        _bool,
+    ),
+    Option(
+        "http2", "bool", False, BOTH,
+        "HTTP/2 (prior knowledge on http://, ALPN on https://), requests multiplexed on shared "
+        "connections; False: curl's defaults",
+        _bool,
+    ),
+    Option(
+        "timing", "bool", True, BOTH,
+        'result["timing"], a fastsse.Timing; False drops the record and its cost',
+        _bool,
+    ),
+    Option(
+        "format", "str | None", None, CALL,
+        'None: the API\'s fold; "relay" (chat) or "to-chat" / "to-responses" / "to-messages": '
+        "on_chunk receives the bytes to send downstream",
+    ),
+    Option(
+        "curl", "Any", None, CALL,
+        "a pycurl.Curl of your own, used for the transfer and left open (needs the pycurl driver)",
+    ),
+    Option(
+        "driver", "str | None", None, BOTH,
+        '"compiled" (libcurl driven from C, Linux) or "pycurl"; None: $FASTSSE_DRIVER, else '
+        "compiled where it loads. Per call only the client's own",
+        _choice(None, "compiled", "pycurl"),
+    ),
+    Option(
+        "max_connections", "int", 100, CLIENT,
+        "transfers at once; more requests wait in a queue (timing started - queued)",
+        _positive_int,
+    ),
+)
+
+BY_NAME: Final = {option.name: option for option in OPTIONS}
+CALL_NAMES: Final = tuple(option.name for option in OPTIONS if option.where != CLIENT)
+CLIENT_NAMES: Final = tuple(option.name for option in OPTIONS if option.where != CALL)
+
+
+def check_options(given: Mapping[str, Any], names: Sequence[str], what: str) -> dict[str, Any]:
+    """The options in ``given`` that were set (not ``DEFAULT``), each checked by its row's check.
+
+    It raises TypeError for a name that is not one of ``names`` (naming ``what``, the call), and
+    what a row's check raises (TypeError for a wrong type, InvalidRequest for a bad value).
+    """
+    out: dict[str, Any] = {}
+    for name, value in given.items():
+        if value is DEFAULT:
+            continue
+        if name not in names:
+            raise TypeError(f"{what} got an unexpected keyword argument {name!r}")
+        check = BY_NAME[name].check
+        out[name] = value if check is None else check(value, name)
+    return out
+
+
+def client_options(given: Mapping[str, Any], what: str) -> tuple[RequestOptions, dict[str, Any]]:
+    """A client constructor's keywords, checked: the ``RequestOptions`` its requests start from and
+    the engine's own (``max_connections``, ``driver``). It raises what ``check_options`` raises."""
+    options = check_options(given, CLIENT_NAMES, what)
+    engine = {name: options.pop(name) for name in ("max_connections", "driver") if name in options}
+    return RequestOptions(**options), engine
+
+
+def with_self(signature: inspect.Signature) -> inspect.Signature:
+    """``signature`` as a method's: ``self`` first."""
+    params = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_ONLY), *signature.parameters.values()]
+    return signature.replace(parameters=params)
+
+
+def _signature(names: Sequence[str], leading: Sequence[inspect.Parameter]) -> inspect.Signature:
+    params = list(leading)
+    params += [
+        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=DEFAULT, annotation=BY_NAME[name].annotation)
+        for name in names
+    ]
+    return inspect.Signature(params, return_annotation="dict[str, Any]")
+
+
+def call_signature() -> inspect.Signature:
+    """``(input, /, on_chunk=None, *, api=DEFAULT, ...)``: the signature of every ``create_stream``."""
+    return _signature(
+        CALL_NAMES,
+        [
+            inspect.Parameter("input", inspect.Parameter.POSITIONAL_ONLY, annotation="Mapping[str, Any]"),
+            inspect.Parameter(
+                "on_chunk", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None, annotation="OnChunk | None"
+            ),
+        ],
+    )
+
+
+def client_signature() -> inspect.Signature:
+    """``(*, api=DEFAULT, ...)``: the signature of ``Client(...)`` and ``AsyncClient(...)``."""
+    return _signature(CLIENT_NAMES, []).replace(return_annotation="None")
+
+
+def options_doc(where: str) -> str:
+    """The options as text for a docstring: ``"call"`` for a ``create_stream``, ``"client"`` for a
+    client's constructor."""
+    names = CALL_NAMES if where == CALL else CLIENT_NAMES
+    lines = ["", "    Options (keyword-only; DEFAULT means not given, so the client's value, else the default, holds):"]
+    for name in names:
+        option = BY_NAME[name]
+        scope = {BOTH: "", CALL: " [per call only]", CLIENT: " [client only]"}[option.where]
+        lines.append(f"      ``{name}`` ({option.annotation}, default {option.default!r}){scope}: {option.doc}.")
+    return "\n".join(lines) + "\n"
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class RequestOptions:
-    """What a request is sent with (each field as in ``create_stream``); immutable, so a client's
+    """What a request is prepared from (each field a row of ``OPTIONS``); immutable, so a client's
     defaults can be shared by every request it makes."""
 
     api: str = "chat"
@@ -33,52 +260,73 @@ class RequestOptions:
     ca_bundle: str | None = None
     client_cert: str | tuple[str, str] | None = None
     max_event_bytes: int | None = None
+    raise_for_status: bool = False
+    http2: bool = False
+    timing: bool = True
 
     def replace(self, overrides: Mapping[str, Any], /) -> RequestOptions:
-        """These options with ``overrides`` (a request's own) laid on top.
+        """These options with ``overrides`` (a request's own, checked) laid on top.
 
-        It raises TypeError for a name that is not an option.
+        It raises TypeError for a name that is not a field.
         """
         if not overrides:
             return self
-        unknown = [name for name in overrides if name not in _FIELDS]
+        unknown = [name for name in overrides if name not in REQUEST_FIELDS]
         if unknown:
             raise TypeError(f"unknown request option {unknown[0]!r}")
         return dataclasses.replace(self, **overrides)
 
     def as_dict(self) -> dict[str, Any]:
-        """The options as keyword arguments (for ``create_stream`` and ``prepare``)."""
-        return {name: getattr(self, name) for name in _FIELDS}
+        """The options as keyword arguments."""
+        return {name: getattr(self, name) for name in REQUEST_FIELDS}
 
 
-_FIELDS: Final = tuple(field.name for field in dataclasses.fields(RequestOptions))
+REQUEST_FIELDS: Final = tuple(field.name for field in dataclasses.fields(RequestOptions))
+# What ``prepare`` reads of them (the rest is the engine's, per request).
+PREPARE_FIELDS: Final = tuple(name for name in REQUEST_FIELDS if name != "timing")
 
-# Options a single request takes beside the RequestOptions: they are not client defaults.
-REQUEST_ONLY: Final = frozenset({"curl", "format", "on_chunk"})
 
-OPTIONS_DOC: Final = """
-    Options (keyword-only; each is also accepted per request): ``api`` (``"chat"``, ``"responses"``,
-    ``"messages"``), ``base_url`` and ``api_key`` (default ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY``,
-    then the OpenAI endpoint; a client reads the environment once, when it is made), ``headers`` (a mapping or ``"Name: value"`` lines, sent with every
-    request), ``path`` (``"/chat/completions"``), ``timeout`` / ``connect_timeout`` /
-    ``idle_timeout`` (seconds), ``proxy``, ``ca_bundle``, ``client_cert`` and ``max_event_bytes``,
-    all as in ``create_stream`` and checked by the same rules (ValueError / TypeError at
-    construction, or when a request with its own options is made). Per request only: ``curl`` (a
-    ``pycurl.Curl`` of your own, used for that transfer and left open, its connection kept) and
-    ``format`` (``"relay"``, ``"to-chat"``, ``"to-responses"``, ``"to-messages"``: ``on_chunk`` then
-    receives the bytes to send downstream). Client-only: ``max_connections`` (transfers at once;
-    more requests wait in a queue, and ``timing["started"] - timing["queued"]`` is that wait;
-    ``timeout`` counts that wait: a request still queued when its ``timeout`` runs out fails with
-    TransportError code 28, one that starts late gets what is left (the requests ``as_completed``
-    holds back for its ``concurrency`` are not queued yet); default 100) and ``timing`` (default True: every result carries ``result["timing"]``, a
-    ``fastsse.Timing``; False drops the record and its cost), ``http2`` (default False: HTTP/2
-    for every request of the client, by prior knowledge on ``http://`` and ALPN on ``https://``,
-    requests multiplexed on shared connections, waiting for one being opened rather than opening
-    their own; ``max_connections`` still bounds the transfers in flight; a ``curl=`` handle keeps
-    its own settings. Without it curl's defaults hold: HTTP/1.1 on ``http://``, HTTP/2 when the
-    server offers it on ``https://``), ``driver`` (default None: ``"compiled"`` where fastsse's
-    libcurl driver is built and loads (Linux: libcurl driven from C, each read of a compiled
-    ``ChatStream`` fed from C), else ``"pycurl"``; ``$FASTSSE_DRIVER`` overrides the default;
-    ``fastsse.client.engine.compiled_driver()`` says why not; a request with ``curl=`` needs
-    ``"pycurl"``).
-"""
+class CallOptions(TypedDict, total=False):
+    """The keywords of every ``create_stream``, for type checkers (``**options: Unpack[CallOptions]``)."""
+
+    api: str
+    base_url: str | None
+    api_key: str | None
+    path: str | None
+    headers: Mapping[str, str] | Sequence[str] | None
+    timeout: float | None
+    connect_timeout: float | None
+    idle_timeout: float | None
+    proxy: str | None
+    ca_bundle: str | None
+    client_cert: str | tuple[str, str] | None
+    max_event_bytes: int | None
+    raise_for_status: bool
+    http2: bool
+    timing: bool
+    format: str | None
+    curl: Any
+    driver: str | None
+
+
+class ClientOptions(TypedDict, total=False):
+    """The keywords of ``Client(...)`` and ``AsyncClient(...)``, for type checkers."""
+
+    api: str
+    base_url: str | None
+    api_key: str | None
+    path: str | None
+    headers: Mapping[str, str] | Sequence[str] | None
+    timeout: float | None
+    connect_timeout: float | None
+    idle_timeout: float | None
+    proxy: str | None
+    ca_bundle: str | None
+    client_cert: str | tuple[str, str] | None
+    max_event_bytes: int | None
+    raise_for_status: bool
+    http2: bool
+    timing: bool
+    driver: str | None
+    max_connections: int
+

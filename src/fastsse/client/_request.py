@@ -38,9 +38,10 @@ from urllib.parse import urlsplit, urlunsplit
 
 import orjson
 
-from .._errors import TransportError, too_large
+from .._errors import HTTPStatusError, InvalidRequest, TransportError, too_large
 from .._formats import API_FORMATS, api_format
-from ._options import RequestOptions
+from ._options import PREPARE_FIELDS, RequestOptions
+from ._whole import as_stream
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 ERROR_BODY_LIMIT = 1 << 20  # bytes of an error body (or foreign body) kept for the result
@@ -72,6 +73,9 @@ _monotonic = time.monotonic
 # libcurl's CURL_WRITEFUNC_PAUSE (part of its ABI): the write callback did not take the bytes;
 # curl keeps them and hands them over again once the transfer is resumed.
 WRITEFUNC_PAUSE = 0x10000001
+
+# Headers kept per answer (a server sending thousands must not grow the result with them).
+_MAX_HEADERS = 256
 
 # Leading blank bytes of an untyped body kept as they came; past this they are squeezed.
 _HEAD_LIMIT = 1 << 16
@@ -111,6 +115,8 @@ class RequestSpec:
     client_key: str | None = None
     max_event_bytes: int | None = None
     api: str = "chat"  # which fused stream reads the answer (fastsse._formats)
+    raise_for_status: bool = False
+    http2: bool = False
 
     def __repr__(self) -> str:  # the headers hold the key: never print them
         return f"RequestSpec(url={self.display_url!r}, {len(self.body)} body bytes)"
@@ -137,6 +143,7 @@ class RequestSpec:
             self.ca_bundle,
             self.client_cert,
             self.client_key,
+            self.http2,
         )
 
 
@@ -155,15 +162,15 @@ def _check_url(url: str, what: str) -> str:
     if not isinstance(url, str):
         raise TypeError(f"{what} must be a str, not {type(url).__name__}")
     if _CONTROL.search(url):
-        raise ValueError(f"{what} holds a space or a control character: {redact(url)!r}")
+        raise InvalidRequest(f"{what} holds a space or a control character: {redact(url)!r}")
     try:
         parts = urlsplit(url)
     except ValueError as exc:
-        raise ValueError(f"{what} is not a URL: {redact(url)!r} ({exc})") from None
+        raise InvalidRequest(f"{what} is not a URL: {redact(url)!r} ({exc})") from None
     if parts.scheme.lower() not in SCHEMES:
-        raise ValueError(f"{what} must be an http:// or https:// URL, not {redact(url)!r}")
+        raise InvalidRequest(f"{what} must be an http:// or https:// URL, not {redact(url)!r}")
     if not parts.hostname:
-        raise ValueError(f"{what} has no host: {redact(url)!r}")
+        raise InvalidRequest(f"{what} has no host: {redact(url)!r}")
     return url
 
 
@@ -171,16 +178,16 @@ def _check_header(name: Any, value: Any) -> str:
     if not isinstance(name, str) or not isinstance(value, str):
         raise TypeError(f"header names and values must be str, not {name!r}: {type(value).__name__}")
     if not _TOKEN.match(name):
-        raise ValueError(f"header name {name!r} is not an HTTP token (no colon, space or control character)")
+        raise InvalidRequest(f"header name {name!r} is not an HTTP token (no colon, space or control character)")
     if _FORBIDDEN_IN_VALUE.search(value):
-        raise ValueError(f"header {name!r}: its value holds CR, LF or NUL (header injection)")
+        raise InvalidRequest(f"header {name!r}: its value holds CR, LF or NUL (header injection)")
     value = value.strip(" \t")
     if not value:
-        raise ValueError(f"header {name!r} has no value")
+        raise InvalidRequest(f"header {name!r} has no value")
     if not value.isascii():
-        raise ValueError(f"header {name!r}: its value must be ASCII")
+        raise InvalidRequest(f"header {name!r}: its value must be ASCII")
     if name.lower() in _RESERVED:
-        raise ValueError(f"header {name!r} is set by fastsse from the request; it cannot be given")
+        raise InvalidRequest(f"header {name!r} is set by fastsse from the request; it cannot be given")
     return f"{name}: {value}"
 
 
@@ -197,7 +204,7 @@ def _header_pairs(headers: Mapping[str, str] | Sequence[str] | None) -> list[tup
             raise TypeError(f"header lines must be str, not {type(line).__name__}")
         name, colon, value = line.partition(":")
         if not colon:
-            raise ValueError(f"header line {line[:40]!r} is not 'Name: value'")
+            raise InvalidRequest(f"header line {line[:40]!r} is not 'Name: value'")
         pairs.append((name, value))
     return pairs
 
@@ -214,7 +221,7 @@ def _seconds(value: Any, what: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(f"{what} must be a number of seconds or None, not {type(value).__name__}")
     if not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{what} must be a finite number of seconds > 0 (or None for none), not {value!r}")
+        raise InvalidRequest(f"{what} must be a finite number of seconds > 0 (or None for none), not {value!r}")
     return float(value)
 
 
@@ -229,7 +236,11 @@ def prepare(input: Mapping[str, Any], options: RequestOptions | None = None, /, 
         options = RequestOptions(**kwargs)
     elif kwargs:
         options = options.replace(kwargs)
-    return _prepare(input, **options.as_dict())
+    return _prepare(input, **_prepared(options))
+
+
+def _prepared(options: RequestOptions) -> dict[str, Any]:
+    return {name: getattr(options, name) for name in PREPARE_FIELDS}
 
 
 def environment() -> dict[str, str]:
@@ -251,13 +262,13 @@ class Preparer:
     def __init__(self, options: RequestOptions, /) -> None:
         self._options = options
         self._environ = environment()
-        self._template = _prepare({}, environ=self._environ, **options.as_dict())
+        self._template = _prepare({}, environ=self._environ, **_prepared(options))
         self._template.transport  # noqa: B018 - built now, so every request's copy carries it
         self._fmt = api_format(options.api)
 
     def __call__(self, input: Mapping[str, Any], options: RequestOptions | None = None, /) -> RequestSpec:
         if options is not None and options is not self._options:
-            return _prepare(input, environ=self._environ, **options.as_dict())
+            return _prepare(input, environ=self._environ, **_prepared(options))
         if not isinstance(input, Mapping):
             raise TypeError(f"input must be a mapping (the request body), not {type(input).__name__}")
         return self._template.with_body(self._fmt.body(input))
@@ -279,6 +290,8 @@ def _prepare(
     ca_bundle: str | None = None,
     client_cert: str | tuple[str, str] | None = None,
     max_event_bytes: int | None = None,
+    raise_for_status: bool = False,
+    http2: bool = False,
     environ: Mapping[str, str] | None = None,
 ) -> RequestSpec:
     """Validate a streaming request and build its ``RequestSpec``; nothing is sent.
@@ -291,7 +304,7 @@ def _prepare(
     ``anthropic-version``); that header in ``headers`` replaces the key taken from the environment,
     and passing both it and ``api_key=`` is an error (two credentials, one header).
 
-    It raises ValueError if the URL is not http(s) or holds a control character, a header name is
+    It raises InvalidRequest (a ValueError) if the URL is not http(s) or holds a control character, a header name is
     not a token or a value holds CR, LF or NUL (or is empty or not ASCII), a header is one fastsse
     sets itself (Content-Length, Transfer-Encoding), both ``api_key`` and an Authorization
     header are given, a timeout is ``<= 0`` or not finite, or ``proxy`` has an unknown scheme;
@@ -312,22 +325,22 @@ def _prepare(
     if path is None:
         path = fmt.path
     if not isinstance(path, str) or _CONTROL.search(path):
-        raise ValueError(f"path must be a str without spaces or control characters, not {path!r}")
+        raise InvalidRequest(f"path must be a str without spaces or control characters, not {path!r}")
     url = _check_url(base.rstrip("/") + "/" + path.lstrip("/"), "base_url + path")
 
     given = [_check_header(name, value) for name, value in _header_pairs(headers)]
     auth = "x-api-key" if fmt.name == "messages" else "Authorization"
     has_auth = any(line[: len(auth) + 1].lower() == auth.lower() + ":" for line in given)
     if api_key and has_auth:
-        raise ValueError(f"pass either api_key or an {auth} header, not both")
+        raise InvalidRequest(f"pass either api_key or an {auth} header, not both")
     key = api_key if api_key is not None else (None if has_auth else environ.get(fmt.api_key_env))
     if key:
         if not isinstance(key, str):
             raise TypeError(f"api_key must be a str, not {type(key).__name__}")
         if _FORBIDDEN_IN_VALUE.search(key):
-            raise ValueError("api_key holds CR, LF or NUL (header injection)")
+            raise InvalidRequest("api_key holds CR, LF or NUL (header injection)")
         if not key.isascii() or not key.strip():
-            raise ValueError("api_key must be ASCII text and not only blanks")
+            raise InvalidRequest("api_key must be ASCII text and not only blanks")
     else:
         key = None
     # A header the caller gives replaces fastsse's default of that name (anthropic-version,
@@ -340,7 +353,7 @@ def _prepare(
         if not isinstance(proxy, str):
             raise TypeError(f"proxy must be a str, not {type(proxy).__name__}")
         if proxy and (_CONTROL.search(proxy) or urlsplit(proxy).scheme.lower() not in PROXY_SCHEMES):
-            raise ValueError(f"proxy must be an http, https or socks URL, or '' for none: {redact(proxy)!r}")
+            raise InvalidRequest(f"proxy must be an http, https or socks URL, or '' for none: {redact(proxy)!r}")
     cert, cert_key = (client_cert, None) if not isinstance(client_cert, tuple) else client_cert
     for what, file in (("ca_bundle", ca_bundle), ("client_cert", cert), ("client_cert key", cert_key)):
         if file is not None and not isinstance(file, (str, os.PathLike)):
@@ -360,6 +373,8 @@ def _prepare(
         client_cert=None if cert is None else os.fspath(cert),
         client_key=None if cert_key is None else os.fspath(cert_key),
         max_event_bytes=max_event_bytes,
+        raise_for_status=raise_for_status,
+        http2=http2,
     )
 
 
@@ -491,7 +506,7 @@ def _squeeze(blanks: bytes | bytearray) -> bytes:
 def _retry_after(value: str) -> float | None:
     """Seconds to wait from a Retry-After value (delta-seconds or an HTTP date), None if neither."""
     value = value.strip()
-    if value.isdigit():
+    if value.isascii() and value.isdigit():
         return float(value)
     try:
         when = email.utils.parsedate_to_datetime(value)
@@ -517,9 +532,8 @@ class Response:
         self.stream = stream
         self.status = 0
         self.content_type = ""
-        self.content_encoding = ""
-        self.location = ""
-        self.retry_after = ""
+        # the last header block's headers, names lower-cased, repeated ones joined with ", "
+        self.headers: dict[str, str] = {}
         self.mode = ""
         self.body = bytearray()
         # leading blank bytes of an untyped body, held until its first real byte; past _HEAD_LIMIT
@@ -563,20 +577,20 @@ class Response:
             if line[:5] == b"HTTP/":
                 parts = line.split(None, 2)
                 self.status = int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 0
-                self.content_type = self.content_encoding = self.location = self.retry_after = ""
+                self.content_type = ""
+                self.headers = {}
                 return None
             name, colon, value = line.partition(b":")
             if not colon:
                 return None
-            name = name.strip().lower()
-            if name == b"content-type":
-                self.content_type = value.strip().decode("latin-1").lower()
-            elif name == b"content-encoding":
-                self.content_encoding = value.strip().decode("latin-1").lower()
-            elif name == b"location":
-                self.location = value.strip().decode("latin-1")
-            elif name == b"retry-after":
-                self.retry_after = value.strip().decode("latin-1")
+            key = name.strip().lower().decode("latin-1")
+            text = value.strip().decode("latin-1")
+            headers = self.headers
+            if len(headers) < _MAX_HEADERS:
+                held = headers.get(key)
+                headers[key] = text if held is None else f"{held}, {text}"
+            if key == "content-type":
+                self.content_type = text.lower()
             return None
         except BaseException as exc:  # e.g. a KeyboardInterrupt: pycurl would only print it
             self.exc = exc
@@ -647,9 +661,16 @@ class Response:
     def finish(self, code: int = 0, message: str = "") -> dict[str, Any]:
         """The result of the finished transfer, given curl's result ``code`` (0: OK) and message.
 
+        Whatever the answer, the result has one shape: the API's whole answer folded by the
+        stream, with ``"verdict"``. An answer that is no stream (an HTTP error, a redirect, a
+        204, a body that is neither a stream nor JSON) adds ``"error"``, ``"status"`` and
+        ``"retry_after"`` and a verdict that says why; a JSON answer (a server that ignored
+        ``stream``) is folded as the one-event stream it stands for.
+
         It raises whatever a callback caught (on_chunk's exception, EventTooLarge) unchanged;
         TransportError (``.code``, ``.result`` the partial fold) if curl failed and the transfer was
-        not stopped on purpose (curl's 23 after an ``on_chunk`` that returned False is no failure).
+        not stopped on purpose (curl's 23 after an ``on_chunk`` that returned False is no failure);
+        HTTPStatusError for an answer that is no stream when the spec has ``raise_for_status``.
         """
         if self.exc is not None:
             exc, self.exc = self.exc, None
@@ -676,31 +697,64 @@ class Response:
         self.stream.close()
         return dict(self.stream.result())
 
-    def _extras(self, result: dict[str, Any]) -> dict[str, Any]:
-        if self.retry_after:
-            seconds = _retry_after(self.retry_after)
-            result["retry_after"] = seconds if seconds is not None else self.retry_after
+    def retry_after(self) -> float | None:
+        """Seconds the server asked to wait: ``retry-after-ms``, else ``Retry-After`` (seconds or
+        an HTTP date), None if neither is there or readable."""
+        headers = self.headers
+        value = headers.get("retry-after-ms")
+        if value is not None:
+            seconds = _retry_after_ms(value)
+            if seconds is not None:
+                return seconds
+        value = headers.get("retry-after")
+        return None if value is None else _retry_after(value)
+
+    def _not_a_stream(self, status: int, error: Any, why: str, body: bytes = b"", **extra: Any) -> dict[str, Any]:
+        """The result of an answer that is no stream: the stream's (empty) fold, with the error,
+        the status and ``retry_after``, and a verdict that says ``why``; or HTTPStatusError."""
+        result = dict(self.stream.result())
+        retry_after = self.retry_after()
+        result["error"] = error
+        result["status"] = status
+        result["retry_after"] = retry_after
+        result.update(extra)
+        verdict = result.get("verdict")
+        if isinstance(verdict, dict):
+            verdict["complete"] = False
+            verdict["error"] = True
+            verdict["why"] = why
+        if self.spec.raise_for_status:
+            raise HTTPStatusError(
+                f"{self.spec.display_url}: {why}",
+                status=status,
+                headers=dict(self.headers),
+                body=body,
+                error=error,
+                retry_after=retry_after,
+                result=result,
+            )
         return result
 
     def _no_stream(self, status: int) -> dict[str, Any]:
         if status == 204:
             message = f"{self.spec.display_url} answered 204 No Content: no stream"
-            return self._extras({"error": message, "status": status})
-        where = redact(self.location) if self.location else "nowhere (no Location)"
+            return self._not_a_stream(status, message, "HTTP 204: no content")
+        location = self.headers.get("location", "")
+        where = redact(location) if location else "nowhere (no Location)"
         message = (
             f"{self.spec.display_url} answered {status}, a redirect to {where}, which is not followed: "
             "base_url is probably wrong (e.g. http:// where https:// is served)"
         )
-        return self._extras({"error": message, "status": status, "location": self.location})
+        return self._not_a_stream(status, message, f"HTTP {status}: a redirect to {where}", location=location)
 
     def _error(self, status: int, body: bytes) -> dict[str, Any]:
         try:
             parsed = orjson.loads(body)
         except orjson.JSONDecodeError:
-            return self._extras({"error": body.decode("utf-8", "replace"), "status": status})
-        if isinstance(parsed, dict) and "error" in parsed:
-            return self._extras({"error": parsed["error"], "status": status})
-        return self._extras({"error": parsed, "status": status})
+            error: Any = body.decode("utf-8", "replace")
+        else:
+            error = parsed["error"] if isinstance(parsed, dict) and "error" in parsed else parsed
+        return self._not_a_stream(status, error, _status_why(status, error, self.spec.display_url), body)
 
     def _json_answer(self, body: bytes) -> dict[str, Any]:
         try:
@@ -708,7 +762,35 @@ class Response:
         except orjson.JSONDecodeError:
             parsed = None
         if not isinstance(parsed, dict):
-            return self._extras({"error": body.decode("utf-8", "replace"), "status": self.status})
+            text = body.decode("utf-8", "replace")
+            return self._not_a_stream(self.status, text, f"HTTP {self.status}: the answer is not JSON", body)
         if "error" in parsed:  # an error object with a 200 status: say which status it came with
-            return self._extras({**parsed, "status": self.status})
-        return parsed
+            error = parsed["error"]
+            return self._not_a_stream(self.status, error, _status_why(self.status, error, ""), body)
+        # A whole answer (a server that ignored "stream"): the stream it stands for, folded, so the
+        # result has the streamed shape (and on_chunk sees its content, a relay sends it on).
+        self.stream.write(as_stream(self.spec.api, parsed))
+        self.stream.close()
+        return dict(self.stream.result())
+
+
+def _status_why(status: int, error: Any, url: str) -> str:
+    """The verdict's ``why`` for an HTTP error: the status, its reason, the server's words."""
+    words = error.get("message") if isinstance(error, dict) else error if isinstance(error, str) else None
+    kind = (error.get("type") or error.get("code")) if isinstance(error, dict) else None
+    out = f"HTTP {status}"
+    if isinstance(kind, str) and kind:
+        out += f" {kind}"
+    if isinstance(words, str) and words.strip():
+        out += f": {words.strip()[:200]}"
+    if status == 404 and url:
+        out += f" (tried {url}; a base_url usually ends in /v1)"
+    return out
+
+
+def _retry_after_ms(value: str) -> float | None:
+    try:
+        ms = float(value.strip())
+    except ValueError:
+        return None
+    return ms / 1000 if math.isfinite(ms) and ms >= 0 else None

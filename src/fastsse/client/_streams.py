@@ -29,7 +29,7 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from .. import _backend
-from .._errors import EventTooLarge
+from .._errors import EventTooLarge, InvalidRequest
 from .._formats import api_format
 from .._timing import Timing, anchor_pair, build_timing
 
@@ -39,9 +39,32 @@ FORMATS: Final = ("chat", "responses", "messages", "relay", "to-chat", "to-respo
 
 
 def check_format(name: object, /) -> None:
-    """It raises ValueError unless ``name`` is one of ``FORMATS``."""
+    """It raises InvalidRequest (a ValueError) unless ``name`` is one of ``FORMATS``."""
     if name not in FORMATS:
-        raise ValueError(f"unknown format {name!r}; known: {sorted(FORMATS)}")
+        raise InvalidRequest(f"unknown format {name!r}; known: {sorted(FORMATS)}")
+
+
+def format_for(api: str, name: object, /) -> str:
+    """The format a request of ``api`` is read with: ``name``, or the API's own fold for None.
+
+    It raises InvalidRequest for an unknown format and for one that disagrees with ``api``: another
+    API's fold (``api="chat", format="messages"`` would fold a chat answer as Messages), ``relay``
+    for an API other than chat, ``to-X`` where X is ``api`` itself.
+    """
+    if name is None:
+        return api
+    check_format(name)
+    assert isinstance(name, str)
+    if name in ("chat", "responses", "messages") and name != api:
+        raise InvalidRequest(
+            f"format={name!r} with api={api!r}: a {api} answer is folded by its own format; "
+            f"to translate it, use format='to-{name}'"
+        )
+    if name == "relay" and api != "chat":
+        raise InvalidRequest(f"format='relay' repairs chat streams; api={api!r} takes 'to-chat' or its own fold")
+    if name == f"to-{api}":
+        raise InvalidRequest(f"format {name!r}: the request's API is {api!r} already")
+    return name
 
 
 def new_stream(

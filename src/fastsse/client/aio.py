@@ -15,11 +15,18 @@ import contextlib
 import select
 import socket
 import threading
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
-from ._options import OPTIONS_DOC, RequestOptions
-from .engine import _WAIT_SLICE, DEFAULT_MAX_CONNECTIONS, EpollSet, OnChunk, _Engine, _Job
+from .._errors import ClientClosed, UsageError
+from ._options import CLIENT, RequestOptions, call_signature, client_options, client_signature, options_doc, with_self
+from .engine import _WAIT_SLICE, EpollSet, OnChunk, _Engine, _Job
+from .sync import Outcome, _concurrency, _jobs
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from ._options import CallOptions, ClientOptions
 
 # AsyncClient.stream(): chunks parsed but not yet taken before the transfer is held (curl stops
 # reading; one more network read, at most 16 KiB of input, may still arrive), and the level the
@@ -28,80 +35,39 @@ STREAM_BUFFER = 256
 STREAM_RESUME = STREAM_BUFFER // 2
 
 
-class ClientClosed(RuntimeError):
-    """The ``AsyncClient`` was closed (``aclose()``) while this request was queued or running."""
-
-
 class AsyncClient:
-    """``AsyncClient(*, base_url=None, api_key=None, headers=None, path="/chat/completions",
-    max_connections=100, timeout=None, connect_timeout=None, idle_timeout=None, proxy=None,
-    ca_bundle=None, client_cert=None, max_event_bytes=None, timing=True, http2=False)``
+    """``AsyncClient(*, api=DEFAULT, base_url=DEFAULT, ..., max_connections=100)``: many streams
+    at once on the running event loop (asyncio's default loop or uvloop).
 
-    Many chat streams at once on the running event loop (asyncio's default loop or uvloop): one
-    libcurl multi handle whose sockets and timer the loop watches, no thread per stream.
+    One libcurl multi handle whose sockets and timer the loop watches, no thread per stream. It
+    mirrors ``Client`` name for name, awaited: ``create_stream``, ``stream`` (an async iterator),
+    ``as_completed`` (an async iterator), ``run``, ``close``; the options are the same.
     ``async with AsyncClient(...) as client:`` closes every transfer and connection at the end;
-    so does ``await client.aclose()``: a request still queued or running then raises
-    ``ClientClosed`` (a RuntimeError) in its awaiting task. Use a client from the loop that first
-    used it: another loop (another thread's included) gets RuntimeError.
+    so does ``await client.close()``: a request still queued or running then raises
+    ``ClientClosed`` in its awaiting task. Use a client from the loop that first used it: another
+    loop (another thread's included) gets UsageError.
 
     ``timeout`` bounds the whole call, the time a request waits for a free connection
     (``max_connections``) included: one that waits past it fails with TransportError (code 28).
 
     Windows' default proactor loop cannot watch sockets (no ``add_reader``): run the client under
     ``asyncio.WindowsSelectorEventLoopPolicy()`` (or uvloop elsewhere); on a proactor loop the
-    first request raises RuntimeError saying so. ``Client`` works everywhere.
+    first request raises UsageError saying so. ``Client`` works everywhere.
     """
 
-    def __init__(
-        self,
-        *,
-        base_url: str | None = None,
-        api_key: str | None = None,
-        headers: Mapping[str, str] | Sequence[str] | None = None,
-        path: str | None = None,
-        api: str = "chat",
-        max_connections: int = DEFAULT_MAX_CONNECTIONS,
-        timeout: float | None = None,
-        connect_timeout: float | None = None,
-        idle_timeout: float | None = None,
-        proxy: str | None = None,
-        ca_bundle: str | None = None,
-        client_cert: str | tuple[str, str] | None = None,
-        max_event_bytes: int | None = None,
-        timing: bool = True,
-        http2: bool = False,
-        driver: str | None = None,
-    ) -> None:
-        self._engine = _AsyncEngine(
-            RequestOptions(
-                api=api,
-                base_url=base_url,
-                api_key=api_key,
-                path=path,
-                headers=headers,
-                timeout=timeout,
-                connect_timeout=connect_timeout,
-                idle_timeout=idle_timeout,
-                proxy=proxy,
-                ca_bundle=ca_bundle,
-                client_cert=client_cert,
-                max_event_bytes=max_event_bytes,
-            ),
-            max_connections=max_connections,
-            timing=timing,
-            http2=http2,
-            driver=driver,
-        )
+    def __init__(self, **options: Unpack[ClientOptions]) -> None:
+        defaults, engine = client_options(options, "AsyncClient()")
+        self._engine = _AsyncEngine(defaults, **engine)
 
     async def create_stream(
-        self, request: Mapping[str, Any], /, on_chunk: OnChunk | None = None, **options: Any
+        self, input: Mapping[str, Any], /, on_chunk: OnChunk | None = None, **options: Unpack[CallOptions]
     ) -> dict[str, Any]:
-        """``await client.create_stream(request, on_chunk=None, **options) -> dict``
+        """``await client.create_stream(input, /, on_chunk=None, **options) -> dict``
 
-        POST one chat request with ``"stream": true`` and return what ``fastsse.create_stream``
-        returns, plus ``"timing"``. ``on_chunk(chunk)`` runs on the loop's thread for every chunk,
-        as with ``create_stream``; returning False stops this stream. Cancelling the awaiting task
-        removes the transfer at once (its connection is closed, its handle recycled).
+        One request, as ``fastsse.create_stream`` makes it, with the same arguments and the same
+        result. ``on_chunk(chunk)`` runs on the loop's thread for every chunk; returning False
+        stops this stream. Cancelling the awaiting task removes the transfer at once (its
+        connection is closed, its handle recycled).
 
         Backpressure, with ``format="relay"`` or ``"to-*"`` (``on_chunk`` gets the bytes to send
         on): ``on_chunk`` may return an ``asyncio.Future`` that is not done yet, meaning "stop
@@ -111,12 +77,11 @@ class AsyncClient:
         before the hold takes effect; while held, the transfer is not idle for ``idle_timeout``,
         but ``timeout`` still runs.
 
-        It raises what ``create_stream`` raises (TransportError with ``.result``, EventTooLarge,
-        whatever ``on_chunk`` raised), TypeError for an unknown option, RuntimeError on a closed
-        client or a loop that cannot watch sockets, ``ClientClosed`` if the client is closed
-        before the answer ends.
+        It raises what ``fastsse.create_stream`` raises, UsageError on a loop that cannot watch
+        sockets or another loop than the client's, ``ClientClosed`` if the client is (or gets)
+        closed before the answer ends.
         """
-        job = self._engine.make_job(request, {**options, "on_chunk": on_chunk})
+        job = self._engine.make_job(input, on_chunk, options)
         return await self._run(job)
 
     async def _run(self, job: _Job) -> dict[str, Any]:
@@ -135,34 +100,119 @@ class AsyncClient:
         assert isinstance(outcome, dict)
         return outcome
 
-    def stream(self, request: Mapping[str, Any], /, **options: Any) -> AsyncChunkStream:
-        """``client.stream(request, **options) -> AsyncChunkStream``: ``async with
+    def stream(self, input: Mapping[str, Any], /, **options: Unpack[CallOptions]) -> AsyncChunkStream:
+        """``client.stream(input, /, **options) -> AsyncChunkStream``: ``async with
         client.stream(request) as stream: async for chunk in stream: ...`` yields each chunk as it
-        arrives; ``stream.result()`` is the folded answer (with ``"timing"``) once the iteration
-        ended. Leaving the ``async with`` block early cancels the transfer.
+        arrives; ``stream.result()`` is the answer (with ``"verdict"`` and ``"timing"``) once the
+        iteration ended. Leaving the ``async with`` block early cancels the transfer.
 
         The buffer is bounded: when 256 chunks wait for the consumer (``STREAM_BUFFER``), the
         transfer is held (curl stops reading; the server meets TCP backpressure) until the consumer
         has taken it down to 128. At most one more network read (16 KiB of input) arrives past the
         bound, so a slow consumer holds a few hundred chunks whatever the answer's size.
 
-        It raises TypeError or ValueError for bad options when iteration starts; iterating raises
-        what ``create_stream`` raises.
+        It raises what ``create_stream`` raises: bad options at once, the rest while iterating.
         """
-        return AsyncChunkStream(self, request, options)
+        return AsyncChunkStream(self, input, options)
 
-    async def aclose(self) -> None:
+    async def as_completed(
+        self,
+        requests: Iterable[Mapping[str, Any]],
+        /,
+        on_chunk: Callable[[int, Any], Any] | None = None,
+        *,
+        concurrency: int | None = None,
+    ) -> AsyncIterator[tuple[int, Outcome]]:
+        """``async for index, outcome in client.as_completed(requests, /, on_chunk=None, *,
+        concurrency=None)``: each request's ``(index, outcome)`` as it ends, at most
+        ``concurrency`` (default ``max_connections``) in flight; an outcome is the result dict or
+        the exception ``create_stream`` would have raised, as in ``Client.as_completed``.
+
+        It raises TypeError for a request that is not a mapping and InvalidRequest for a bad
+        ``concurrency`` (before any request is sent). Leaving the loop early (``break``, an
+        exception, cancellation) cancels the requests still in flight.
+        """
+        engine = self._engine
+        jobs = _jobs(engine, requests, on_chunk)
+        limit = _concurrency(engine, concurrency)
+        loop = engine.bind()
+        pending = collections.deque(jobs)
+        ready: collections.deque[_Job] = collections.deque()
+        wake: list[asyncio.Future[None] | None] = [None]
+        in_flight: set[int] = set()
+
+        def settled(future: asyncio.Future[None], job: _Job) -> None:
+            if future.cancelled():
+                return
+            if future.exception() is not None and not isinstance(job.result, BaseException):
+                job.result = future.exception()  # ClientClosed, set by close()
+            ready.append(job)
+            waiter = wake[0]
+            if waiter is not None and not waiter.done():
+                waiter.set_result(None)
+
+        try:
+            while pending or in_flight:
+                while pending and len(in_flight) < limit:
+                    job = pending.popleft()
+                    job.waiter = loop.create_future()
+                    job.waiter.add_done_callback(lambda future, job=job: settled(future, job))
+                    in_flight.add(id(job))
+                    try:
+                        engine.submit(job)
+                    except BaseException as exc:
+                        engine._settle(job, exc)
+                while not ready:
+                    waiter = wake[0] = loop.create_future()
+                    try:
+                        await waiter
+                    finally:
+                        wake[0] = None
+                job = ready.popleft()
+                in_flight.discard(id(job))
+                yield job.index, job.result
+        finally:
+            for job in jobs:
+                if id(job) in in_flight and not job.done:
+                    engine.cancel(job)
+
+    async def run(
+        self,
+        requests: Iterable[Mapping[str, Any]],
+        /,
+        on_chunk: Callable[[int, Any], Any] | None = None,
+        *,
+        concurrency: int | None = None,
+    ) -> list[Outcome]:
+        """``await client.run(requests, /, on_chunk=None, *, concurrency=None) -> list``: every
+        request's outcome in request order, as ``Client.run``. It raises what ``as_completed``
+        raises."""
+        items = list(requests)
+        out: list[Outcome] = [{}] * len(items)
+        async for index, outcome in self.as_completed(items, on_chunk, concurrency=concurrency):
+            out[index] = outcome
+        return out
+
+    async def close(self) -> None:
         """Cancel every transfer, close every connection and the multi handle."""
         self._engine.close()
+
+    def __getattr__(self, name: str) -> Any:
+        # ``aclose``, the name before 1.0 (asyncio's convention), kept so that code keeps working
+        if name == "aclose":
+            return self.close
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     async def __aenter__(self) -> AsyncClient:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
+        await self.close()
 
 
-AsyncClient.__doc__ = (AsyncClient.__doc__ or "") + OPTIONS_DOC
+AsyncClient.__init__.__signature__ = with_self(client_signature())  # type: ignore[attr-defined]
+AsyncClient.create_stream.__signature__ = with_self(call_signature())  # type: ignore[attr-defined]
+AsyncClient.__doc__ = (AsyncClient.__doc__ or "") + options_doc(CLIENT)
 
 
 class AsyncChunkStream:
@@ -207,7 +257,7 @@ class AsyncChunkStream:
         loop = asyncio.get_running_loop()
         if self._task is None:
             client = self._client
-            self._job = client._engine.make_job(self._request, {**self._options, "on_chunk": self._on_chunk})
+            self._job = client._engine.make_job(self._request, self._on_chunk, self._options)
             self._task = loop.create_task(client._run(self._job))
             self._task.add_done_callback(self._wake)
         while True:
@@ -246,9 +296,9 @@ class AsyncChunkStream:
         await self.aclose()
 
     def result(self) -> dict[str, Any]:
-        """The folded answer with its verdict and timing. It raises RuntimeError before the end."""
+        """The folded answer with its verdict and timing. It raises UsageError before the end."""
         if self._result is None:
-            raise RuntimeError("the stream has not ended yet: iterate it to the end first")
+            raise UsageError("the stream has not ended yet: iterate it to the end first")
         return self._result
 
 
@@ -260,7 +310,7 @@ def _check_loop(loop: asyncio.AbstractEventLoop) -> None:
         loop.add_reader(a.fileno(), _nothing)
         loop.remove_reader(a.fileno())
     except NotImplementedError:
-        raise RuntimeError(
+        raise UsageError(
             "this event loop cannot watch sockets (Windows' proactor loop has no add_reader): run "
             "AsyncClient under asyncio.WindowsSelectorEventLoopPolicy(), or use fastsse.Client"
         ) from None
@@ -303,7 +353,7 @@ class _AsyncEngine(_Engine):
                         self.multi.watch(self.sockets.fileno())
                 self.loop = loop
             elif self.loop is not loop:
-                raise RuntimeError("an AsyncClient is bound to the event loop that first used it")
+                raise UsageError("an AsyncClient is bound to the event loop that first used it")
         return loop
 
     def _released(self, job: _Job) -> None:
@@ -338,7 +388,7 @@ class _AsyncEngine(_Engine):
             if new & pycurl.POLL_OUT and not old & pycurl.POLL_OUT:
                 loop.add_writer(fd, self.action, fd, pycurl.CSELECT_OUT)
         except NotImplementedError:
-            raise RuntimeError(
+            raise UsageError(
                 "this event loop cannot watch sockets (Windows' proactor loop): use "
                 "asyncio.WindowsSelectorEventLoopPolicy(), or fastsse.Client"
             ) from None

@@ -23,10 +23,10 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .._errors import TransportError
+from .._errors import ClientClosed, InvalidRequest, TransportError, UsageError
 from .._timing import anchor_pair
 from . import _streams
-from ._options import REQUEST_ONLY, RequestOptions
+from ._options import CALL_NAMES, RequestOptions, check_options
 from ._request import (
     Preparer,
     RequestSpec,
@@ -81,13 +81,13 @@ def choose_driver(driver: str | None) -> tuple[Any, str]:
     if driver is None:
         driver = os.environ.get("FASTSSE_DRIVER") or None
     if driver not in (None, *DRIVERS):
-        raise ValueError(f"driver must be 'compiled' or 'pycurl', not {driver!r}")
+        raise InvalidRequest(f"driver must be 'compiled' or 'pycurl', not {driver!r}")
     if driver != "pycurl":
         module = compiled_driver()
         if not isinstance(module, str):
             return module, "compiled"
         if driver == "compiled":
-            raise RuntimeError(f"the compiled driver is not available: {module}")
+            raise UsageError(f"the compiled driver is not available: {module}")
     return import_pycurl(), "pycurl"
 
 
@@ -112,6 +112,7 @@ class _Job:
         "spec",
         "started",
         "stream",
+        "timing",
         "waiter",
     )
 
@@ -133,6 +134,7 @@ class _Job:
         self.waiter: Any = None  # AsyncClient: the future the caller awaits
         self.sink: Any = None  # Client: the ready list of the call that runs this job
         self.deadline: float | None = None  # set by submit: when ``timeout`` runs out
+        self.timing = True  # the result carries the timing record
 
 
 class _Engine:
@@ -143,22 +145,14 @@ class _Engine:
         options: RequestOptions,
         /,
         *,
-        max_connections: int,
-        timing: bool,
-        http2: bool = False,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
         driver: str | None = None,
     ) -> None:
-        if isinstance(max_connections, bool) or not isinstance(max_connections, int):
-            raise TypeError(f"max_connections must be an int, not {type(max_connections).__name__}")
-        if max_connections < 1:
-            raise ValueError(f"max_connections must be at least 1, not {max_connections}")
         self.pycurl = pycurl = import_pycurl()
         self.defaults = options
         # Validated now, so a bad client option fails at construction rather than per request;
         # the environment's base URL and key are read now too.
         self.prepare = Preparer(options)
-        self.timing = bool(timing)
-        self.http2 = bool(http2)
         self.max_connections = max_connections
         self.curl, self.driver = choose_driver(driver)  # pycurl's constants either way
         self.multi = self.curl.CurlMulti()
@@ -194,32 +188,39 @@ class _Engine:
 
     # requests
 
-    def make_job(self, request: Mapping[str, Any], options: Mapping[str, Any], index: int = 0) -> _Job:
-        """Validate one request (ValueError / TypeError now, before anything is queued)."""
-        own = {key: value for key, value in options.items() if key in REQUEST_ONLY}
-        merged = self.defaults.replace({k: v for k, v in options.items() if k not in REQUEST_ONLY})
-        if "format" in own:
-            _streams.check_format(own["format"])
+    def make_job(
+        self, request: Mapping[str, Any], on_chunk: Any, options: Mapping[str, Any], index: int = 0
+    ) -> _Job:
+        """Check one request and its own ``options`` (per-call keywords, ``DEFAULT`` where not
+        given) now, before anything is queued: TypeError / InvalidRequest as ``create_stream``."""
+        given = check_options(options, CALL_NAMES, "create_stream()") if options else {}
+        own = {"on_chunk": on_chunk, "format": given.pop("format", None), "curl": given.pop("curl", None)}
+        driver = given.pop("driver", None)
+        if driver is not None and driver != self.driver:
+            raise InvalidRequest(
+                f"driver={driver!r}: this client drives {self.driver!r}; the driver is the client's "
+                f"(make a Client(driver={driver!r}))"
+            )
+        merged = self.defaults.replace(given) if given else self.defaults
         spec = self.prepare(request, merged)
-        if "format" not in own:
-            own["format"] = spec.api  # the stream that reads this API's answer
-        elif own["format"] == f"to-{spec.api}":
-            raise ValueError(f"format {own['format']!r}: the request's API is {spec.api!r} already")
-        if own.get("curl") is not None and self.driver != "pycurl":
+        own["format"] = _streams.format_for(spec.api, own["format"])
+        if own["curl"] is not None and self.driver != "pycurl":
             raise TypeError(
                 "curl= (a pycurl handle of your own) needs the pycurl driver: make the client with "
                 "driver='pycurl' (fastsse.create_stream(curl=...) does)"
             )
-        if own.get("curl") is not None and merged.client_cert is not None:
+        if own["curl"] is not None and merged.client_cert is not None:
             # pycurl cannot unset a certificate, so it would outlive the request on the caller's handle
-            raise ValueError("client_cert cannot be used with curl=: set SSLCERT / SSLKEY on your own handle")
-        return _Job(spec, own, index)
+            raise InvalidRequest("client_cert cannot be used with curl=: set SSLCERT / SSLKEY on your own handle")
+        job = _Job(spec, own, index)
+        job.timing = merged.timing
+        return job
 
     def submit(self, job: _Job) -> None:
         if self.closed:
-            raise RuntimeError("the client is closed")
+            raise ClientClosed("the client is closed")
         if self.acting:
-            raise RuntimeError(IN_CALLBACK)
+            raise UsageError(IN_CALLBACK)
         # ``timeout`` bounds the request from here, the wait for a free connection included
         # (not the wait of a request as_completed holds back for its ``concurrency``).
         timeout = job.spec.timeout_ms
@@ -246,11 +247,11 @@ class _Engine:
         job.handle = handle
         try:
             stream = _streams.new_stream(
-                options.get("format") or spec.api,
-                options.get("on_chunk"),
+                options["format"],
+                options["on_chunk"],
                 api=spec.api,
                 max_event_bytes=spec.max_event_bytes,
-                timing=self.timing,
+                timing=job.timing,
             )
             response = Response(spec, stream)
             if self.driver == "compiled":
@@ -260,22 +261,14 @@ class _Engine:
                 apply_body(handle, spec, response)  # a pooled handle that holds the rest already
             else:
                 apply(handle, spec, response)
+                if not job.own_handle:  # a caller's curl= handle keeps its own HTTP version
+                    self._http_version(handle, spec.http2 and spec.url[:5].lower() == "http:", spec.http2)
             self.applied.pop(id(handle), None)
             if left is not None:  # what the queue left of the call's timeout
                 handle.setopt(pycurl.TIMEOUT_MS, max(1, math.ceil(left * 1000)))
             if isinstance(stream, _streams._BytesStream):
                 stream.holder = response
             response.on_release = lambda job=job: self._released(job)
-            if self.http2 and not job.own_handle:
-                # h2c by prior knowledge on http:// (no upgrade round trip), ALPN on https://;
-                # PIPEWAIT: a request waits for a connection being opened to multiplex on it
-                # rather than opening its own.
-                plain = spec.url[:5].lower() == "http:"
-                version = (
-                    pycurl.CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE if plain else pycurl.CURL_HTTP_VERSION_2TLS
-                )
-                handle.setopt(pycurl.HTTP_VERSION, version)
-                handle.setopt(pycurl.PIPEWAIT, 1)
         except BaseException:
             self._recycle(job, handle)
             self.applied.pop(id(handle), None)  # set in part, maybe: the next request sets it all
@@ -287,6 +280,18 @@ class _Engine:
             self.idle_jobs.add(job)
         self.multi.add_handle(handle)
         self.alive += 1
+
+    def _http_version(self, handle: Any, plain: bool, http2: bool) -> None:
+        # h2c by prior knowledge on http:// (no upgrade round trip), ALPN on https://; PIPEWAIT: a
+        # request waits for a connection being opened to multiplex on it rather than opening its
+        # own. Without http2 curl's defaults hold (set back: the handle may be a pooled one).
+        pycurl = self.pycurl
+        if not http2:
+            version = pycurl.CURL_HTTP_VERSION_NONE
+        else:
+            version = pycurl.CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE if plain else pycurl.CURL_HTTP_VERSION_2TLS
+        handle.setopt(pycurl.HTTP_VERSION, version)
+        handle.setopt(pycurl.PIPEWAIT, 1 if http2 else 0)
 
     def _recycle(self, job: _Job, handle: Any) -> None:
         self.idle_jobs.discard(job)
@@ -337,7 +342,7 @@ class _Engine:
         if job.done or response is None or not response.paused or job.handle is None:
             return
         if self.acting:  # not from inside curl: the driver comes back for it
-            raise RuntimeError(IN_CALLBACK)
+            raise UsageError(IN_CALLBACK)
         response.paused = False
         response.last_activity = time.monotonic()  # a held transfer was not idle
         self.acting = True
@@ -361,7 +366,7 @@ class _Engine:
         job.done = True
         job.result = outcome
         job.end = time.monotonic_ns()
-        if self.timing and job.stream is not None:
+        if job.timing and job.stream is not None:
             timing = job.stream.timing()
             timing["queued"] = job.queued
             timing["started"] = job.started
@@ -472,7 +477,7 @@ class _Engine:
         if job.done:
             return
         if self.acting:
-            raise RuntimeError(IN_CALLBACK)
+            raise UsageError(IN_CALLBACK)
         job.done = True
         job.end = time.monotonic_ns()
         if job.handle is not None and self.active.pop(id(job.handle), None) is not None:
@@ -488,7 +493,7 @@ class _Engine:
         if self.closed:  # a readiness callback queued in the same loop turn as close()
             return
         if self.acting:
-            raise RuntimeError(IN_CALLBACK)
+            raise UsageError(IN_CALLBACK)
         self.acting = True
         try:
             _, running = self.multi.socket_action(fd, mask)
@@ -519,7 +524,7 @@ class _Engine:
                 self.action(fd, mask)
             return
         if self.acting:
-            raise RuntimeError(IN_CALLBACK)
+            raise UsageError(IN_CALLBACK)
         self.acting = True
         try:
             running = self.multi.drain(sockets.fileno(), math.ceil(timeout * 1000) if timeout > 0 else 0)
@@ -538,7 +543,7 @@ class _Engine:
         if self.closed:
             return
         if self.acting:
-            raise RuntimeError(IN_CALLBACK)
+            raise UsageError(IN_CALLBACK)
         self.closed = True
         for job in list(self.active.values()):
             self.cancel(job)

@@ -14,107 +14,79 @@ import selectors
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .._errors import event_limit
-from ._options import OPTIONS_DOC, RequestOptions
-from .engine import _WAIT_SLICE, DEFAULT_MAX_CONNECTIONS, IN_CALLBACK, EpollSet, OnChunk, _Engine, _Job
+from .._errors import ClientClosed, InvalidRequest, UsageError
+from ._options import (
+    CALL,
+    CLIENT,
+    DEFAULT,
+    call_signature,
+    client_options,
+    client_signature,
+    options_doc,
+    with_self,
+)
+from .engine import _WAIT_SLICE, IN_CALLBACK, EpollSet, OnChunk, _Engine, _Job
 
-__all__ = ["Client", "create_stream", "curl_failure"]
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from ._options import CallOptions, ClientOptions, RequestOptions
+
+__all__ = ["ChunkStream", "Client", "create_stream", "curl_failure"]
 
 
 def create_stream(
-    input: Mapping[str, Any],
-    on_chunk: OnChunk | None = None,
-    *,
-    base_url: str | None = None,
-    api_key: str | None = None,
-    api: str = "chat",
-    path: str | None = None,
-    headers: Mapping[str, str] | Sequence[str] | None = None,
-    timeout: float | None = None,
-    connect_timeout: float | None = None,
-    idle_timeout: float | None = None,
-    proxy: str | None = None,
-    ca_bundle: str | None = None,
-    client_cert: str | tuple[str, str] | None = None,
-    curl: Any = None,
-    max_event_bytes: int | None = None,
+    input: Mapping[str, Any], /, on_chunk: OnChunk | None = None, **options: Unpack[CallOptions]
 ) -> dict[str, Any]:
-    """POST a chat request with ``"stream": true`` and return the folded ``chat.completion``.
+    """POST a request with ``"stream": true`` and return the API's whole answer, folded.
 
-    ``api="responses"`` or ``api="messages"`` speaks the OpenAI Responses or the Anthropic Messages
-    API instead: the default ``path`` becomes ``/responses`` or ``/messages``, Messages sends the key
-    as ``x-api-key`` with ``anthropic-version`` (``api_key`` defaulting to ``ANTHROPIC_API_KEY``,
-    ``base_url`` to ``https://api.anthropic.com/v1``), ``on_chunk`` receives each parsed event, and
-    the result is the folded response or message (``ResponsesStream`` / ``MessagesStream``) with its
-    ``FormatVerdict`` as ``"verdict"``. It raises ValueError for another ``api``.
+    ``create_stream(input, /, on_chunk=None, *, api, base_url, api_key, ...) -> dict``: one
+    request on a ``fastsse.Client`` of its own, made and closed by this call; ``Client.create_stream``
+    and ``AsyncClient.create_stream`` take the same arguments. The result is a ``chat.completion``
+    (``api="responses"``: a ``response``; ``api="messages"``: a ``message``) with ``"verdict"``
+    (was the answer whole, and if not ``why``) and ``"timing"``. An answer that is no stream (an
+    HTTP error, a redirect, a 204, a page) has the same shape plus ``"error"``, ``"status"`` and
+    ``"retry_after"``, and a verdict whose ``why`` says what came; with ``raise_for_status=True``
+    it raises HTTPStatusError instead. A JSON answer (a server that ignored ``stream``) is folded
+    as the stream it stands for.
 
-    ``on_chunk(chunk)`` is called on this thread for every parsed chunk as it arrives (never for
-    ``[DONE]``); returning ``False`` cancels the transfer and the partial result is returned without
-    an error. ``base_url`` and ``api_key`` default to ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY`` (then
-    the OpenAI endpoint), like the openai SDK; only http:// and https:// URLs are accepted, and
-    redirects are not followed. ``api_key`` is sent as ``Authorization: Bearer``; an
-    ``Authorization`` in ``headers`` replaces the environment's key (giving it and ``api_key=`` both
-    is an error). ``headers`` is a mapping or a list of ``"Name: value"`` lines.
+    ``on_chunk(chunk)`` is called on this thread for every parsed chunk (or event) as it arrives,
+    never for ``[DONE]``; returning ``False`` cancels the transfer and the partial result is
+    returned without an error. With ``format="relay"`` or ``"to-*"`` it receives the bytes to
+    send downstream instead. ``base_url`` and ``api_key`` default to ``OPENAI_BASE_URL`` /
+    ``OPENAI_API_KEY`` (then the OpenAI endpoint), like the openai SDK; only http:// and https://
+    URLs are accepted, and redirects are not followed. ``api_key`` is sent as ``Authorization:
+    Bearer`` (Messages: ``x-api-key`` with ``anthropic-version``); an ``Authorization`` in
+    ``headers`` replaces the environment's key (giving it and ``api_key=`` both is an error).
 
     ``timeout`` bounds the whole transfer and ``connect_timeout`` the connection, in seconds (None:
-    no bound; fractions of a millisecond round up). ``idle_timeout`` gives up once that many seconds
-    pass without a byte from the server (``: ping`` keep-alives count), which suits long answers a
-    total ``timeout`` would cut; it is checked every 0.1 s. The wait is interruptible: Ctrl-C
-    (KeyboardInterrupt) is acted on within about 0.1 s even while the server is silent.
+    no bound); ``idle_timeout`` gives up once that many seconds pass without a byte from the
+    server (``: ping`` keep-alives count), checked every 0.1 s. Ctrl-C is acted on within about
+    0.1 s. ``proxy`` is a proxy URL, ``""`` for none, None to follow the environment;
+    ``ca_bundle`` a PEM file of CAs, ``client_cert`` a PEM certificate (or ``(cert, key)``).
+    ``Accept-Encoding: identity`` is sent, and a body compressed anyway is decoded. ``curl``, a
+    ``pycurl.Curl`` of your own, is used for the transfer and its connection kept; what this call
+    set on it is cleared afterwards (``client_cert`` is refused with it).
 
-    ``proxy`` is a proxy URL, or ``""`` for none; with None, curl follows ``http_proxy``,
-    ``https_proxy``, ``ALL_PROXY`` and ``NO_PROXY`` from the environment (the key travels to an
-    ``https://`` URL through the proxy's tunnel, but to an ``http://`` URL in clear through an http
-    proxy). ``ca_bundle`` is a PEM file of CAs to trust, ``client_cert`` a PEM certificate file (or a
-    ``(cert, key)`` pair of files). ``Accept-Encoding: identity`` is sent, and a body compressed
-    anyway (gzip, deflate, br) is decoded. Pass a ``pycurl.Curl`` as ``curl`` to reuse its
-    connection across calls: what this call set on it (headers with the key, body, callbacks, proxy
-    and CA file) is cleared afterwards (back to libcurl's defaults, also for the timeouts, protocols
-    and headers this call set), and the options it does not set are kept (``client_cert`` is
-    refused with it: pycurl cannot unset a certificate, so set your own on your handle).
-
-    The call is one request on a ``fastsse.Client`` of its own, made and closed by it (without the
-    timing record): use a ``Client`` or ``AsyncClient`` to run many at once or keep connections open.
-
-    The result carries ``"verdict"`` (whether ``[DONE]``, a finish reason and usage arrived). Answers
-    that are no stream come back as ``{"error": ..., "status": code}``: an HTTP status >= 400 (the
-    server's error object or body), a 3xx (with ``"location"``: redirects are not followed, so a
-    wrong ``base_url`` shows here), a 204, a 200 body that is neither an event stream nor JSON (one
-    without a Content-Type is judged by its first byte: ``<`` is a page, ``{`` a JSON answer), a 200
-    JSON body holding ``"error"``. A ``Retry-After`` header adds ``"retry_after"`` (seconds). A 200
-    JSON answer (a server that ignored ``stream``) is returned as it came; with ``max_event_bytes``
-    it may be at most that large (EventTooLarge otherwise).
-
-    It raises ValueError before sending anything if the URL is not http(s), a header name or value
-    (``api_key`` included) holds CR, LF or NUL or is malformed, a timeout is ``<= 0``, or
-    ``client_cert`` comes with ``curl``;
-    TransportError (with ``.result``, the partial aggregate, and ``.code``, curl's error) if the
-    connection is refused, times out, goes idle, breaks mid-stream or comes with a content encoding
-    curl cannot decode (code 61); whatever ``on_chunk`` raises, unchanged, after the transfer is
-    stopped; EventTooLarge if an event passes ``max_event_bytes``; ImportError without pycurl.
+    It raises InvalidRequest (a ValueError) before sending anything if an option is bad (a URL that
+    is not http(s), a header with CR/LF, a timeout ``<= 0``, ``api`` and ``format`` that disagree);
+    TypeError for an option of the wrong type or name; TransportError (``.code``, curl's; ``.result``,
+    the partial answer) if the connection is refused, times out, goes idle or breaks; HTTPStatusError
+    with ``raise_for_status=True``; EventTooLarge past ``max_event_bytes``; whatever ``on_chunk``
+    raises, unchanged, after the transfer is stopped; ImportError without pycurl.
     """
-    event_limit(max_event_bytes, "create_stream")
+    given = dict(options)
+    curl, driver = given.get("curl"), given.pop("driver", DEFAULT)
+    if driver is DEFAULT:
+        driver = "pycurl" if curl is not None and curl is not DEFAULT else None
+    with Client(max_connections=1, driver=driver) as client:
+        return client.create_stream(input, on_chunk, **given)
 
-    with Client(max_connections=1, timing=False, driver="pycurl" if curl is not None else None) as client:
-        return client.create_stream(
-            input,
-            on_chunk,
-            api=api,
-            base_url=base_url,
-            api_key=api_key,
-            path=path,
-            headers=headers,
-            timeout=timeout,
-            connect_timeout=connect_timeout,
-            idle_timeout=idle_timeout,
-            proxy=proxy,
-            ca_bundle=ca_bundle,
-            client_cert=client_cert,
-            max_event_bytes=max_event_bytes,
-            curl=curl,
-        )
+
+create_stream.__signature__ = call_signature()  # type: ignore[attr-defined]
+create_stream.__doc__ = (create_stream.__doc__ or "") + options_doc(CALL)
 
 
 def curl_failure(url: str, err: BaseException) -> tuple[str, int | None]:
@@ -125,133 +97,103 @@ def curl_failure(url: str, err: BaseException) -> tuple[str, int | None]:
     return (f"{url}: {message} (curl error {code})" if code is not None else f"{url}: {message}"), code
 
 
+Outcome = dict[str, Any] | BaseException
+
+
 class Client:
-    """``Client(*, base_url=None, api_key=None, headers=None, path="/chat/completions",
-    max_connections=100, timeout=None, connect_timeout=None, idle_timeout=None, proxy=None,
-    ca_bundle=None, client_cert=None, max_event_bytes=None, timing=True, http2=False)``
+    """``Client(*, api=DEFAULT, base_url=DEFAULT, ..., max_connections=100)``: many streams on the
+    calling thread, with no event loop.
 
-    The same engine, driven on the calling thread by its own poll loop (epoll where there is
-    one, else the platform's ``selectors``: kqueue, select): ``create_stream`` for one request, ``run`` for many at once, ``as_completed`` to take
-    them as they end. Ctrl-C (KeyboardInterrupt) stops a call within about 0.1 s, cancelling
-    every transfer it had started. ``with Client(...) as client:`` closes the connections at the
-    end; so does ``close()``.
+    The engine is driven by the client's own poll loop (epoll where there is one, else the
+    platform's ``selectors``). ``create_stream`` makes one request, ``stream`` iterates one
+    request's chunks, ``as_completed`` yields many requests' outcomes as they end and ``run``
+    returns them in order; ``AsyncClient`` has the same methods, awaited. Every option of
+    ``create_stream`` is also a client option (the client's default for its requests), except
+    ``format`` and ``curl``; ``max_connections`` is the client's alone. Ctrl-C (KeyboardInterrupt)
+    stops a call within about 0.1 s, cancelling every transfer it had started. ``with Client(...)
+    as client:`` closes the connections at the end; so does ``close()``.
 
-    One thread at a time: a call from a second thread while one runs raises RuntimeError (give
-    each thread its own client; they share nothing). ``on_chunk`` runs on the calling thread and
-    cannot call the client (RuntimeError); the body of an ``as_completed`` loop can (a follow-up
-    ``create_stream``, another ``as_completed``), and two ``as_completed`` iterators may be taken
-    in turn: each gets its own requests' outcomes. With ``format="relay"`` or ``"to-*"``,
+    One thread at a time: a call from a second thread while one runs raises UsageError (give each
+    thread its own client; they share nothing). ``on_chunk`` runs on the calling thread and cannot
+    call the client (UsageError); the body of an ``as_completed`` loop can, and two
+    ``as_completed`` iterators may be taken in turn. With ``format="relay"`` or ``"to-*"``,
     ``on_chunk`` may return a ``concurrent.futures.Future`` that another thread completes: the
     transfer is held (curl stops reading it) until then, and resumes within about 0.05 s after.
     """
 
-    def __init__(
-        self,
-        *,
-        base_url: str | None = None,
-        api_key: str | None = None,
-        headers: Mapping[str, str] | Sequence[str] | None = None,
-        path: str | None = None,
-        api: str = "chat",
-        max_connections: int = DEFAULT_MAX_CONNECTIONS,
-        timeout: float | None = None,
-        connect_timeout: float | None = None,
-        idle_timeout: float | None = None,
-        proxy: str | None = None,
-        ca_bundle: str | None = None,
-        client_cert: str | tuple[str, str] | None = None,
-        max_event_bytes: int | None = None,
-        timing: bool = True,
-        http2: bool = False,
-        driver: str | None = None,
-    ) -> None:
-        self._engine = _SyncEngine(
-            RequestOptions(
-                api=api,
-                base_url=base_url,
-                api_key=api_key,
-                path=path,
-                headers=headers,
-                timeout=timeout,
-                connect_timeout=connect_timeout,
-                idle_timeout=idle_timeout,
-                proxy=proxy,
-                ca_bundle=ca_bundle,
-                client_cert=client_cert,
-                max_event_bytes=max_event_bytes,
-            ),
-            max_connections=max_connections,
-            timing=timing,
-            http2=http2,
-            driver=driver,
-        )
+    def __init__(self, **options: Unpack[ClientOptions]) -> None:
+        defaults, engine = client_options(options, "Client()")
+        self._engine = _SyncEngine(defaults, **engine)
 
     def create_stream(
-        self, request: Mapping[str, Any], /, on_chunk: OnChunk | None = None, **options: Any
+        self, input: Mapping[str, Any], /, on_chunk: OnChunk | None = None, **options: Unpack[CallOptions]
     ) -> dict[str, Any]:
-        """``client.create_stream(request, on_chunk=None, **options) -> dict``
+        """``client.create_stream(input, /, on_chunk=None, **options) -> dict``: one request, as
+        ``fastsse.create_stream`` makes it, on this client's connections. Options override the
+        client's for this request.
 
-        One request, as ``fastsse.create_stream`` makes it, on this client's connections; the
-        result carries ``"timing"``. Options override the client's for this request (``curl=``, a
-        ``pycurl.Curl`` of your own, is used for the transfer and left open).
-
-        It raises what ``create_stream`` raises, TypeError for an unknown option and
-        KeyboardInterrupt on Ctrl-C (the transfer is cancelled first).
+        It raises what ``fastsse.create_stream`` raises, UsageError from a second thread or inside
+        ``on_chunk``, ClientClosed on a closed client, and KeyboardInterrupt on Ctrl-C (the
+        transfer is cancelled first).
         """
         engine = self._engine
-        job = engine.make_job(request, {**options, "on_chunk": on_chunk})
+        job = engine.make_job(input, on_chunk, options)
         for _ in engine.drive([job], 1):
             pass
-        outcome = job.result
-        if isinstance(outcome, BaseException):
-            raise outcome
-        assert isinstance(outcome, dict)
-        return outcome
+        return _outcome(job)
+
+    def stream(self, input: Mapping[str, Any], /, **options: Unpack[CallOptions]) -> ChunkStream:
+        """``client.stream(input, /, **options) -> ChunkStream``: ``with client.stream(request) as
+        stream: for chunk in stream: ...`` yields each chunk as it arrives; ``stream.result()``
+        is the answer (with ``"verdict"`` and ``"timing"``) once the iteration ended. Leaving the
+        ``with`` block early cancels the transfer. Curl reads only while the loop asks for the
+        next chunk, so a slow consumer holds at most one wake-up's reads.
+
+        It raises what ``create_stream`` raises: bad options at once, the rest while iterating.
+        """
+        return ChunkStream(self, input, options)
 
     def as_completed(
         self,
         requests: Iterable[Mapping[str, Any]],
         /,
-        on_chunk: Callable[[int, dict[str, Any]], Any] | None = None,
+        on_chunk: Callable[[int, Any], Any] | None = None,
         *,
         concurrency: int | None = None,
-    ) -> Iterator[tuple[int, dict[str, Any] | BaseException]]:
-        """``client.as_completed(requests, on_chunk=None, *, concurrency=None)`` yields
+    ) -> Iterator[tuple[int, Outcome]]:
+        """``client.as_completed(requests, /, on_chunk=None, *, concurrency=None)`` yields
         ``(index, outcome)`` for each request as it ends, at most ``concurrency`` (default
         ``max_connections``) in flight. An outcome is the result dict, or the exception
         ``create_stream`` would have raised (a TransportError carries ``.result`` with its timing).
         ``on_chunk(index, chunk)`` sees every chunk with its request's index.
 
-        It raises TypeError for a request that is not a mapping and KeyboardInterrupt on Ctrl-C
-        (every transfer in flight is cancelled first). Closing the iterator early cancels the rest.
+        It raises TypeError for a request that is not a mapping, InvalidRequest for a bad
+        ``concurrency``, and KeyboardInterrupt on Ctrl-C (every transfer in flight is cancelled
+        first). Closing the iterator early cancels the rest.
         """
         engine = self._engine
-        jobs = []
-        for index, request in enumerate(requests):
-            chunk_cb = None if on_chunk is None else _indexed(on_chunk, index)
-            jobs.append(engine.make_job(request, {"on_chunk": chunk_cb}, index))
-        limit = engine.max_connections if concurrency is None else concurrency
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-            raise ValueError(f"concurrency must be a positive int, not {concurrency!r}")
+        jobs = _jobs(engine, requests, on_chunk)
+        limit = _concurrency(engine, concurrency)
         for job in engine.drive(jobs, limit):
-            yield job.index, job.result
+            if job is not None:
+                yield job.index, job.result
 
     def run(
         self,
         requests: Iterable[Mapping[str, Any]],
         /,
-        on_chunk: Callable[[int, dict[str, Any]], Any] | None = None,
+        on_chunk: Callable[[int, Any], Any] | None = None,
         *,
         concurrency: int | None = None,
-    ) -> list[dict[str, Any] | BaseException]:
-        """``client.run(requests, on_chunk=None, *, concurrency=None) -> list``: every request's
+    ) -> list[Outcome]:
+        """``client.run(requests, /, on_chunk=None, *, concurrency=None) -> list``: every request's
         outcome, in request order (a result dict, or the exception for that request, as in
         ``as_completed``). A failure of one request never stops the others.
 
         It raises what ``as_completed`` raises.
         """
         items = list(requests)
-        out: list[dict[str, Any] | BaseException] = [{}] * len(items)
+        out: list[Outcome] = [{}] * len(items)
         for index, outcome in self.as_completed(items, on_chunk, concurrency=concurrency):
             out[index] = outcome
         return out
@@ -267,14 +209,93 @@ class Client:
         self.close()
 
 
-Client.__doc__ = (Client.__doc__ or "") + OPTIONS_DOC
+Client.__init__.__signature__ = with_self(client_signature())  # type: ignore[attr-defined]
+Client.create_stream.__signature__ = with_self(call_signature())  # type: ignore[attr-defined]
+Client.__doc__ = (Client.__doc__ or "") + options_doc(CLIENT)
 
 
-def _indexed(on_chunk: Callable[[int, dict[str, Any]], Any], index: int) -> OnChunk:
-    def call(chunk: dict[str, Any]) -> Any:
+def _outcome(job: _Job) -> dict[str, Any]:
+    outcome = job.result
+    if isinstance(outcome, BaseException):
+        raise outcome
+    assert isinstance(outcome, dict)
+    return outcome
+
+
+def _jobs(engine: _Engine, requests: Iterable[Mapping[str, Any]], on_chunk: Any) -> list[_Job]:
+    """One job per request of a batch (``as_completed``, ``run``), each checked now."""
+    jobs = []
+    for index, request in enumerate(requests):
+        chunk_cb = None if on_chunk is None else _indexed(on_chunk, index)
+        jobs.append(engine.make_job(request, chunk_cb, {}, index))
+    return jobs
+
+
+def _concurrency(engine: _Engine, concurrency: int | None) -> int:
+    limit = engine.max_connections if concurrency is None else concurrency
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise InvalidRequest(f"concurrency must be a positive int, not {concurrency!r}")
+    return limit
+
+
+def _indexed(on_chunk: Callable[[int, Any], Any], index: int) -> OnChunk:
+    def call(chunk: Any) -> Any:
         return on_chunk(index, chunk)
 
     return call
+
+
+class ChunkStream:
+    """The chunks of one request as an iterator (made by ``Client.stream``), the twin of
+    ``AsyncChunkStream``.
+
+    ``for chunk in stream`` starts the request and yields each chunk (or event) as it arrives; it
+    raises at the end what ``create_stream`` would have raised. ``result()`` is the answer once
+    the iteration ended. ``close()`` (or leaving ``with stream:``) cancels the transfer at once.
+    """
+
+    def __init__(self, client: Client, request: Mapping[str, Any], options: Mapping[str, Any]) -> None:
+        self._pending: collections.deque[Any] = collections.deque()
+        self._job = client._engine.make_job(request, self._pending.append, options)
+        self._engine = client._engine
+        self._drive: Iterator[_Job | None] | None = None
+        self._result: dict[str, Any] | None = None
+
+    def __iter__(self) -> ChunkStream:
+        return self
+
+    def __next__(self) -> Any:
+        pending = self._pending
+        while not pending:
+            if self._result is not None or self._job.done and self._drive is None:
+                raise StopIteration
+            if self._drive is None:
+                self._drive = self._engine.drive([self._job], 1, ticks=True)
+            try:
+                next(self._drive)
+            except StopIteration:
+                self._drive = None
+                self._result = _outcome(self._job)
+                raise
+        return pending.popleft()
+
+    def close(self) -> None:
+        """Cancel the transfer if it is still running."""
+        if self._drive is not None:
+            self._drive.close()  # its finally cancels the job
+            self._drive = None
+
+    def __enter__(self) -> ChunkStream:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def result(self) -> dict[str, Any]:
+        """The answer with its verdict and timing. It raises UsageError before the end."""
+        if self._result is None:
+            raise UsageError("the stream has not ended yet: iterate it to the end first")
+        return self._result
 
 
 class _SyncEngine(_Engine):
@@ -338,11 +359,11 @@ class _SyncEngine(_Engine):
         self.released.append(job)  # resumed by the driving call: the hold may end on any thread
 
     def enter(self) -> None:
-        """Take the engine for this thread; RuntimeError if a callback or another thread has it."""
+        """Take the engine for this thread; UsageError if a callback or another thread has it."""
         if not self.lock.acquire(blocking=False):
             if self.owner == threading.get_ident():
-                raise RuntimeError(IN_CALLBACK)
-            raise RuntimeError(
+                raise UsageError(IN_CALLBACK)
+            raise UsageError(
                 "this Client is in use by another thread: a Client serves one thread at a time "
                 "(give each thread its own)"
             )
@@ -366,14 +387,15 @@ class _SyncEngine(_Engine):
         for key, mask in self.selector.select(timeout):
             action(key.fd, (cselect_in if mask & _READ else 0) | (cselect_out if mask & _WRITE else 0))
 
-    def drive(self, jobs: list[_Job], concurrency: int) -> Iterator[_Job]:
-        """Run ``jobs`` with at most ``concurrency`` in flight; yield each as it settles.
+    def drive(self, jobs: list[_Job], concurrency: int, *, ticks: bool = False) -> Iterator[_Job | None]:
+        """Run ``jobs`` with at most ``concurrency`` in flight; yield each as it settles (and, with
+        ``ticks``, None after every wait, so a consumer can take what its callbacks received).
 
         The engine is held by this thread while the call runs and let go at each yield, so the
         caller's loop body may use the client (its own calls settle this call's jobs into
         ``ready``, this call's list)."""
         if self.closed:
-            raise RuntimeError("the client is closed")
+            raise ClientClosed("the client is closed")
         pending = collections.deque(jobs)
         ready: collections.deque[_Job] = collections.deque()
         mine: set[int] = set()
@@ -402,7 +424,7 @@ class _SyncEngine(_Engine):
                     self.enter()
                     held = True
                     if self.closed:
-                        raise RuntimeError("the client was closed while this call was running")
+                        raise ClientClosed("the client was closed while this call was running")
                 if not in_flight:
                     continue
                 while self.released:
@@ -420,6 +442,14 @@ class _SyncEngine(_Engine):
                     self.check_idle()
                 if self.callback_exc is not None:
                     self._raise_callback_exc()
+                if ticks and not ready:
+                    self.leave()
+                    held = False
+                    yield None
+                    self.enter()
+                    held = True
+                    if self.closed:
+                        raise ClientClosed("the client was closed while this call was running")
         finally:
             try:
                 if mine:  # Ctrl-C, an exception, or the caller closed the generator: stop the rest

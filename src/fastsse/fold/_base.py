@@ -14,6 +14,8 @@ from typing import Any, TypeGuard
 
 import orjson
 
+from .._verdict import Verdict
+
 # Token kinds, as the timing record counts them: 1 content (text, refusal, tool input), 2 reasoning,
 # 3 both, 0 none (lifecycle, bookkeeping, usage-only, empty deltas).
 CONTENT = 1
@@ -24,37 +26,23 @@ REASONING = 2
 MAX_DEPARTURES = 32
 
 
-@dataclass(frozen=True, slots=True)
-class FormatVerdict:
-    """How complete a Responses or Messages stream was.
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FormatVerdict(Verdict):
+    """How complete a Responses or Messages stream was (the fields every API shares are
+    ``fastsse.Verdict``'s).
 
     ``complete`` is True when the format's terminal event arrived (``response.completed`` or
     ``message_stop``), no error came, and the stream was not stopped on the client side.
     ``terminal`` names the lifecycle event that ended the stream (``"response.completed"``,
     ``"response.incomplete"``, ``"response.failed"``, ``"message_stop"``) or is None; ``status``
-    is the response's ``status`` (Responses) or the ``stop_reason`` (Messages); ``why`` says in a
-    few words why the stream is not complete (None when it is). ``departures`` lists, in first-seen
-    order, each way the stream departed from the format's grammar that the fold tolerated (e.g.
-    ``"item_not_announced"``, ``"block_not_stopped"``); ``usage`` and ``error`` say whether usage and
-    an error arrived. For a fused stream also ``aborted``, ``too_large`` and ``truncated``, as in
-    the chat ``Verdict``. The counters: ``skipped`` payloads that were not a JSON object,
-    ``ignored`` payloads after the terminal event or a Messages error, ``malformed`` values of the
-    wrong type that were dropped.
+    is the response's ``status`` (Responses) or the ``stop_reason`` (Messages). ``departures``
+    lists, in first-seen order, each way the stream departed from the format's grammar that the
+    fold tolerated (e.g. ``"item_not_announced"``, ``"block_not_stopped"``).
     """
 
-    complete: bool
     terminal: str | None
     status: str | None
-    why: str | None
-    usage: bool
-    error: bool
     departures: tuple[str, ...] = ()
-    aborted: bool = False
-    too_large: bool = False
-    truncated: bool = False
-    skipped: int = 0
-    ignored: int = 0
-    malformed: int = 0
 
 
 def why_not(

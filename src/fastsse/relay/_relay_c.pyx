@@ -53,7 +53,7 @@ from typing import Any
 import orjson
 
 from ..chat._fold_c import ChatAggregator
-from ..chat._result import Verdict, verdict_dict
+from ..chat._result import ChatVerdict, verdict_dict
 from .._errors import too_large
 from ._core import READER_FIELDS, RelayCore, check_options
 
@@ -242,7 +242,7 @@ Upstream bytes in, compliant bytes out, folded on the way: one per proxied strea
         return out
 
     @property
-    def verdict(self) -> Verdict:
+    def verdict(self) -> ChatVerdict:
         """How complete the forwarded stream is so far (``complete``, ``done``, ``truncated``, ...)."""
         core = self._core
         # a chunk that could not be read leaves a hole in the answer: as a cut would

@@ -12,7 +12,7 @@ from typing import Any
 
 from .._errors import too_large
 from ..chat._fold_py import ChatAggregator
-from ..chat._result import Verdict, verdict_dict
+from ..chat._result import ChatVerdict, verdict_dict
 from ..sse._decoder_py import Decoder, as_bytes
 from ._core import OnChunk, RelayCore, check_options
 
@@ -105,7 +105,7 @@ class Relay(Decoder):
         return out
 
     @property
-    def verdict(self) -> Verdict:
+    def verdict(self) -> ChatVerdict:
         """How complete the forwarded stream is so far (``complete``, ``done``, ``truncated``, ...)."""
         core = self._core
         # a chunk that could not be read leaves a hole in the answer: as a cut would

@@ -9,7 +9,7 @@ from typing import Any, Final
 
 import orjson
 
-from .._errors import SSEError
+from .._errors import Untranslatable
 
 __all__ = ["APIS", "Translated", "Untranslatable"]
 
@@ -18,16 +18,6 @@ APIS: Final = ("chat", "responses", "messages")
 # OpenRouter's names for thinking carried in chat (``reasoning_details``): the format says whose it is
 ANTHROPIC_FORMAT: Final = "anthropic-claude-v1"
 OPENAI_FORMAT: Final = "openai-responses-v1"
-
-
-class Untranslatable(SSEError):
-    """A request or answer holds something the target API cannot express (or is not what its
-    API allows). ``field`` is the path of that field in the source body, e.g.
-    ``messages[2].content[0].cache_control``."""
-
-    def __init__(self, field: str, why: str) -> None:
-        super().__init__(f"{field}: {why}")
-        self.field = field
 
 
 class Translated(dict[str, Any]):

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..chat._fold_py import ChatStream
-from ..chat._result import Verdict
+from ..chat._result import ChatVerdict
 from ..fold._base import FormatVerdict
 from ..messages._fold_py import MessagesStream
 from ..responses._fold_py import ResponsesStream
@@ -60,7 +60,7 @@ class _FromChat:
         return self._stream.result()
 
     @property
-    def verdict(self) -> Verdict:
+    def verdict(self) -> ChatVerdict:
         """The upstream's verdict (see ``ChatStream``); the translation ends with the target's terminal
         event when choice 0 finished and ``[DONE]`` came."""
         return self._stream.verdict
