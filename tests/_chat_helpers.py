@@ -44,3 +44,40 @@ def verdict_subset(verdict: Any, expected: dict[str, Any]) -> dict[str, Any]:
     if "finish_reasons" in got:
         got["finish_reasons"] = list(got["finish_reasons"])
     return got
+
+
+# The keys an answer that is no stream adds to the result (besides "location" for a redirect).
+ERROR_KEYS = ("error", "status", "retry_after")
+
+
+def not_a_stream(result: dict[str, Any]) -> dict[str, Any]:
+    """The facts of an answer that was no stream (an HTTP error, a redirect, a 204, a page), after
+    checking that the result still has the streamed shape: the API's empty answer, a verdict that
+    is not complete, says there was an error and says why (naming the status)."""
+    verdict = result["verdict"]
+    assert verdict["complete"] is False and verdict["error"] is True, verdict
+    assert isinstance(verdict["why"], str) and f"HTTP {result['status']}" in verdict["why"], verdict
+    assert result.get("object") in ("chat.completion", "response") or result.get("type") == "message", result
+    return {key: result[key] for key in (*ERROR_KEYS, "location") if key in result}
+
+
+def without_timing(result: dict[str, Any]) -> dict[str, Any]:
+    """``result`` without the ``"timing"`` record every client result carries (checked present)."""
+    assert isinstance(result.get("timing"), dict), result
+    return {key: value for key, value in result.items() if key != "timing"}
+
+
+def assert_folds_to(result: dict[str, Any], answer: dict[str, Any]) -> None:
+    """``result`` (a fold) carries the whole ``chat.completion`` ``answer`` a server sent instead of a
+    stream: the same top-level fields, every choice's message fields and finish reason, and a
+    complete verdict. The fold's shape adds fields the answer may lack (``refusal: None``...)."""
+    for key in ("id", "created", "model", "usage"):
+        assert result[key] == answer.get(key), key
+    assert result["object"] == "chat.completion"
+    assert len(result["choices"]) == len(answer["choices"])
+    for got, want in zip(result["choices"], answer["choices"], strict=True):
+        assert got["index"] == want["index"] and got["finish_reason"] == want["finish_reason"]
+        for key, value in want["message"].items():
+            if value is not None:
+                assert got["message"][key] == value, key
+    assert result["verdict"]["complete"] is True and result["verdict"]["why"] is None

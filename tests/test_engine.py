@@ -374,11 +374,11 @@ def test_reset_timeout_and_http_error_affect_only_their_streams(scripted: Any, s
     ):
         requests = [good] * 20
         engine = client._engine
-        jobs = [engine.make_job(r, {}, i) for i, r in enumerate(requests)]
-        jobs.append(engine.make_job(request("x"), {"base_url": raw.base_url}, 20))
-        jobs.append(engine.make_job(request(script(ttft_ms=20000)), {"timeout": 0.3}, 21))
-        jobs.append(engine.make_job(request(script(status=503)), {}, 22))
-        jobs.append(engine.make_job(request(script(ttft_ms=20000)), {"idle_timeout": 0.3}, 23))
+        jobs = [engine.make_job(r, None, {}, i) for i, r in enumerate(requests)]
+        jobs.append(engine.make_job(request("x"), None, {"base_url": raw.base_url}, 20))
+        jobs.append(engine.make_job(request(script(ttft_ms=20000)), None, {"timeout": 0.3}, 21))
+        jobs.append(engine.make_job(request(script(status=503)), None, {}, 22))
+        jobs.append(engine.make_job(request(script(ttft_ms=20000)), None, {"idle_timeout": 0.3}, 23))
         started = time.monotonic()
         done = list(engine.drive(jobs, 50))
         elapsed = time.monotonic() - started
@@ -562,8 +562,11 @@ def test_logprobs_count_tokens_and_timing_can_be_turned_off(scripted: Any, strea
     with fastsse.Client(base_url=scripted.base_url, api_key="x", timeout=20, timing=False) as client:
         result = client.create_stream(body)
     assert "timing" not in result and content(result) == scripted_text(0, 8)
+    # create_stream keeps the seed's contract (no record) unless asked, with the same option
     plain = fastsse.create_stream(body, base_url=scripted.base_url, api_key="x", timeout=20)
-    assert "timing" not in plain
+    assert "timing" not in plain and content(plain) == scripted_text(0, 8)
+    timed = fastsse.create_stream(body, base_url=scripted.base_url, api_key="x", timeout=20, timing=True)
+    assert timed["timing"]["tokens"] == [2, 2, 2, 2]
 
 
 def test_lag_against_the_send_stamps_is_small_when_idle(scripted: Any, stream_backend: Any) -> None:

@@ -24,7 +24,7 @@ def _compiled() -> Any:
 
 
 def test_an_unknown_driver_is_refused() -> None:
-    with pytest.raises(ValueError, match="'compiled' or 'pycurl'"):
+    with pytest.raises(fastsse.InvalidRequest, match="'compiled', 'pycurl'"):
         fastsse.Client(driver="libuv")
 
 

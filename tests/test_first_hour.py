@@ -15,13 +15,13 @@ from typing import Any
 import pytest
 
 import fastsse
-from fastsse import Verdict
+from fastsse import ChatVerdict as Verdict
 
 SSE = b'data: {"choices":[{"index":0,"delta":{"content":"Hi"},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n'
+# fastsse.Verdict's fields (every API's), then chat's own
 VERDICT_KEYS = [
     "complete",
-    "done",
-    "finish_reasons",
+    "why",
     "usage",
     "error",
     "aborted",
@@ -30,6 +30,8 @@ VERDICT_KEYS = [
     "skipped",
     "ignored",
     "malformed",
+    "done",
+    "finish_reasons",
     "unknown_parts",
 ]
 

@@ -14,6 +14,7 @@ import pycurl
 import pytest
 
 import fastsse
+from _chat_helpers import not_a_stream
 from _raw_server import RawServer
 from fastsse.client._request import RequestSpec, Response, apply, prepare, redact, reset
 
@@ -117,18 +118,26 @@ def test_last_header_block_wins(backend: Any) -> None:
         b"Retry-After: 3",
         b"content-type: APPLICATION/JSON",
     )
-    assert (resp.status, resp.content_type, resp.retry_after) == (429, "application/json", "3")
+    assert (resp.status, resp.content_type, resp.headers["retry-after"]) == (429, "application/json", "3")
+    assert resp.retry_after() == 3.0
     resp.write(b'{"error": {"message": "m"}}')
-    assert resp.finish() == {"error": {"message": "m"}, "status": 429, "retry_after": 3.0}
+    assert not_a_stream(resp.finish()) == {"error": {"message": "m"}, "status": 429, "retry_after": 3.0}
 
 
 def test_retry_after_forms(backend: Any) -> None:
     soon = formatdate(time.time() + 30, usegmt=True).encode()
-    for value, want in ((b"0", 0.0), (b"120", 120.0), (b"soon", "soon")):
+    for value, want in ((b"0", 0.0), (b"120", 120.0), (b"soon", None), (b"-1", None), (b"\xc2\xb2", None)):
         resp = response(backend, b"HTTP/1.1 503 Busy", b"Retry-After: " + value)
         assert resp.finish()["retry_after"] == want
     dated = response(backend, b"HTTP/1.1 503 Busy", b"Retry-After: " + soon).finish()["retry_after"]
     assert 20 <= dated <= 31
+    past = formatdate(time.time() - 3600, usegmt=True).encode()
+    assert response(backend, b"HTTP/1.1 503 Busy", b"Retry-After: " + past).finish()["retry_after"] == 0.0
+    # retry-after-ms (the openai and anthropic SDKs read it first) wins over Retry-After
+    both = response(backend, b"HTTP/1.1 429 Slow", b"Retry-After: 9", b"retry-after-ms: 250").finish()
+    assert both["retry_after"] == 0.25
+    bad_ms = response(backend, b"HTTP/1.1 429 Slow", b"Retry-After: 9", b"retry-after-ms: nan").finish()
+    assert bad_ms["retry_after"] == 9.0
 
 
 def test_redirect_and_no_content(backend: Any) -> None:
@@ -137,8 +146,9 @@ def test_redirect_and_no_content(backend: Any) -> None:
     ).finish()
     assert moved["status"] == 308 and moved["location"] == "https://h.test/v1/chat/completions"
     assert "pw" not in moved["error"] and "***@h.test" in moved["error"]
+    assert not_a_stream(moved)["status"] == 308
     empty = response(backend, b"HTTP/1.1 204 No Content").finish()
-    assert empty["status"] == 204 and "choices" not in empty
+    assert not_a_stream(empty)["status"] == 204 and empty["choices"] == []
 
 
 def test_transport_error_is_redacted_and_partial(backend: Any) -> None:

@@ -33,6 +33,7 @@ import pycurl
 import pytest
 
 import fastsse
+from _chat_helpers import not_a_stream
 from _raw_server import RawServer
 
 # every test here runs on both engine drivers (the compiled libcurl driver and pycurl)
@@ -372,7 +373,7 @@ def test_compressed_error_body_is_decoded(stream_backend: Any) -> None:
     head = b"HTTP/1.1 401 Unauthorized\r\nContent-Type: application/json\r\nContent-Encoding: gzip\r\n"
     with RawServer(answer(head, gzip.compress(orjson.dumps(error)))) as raw:
         result = call(raw.base_url)
-    assert result == {**error, "status": 401}
+    assert not_a_stream(result) == {**error, "status": 401, "retry_after": None}
 
 
 # 5. Answers that are no stream: told apart from a model that said nothing
@@ -386,7 +387,8 @@ def test_redirect_is_an_error_with_its_location(stream_backend: Any, status: int
     assert result["status"] == status
     assert result["location"] == "https://api.example.test/v1/chat/completions"
     assert "redirect" in result["error"] and "base_url" in result["error"]
-    assert "choices" not in result and len(raw.requests) == 1  # not followed
+    assert not_a_stream(result)["status"] == status and len(raw.requests) == 1  # not followed
+    assert result["choices"] == []  # the streamed shape, with nothing in it
 
 
 def test_redirect_with_a_page_is_still_a_redirect(stream_backend: Any) -> None:
@@ -400,7 +402,7 @@ def test_204_is_an_error_not_an_empty_answer(stream_backend: Any) -> None:
     with RawServer(answer(b"HTTP/1.1 204 No Content\r\n")) as raw:
         result = call(raw.base_url)
     assert result["status"] == 204 and "204" in result["error"]
-    assert "choices" not in result
+    assert not_a_stream(result)["status"] == 204 and result["choices"] == []
 
 
 def test_json_error_with_status_200_carries_the_status(stream_backend: Any) -> None:
@@ -409,7 +411,8 @@ def test_json_error_with_status_200_carries_the_status(stream_backend: Any) -> N
         answer(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n", orjson.dumps(error))
     ) as raw:
         result = call(raw.base_url)
-    assert result == {**error, "status": 200}
+    assert not_a_stream(result) == {**error, "status": 200, "retry_after": None}
+    assert result["verdict"]["why"] == "HTTP 200 server_error: model overloaded"
 
 
 def test_retry_after_seconds_is_exposed(stream_backend: Any) -> None:
@@ -417,7 +420,27 @@ def test_retry_after_seconds_is_exposed(stream_backend: Any) -> None:
     head = b"HTTP/1.1 429 Too Many Requests\r\nContent-Type: application/json\r\nRetry-After: 7\r\n"
     with RawServer(answer(head, orjson.dumps(error))) as raw:
         result = call(raw.base_url)
-    assert result == {**error, "status": 429, "retry_after": 7.0}
+    assert not_a_stream(result) == {**error, "status": 429, "retry_after": 7.0}
+    assert result["verdict"]["why"] == "HTTP 429 rate_limit_error: slow down"
+
+
+@pytest.mark.parametrize("api", ["chat", "responses", "messages"])
+def test_a_429_raises_with_raise_for_status(stream_backend: Any, api: str) -> None:
+    error = {"error": {"message": "slow down", "type": "rate_limit_error"}}
+    head = b"HTTP/1.1 429 Too Many Requests\r\nContent-Type: application/json\r\nRetry-After: 2\r\n"
+    body = {"model": "m", "messages": [], "max_tokens": 5} if api == "messages" else {"model": "m", "input": "x"}
+    with RawServer(answer(head, orjson.dumps(error))) as raw:
+        kept = fastsse.create_stream(body, api=api, base_url=raw.base_url, api_key="x", timeout=5)
+        with pytest.raises(fastsse.HTTPStatusError) as info:
+            fastsse.create_stream(
+                body, api=api, base_url=raw.base_url, api_key="x", timeout=5, raise_for_status=True
+            )
+    assert not_a_stream(kept) == {**error, "status": 429, "retry_after": 2.0}
+    exc = info.value
+    assert (exc.status, exc.retry_after, exc.error) == (429, 2.0, error["error"])
+    assert exc.headers["retry-after"] == "2" and orjson.loads(exc.body) == error
+    assert exc.result == kept and "429" in str(exc)
+    assert isinstance(exc, fastsse.FastSSEError) and not isinstance(exc, ValueError)
 
 
 def test_retry_after_date_is_seconds_from_now(stream_backend: Any) -> None:
@@ -433,7 +456,7 @@ def test_no_retry_after_no_key(server: Any, stream_backend: Any) -> None:
     result = fastsse.create_stream(
         {"model": "http-429", "messages": []}, base_url=server.base_url, api_key="x", timeout=20
     )
-    assert result["status"] == 429 and "retry_after" not in result
+    assert result["status"] == 429 and result["retry_after"] is None
 
 
 # 6. Timeouts: <= 0 is an error, a fraction of a millisecond rounds up

@@ -143,7 +143,8 @@ OPTIONS: Final[tuple[Option, ...]] = (
     ),
     Option(
         "timing", "bool", True, BOTH,
-        'result["timing"], a fastsse.Timing; False drops the record and its cost',
+        'result["timing"], a fastsse.Timing; False drops the record and its cost '
+        "(fastsse.create_stream defaults to False: the seed's contract, the answer and its verdict)",
         _bool,
     ),
     Option(

@@ -46,7 +46,8 @@ def create_stream(
     request on a ``fastsse.Client`` of its own, made and closed by this call; ``Client.create_stream``
     and ``AsyncClient.create_stream`` take the same arguments. The result is a ``chat.completion``
     (``api="responses"``: a ``response``; ``api="messages"``: a ``message``) with ``"verdict"``
-    (was the answer whole, and if not ``why``) and ``"timing"``. An answer that is no stream (an
+    (was the answer whole, and if not ``why``); with ``timing=True`` also ``"timing"`` (a client's
+    results carry it by default). An answer that is no stream (an
     HTTP error, a redirect, a 204, a page) has the same shape plus ``"error"``, ``"status"`` and
     ``"retry_after"``, and a verdict whose ``why`` says what came; with ``raise_for_status=True``
     it raises HTTPStatusError instead. A JSON answer (a server that ignored ``stream``) is folded
@@ -77,7 +78,9 @@ def create_stream(
     with ``raise_for_status=True``; EventTooLarge past ``max_event_bytes``; whatever ``on_chunk``
     raises, unchanged, after the transfer is stopped; ImportError without pycurl.
     """
-    given = dict(options)
+    given: dict[str, Any] = dict(options)
+    if given.get("timing", DEFAULT) is DEFAULT:
+        given["timing"] = False  # the seed's contract: the answer and its verdict, no record
     curl, driver = given.get("curl"), given.pop("driver", DEFAULT)
     if driver is DEFAULT:
         driver = "pycurl" if curl is not None and curl is not DEFAULT else None
