@@ -214,12 +214,13 @@ async def _stream(
             _record(app, note, getattr(exc, "result", None) or {}, failure=str(exc), relayed=relayed)
         else:
             result = task.result()
-            if "verdict" not in result:  # an HTTP error, no stream
-                failure: str | None = f"upstream HTTP {result.get('status')}"
-            elif (result.get("verdict") or {}).get("complete") or "error" in result:
+            verdict = result["verdict"]
+            if "status" in result:  # the upstream answered no stream (an HTTP error...)
+                failure: str | None = verdict["why"]
+            elif verdict["complete"] or verdict["error"]:
                 failure = None
             else:
-                failure = _why(result.get("verdict") or {})
+                failure = _why(verdict)
             _record(app, note, result, failure=failure, relayed=relayed)
 
     transfer.add_done_callback(settled)
@@ -245,7 +246,7 @@ async def _stream(
                     room.pop().set_result(None)
             exc = transfer.exception()
             result = transfer.result() if exc is None else {}
-            verdict = result.get("verdict") or {}
+            verdict = result.get("verdict") or {}  # a transport failure's partial result may have none
             # the fold decides how the caller's response ends, not the last bytes: an unfinished
             # choice after [DONE] is a cut answer too; an error already went down in the stream
             if exc is not None or not (verdict.get("complete") or verdict.get("error")):
@@ -276,13 +277,13 @@ async def _whole(
         log.warning("%s model=%s cut: %s", note["rid"], note["model"], exc)
         _record(app, note, exc.result, failure=str(exc))
         return _error(502, f"upstream failed: {exc}", caller, kind="upstream_error")
-    if "verdict" not in result and "error" in result:  # an HTTP error: no fold
-        _record(app, note, result, failure=f"upstream HTTP {result.get('status')}")
+    if "status" in result:  # the upstream answered no stream (an HTTP error...): the verdict says why
+        _record(app, note, result, failure=result["verdict"]["why"])
         failed = _failed_result(result, caller)
         log.warning("%s model=%s upstream answered HTTP %d", note["rid"], note["model"], failed.status_code)
         return failed
-    # a fold, or the whole answer of an upstream that ignored "stream" (complete as it came)
-    verdict = result.pop("verdict", None) or {"complete": True}
+    # the upstream's answer, streamed or whole (a JSON answer is folded as its stream)
+    verdict = result.pop("verdict")
     result.pop("timing", None)
     error = result.get("error")  # a Responses answer has the field, null when it went well
     if upstream_api != "responses":
@@ -312,13 +313,15 @@ def _failed(transfer: asyncio.Task[dict[str, Any]], caller: str) -> Response:
 
 
 def _failed_result(result: dict[str, Any], caller: str) -> Response:
-    """An upstream's HTTP error (``create_stream``'s ``{"error", "status"}``) in the caller's shape."""
-    if "error" not in result:
-        return _error(502, "the upstream sent no event stream", caller, kind="upstream_error")
+    """An upstream's answer that was no stream (the result's ``error`` and ``status``) in the
+    caller's shape; the upstream's ``Retry-After`` goes back with it."""
     status = result.get("status")
     status = status if isinstance(status, int) and 400 <= status <= 599 else 502
     status, payload = translate.error(status, {"error": result["error"]}, caller)
-    return Response(orjson.dumps(payload), status_code=status, media_type="application/json")
+    headers = {}
+    if isinstance(result.get("retry_after"), float):
+        headers["Retry-After"] = str(max(0, round(result["retry_after"])))
+    return Response(orjson.dumps(payload), status_code=status, media_type="application/json", headers=headers)
 
 
 def _terminal(piece: bytes) -> bool:

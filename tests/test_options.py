@@ -1,0 +1,143 @@
+"""The one options table (``client/_options.py``): the three ``create_stream`` signatures, the two
+client constructors, the checks and the docs all come from it, and the clients mirror each other."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import inspect
+import typing
+from typing import Any
+
+import pytest
+
+import fastsse
+from fastsse.client import _options
+from fastsse.client._options import OPTIONS, CallOptions, ClientOptions, RequestOptions
+
+REQUEST = {"model": "plain", "messages": [{"role": "user", "content": "Hi"}]}
+
+
+def _keywords(signature: inspect.Signature) -> list[tuple[str, Any, Any]]:
+    return [
+        (p.name, p.kind, p.default)
+        for p in signature.parameters.values()
+        if p.name != "self"
+    ]
+
+
+def test_the_three_create_stream_signatures_match() -> None:
+    top = inspect.signature(fastsse.create_stream)
+    with fastsse.Client() as client:
+        sync = inspect.signature(client.create_stream)
+    aio = inspect.signature(fastsse.AsyncClient.create_stream)
+    assert _keywords(top) == _keywords(sync) == _keywords(aio)
+    params = list(top.parameters.values())
+    # the data positional-only, on_chunk second, every option keyword-only, in the table's order
+    assert (params[0].name, params[0].kind) == ("input", inspect.Parameter.POSITIONAL_ONLY)
+    assert params[1].name == "on_chunk"
+    names = [p.name for p in params[2:]]
+    assert names == [o.name for o in OPTIONS if o.where != "client"]
+    assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in params[2:])
+    assert {"http2", "driver", "raise_for_status", "format", "curl", "timing"} <= set(names)
+
+
+def test_the_client_constructors_match_and_differ_only_by_the_call_options() -> None:
+    sync = _keywords(inspect.signature(fastsse.Client))
+    aio = _keywords(inspect.signature(fastsse.AsyncClient))
+    assert sync == aio
+    call = {name for name, _, _ in _keywords(inspect.signature(fastsse.create_stream))} - {"input", "on_chunk"}
+    client = {name for name, _, _ in sync}
+    assert client - call == {"max_connections"} and call - client == {"format", "curl"}
+
+
+def test_the_typed_dicts_and_the_request_fields_follow_the_table() -> None:
+    call_names = [o.name for o in OPTIONS if o.where != "client"]
+    client_names = [o.name for o in OPTIONS if o.where != "call"]
+    assert list(typing.get_type_hints(CallOptions)) == call_names
+    assert list(typing.get_type_hints(ClientOptions)) == client_names
+    fields = [f.name for f in dataclasses.fields(RequestOptions)]
+    assert set(fields) <= set(call_names) & set(client_names)
+    for field in dataclasses.fields(RequestOptions):  # one default, the table's
+        assert field.default == _options.BY_NAME[field.name].default, field.name
+    for option in OPTIONS:  # the docs are made from the same rows
+        where = "call" if option.where != "client" else "client"
+        assert f"``{option.name}``" in _options.options_doc(where)
+        assert f"``{option.name}``" in (fastsse.create_stream.__doc__ if where == "call" else fastsse.Client.__doc__)
+
+
+def test_the_clients_mirror_each_other_name_for_name() -> None:
+    def public(cls: type) -> set[str]:
+        return {name for name in dir(cls) if not name.startswith("_")}
+
+    assert public(fastsse.Client) == public(fastsse.AsyncClient)
+    assert public(fastsse.Client) >= {"create_stream", "stream", "as_completed", "run", "close"}
+    for name in ("create_stream", "run", "close"):
+        assert inspect.iscoroutinefunction(getattr(fastsse.AsyncClient, name)), name
+        assert not inspect.iscoroutinefunction(getattr(fastsse.Client, name)), name
+    assert inspect.isasyncgenfunction(fastsse.AsyncClient.as_completed)
+    assert public(fastsse.ChunkStream) - {"close"} == public(fastsse.AsyncChunkStream) - {"aclose"}
+
+
+@pytest.mark.parametrize(
+    ("options", "error", "words"),
+    [
+        ({"timing": "yes"}, TypeError, "timing must be True or False"),
+        ({"http2": 1}, TypeError, "http2 must be True or False"),
+        ({"raise_for_status": None}, TypeError, "raise_for_status"),
+        ({"api": "completions"}, fastsse.InvalidRequest, "api must be one of"),
+        ({"driver": "libuv"}, fastsse.InvalidRequest, "driver must be one of"),
+        ({"max_event_bytes": 0}, ValueError, "max_event_bytes"),
+        ({"max_connections": 0}, TypeError, "unexpected keyword argument 'max_connections'"),
+        ({"stream": True}, TypeError, "unexpected keyword argument 'stream'"),
+        ({"format": "messages"}, fastsse.InvalidRequest, "a chat answer is folded by its own format"),
+        ({"format": "to-chat"}, fastsse.InvalidRequest, "is 'chat' already"),
+        ({"format": "jsonl"}, fastsse.InvalidRequest, "unknown format"),
+        ({"api": "messages", "format": "relay"}, fastsse.InvalidRequest, "repairs chat streams"),
+        ({"api": "responses", "format": "chat"}, fastsse.InvalidRequest, "use format='to-chat'"),
+        ({"timeout": 0}, fastsse.InvalidRequest, "timeout must be a finite number"),
+        ({"base_url": "ftp://h/v1"}, fastsse.InvalidRequest, "http:// or https://"),
+    ],
+)
+def test_every_create_stream_checks_the_same_way_before_sending(
+    options: dict[str, Any], error: type[BaseException], words: str
+) -> None:
+    # nothing listens on port 9: an option that got through would fail differently
+    base = {"base_url": "http://127.0.0.1:9/v1", "api_key": "x", **options}
+    with pytest.raises(error, match=words.replace("(", r"\(").replace(")", r"\)")):
+        fastsse.create_stream(REQUEST, **base)
+    with fastsse.Client() as client, pytest.raises(error, match=words.replace("(", r"\(").replace(")", r"\)")):
+        client.create_stream(REQUEST, **base)
+
+    async def main() -> None:
+        async with fastsse.AsyncClient() as client:
+            await client.create_stream(REQUEST, **base)
+
+    with pytest.raises(error, match=words.replace("(", r"\(").replace(")", r"\)")):
+        asyncio.run(main())
+
+
+def test_a_client_checks_its_own_options_when_it_is_made() -> None:
+    with pytest.raises(TypeError, match="Client\\(\\) got an unexpected keyword argument 'format'"):
+        fastsse.Client(format="relay")  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="max_connections must be an int"):
+        fastsse.AsyncClient(max_connections="8")  # type: ignore[typeddict-item]
+    with pytest.raises(fastsse.InvalidRequest, match="max_connections must be at least 1"):
+        fastsse.Client(max_connections=0)
+
+
+def test_the_driver_is_the_clients(server: Any) -> None:
+    with fastsse.Client(driver="pycurl", base_url=server.base_url) as client:
+        assert client.create_stream(REQUEST, driver="pycurl")["verdict"]["complete"]
+        with pytest.raises(fastsse.InvalidRequest, match="the driver is the client's"):
+            client.create_stream(REQUEST, driver="compiled")
+    # create_stream makes its own client, so it takes any driver
+    assert fastsse.create_stream(REQUEST, base_url=server.base_url, driver="pycurl")["verdict"]["complete"]
+
+
+def test_default_means_the_clients_value(server: Any) -> None:
+    # DEFAULT (not given) keeps the client's option; an explicit value overrides it for one call
+    with fastsse.Client(base_url=server.base_url, timing=False) as client:
+        assert "timing" not in client.create_stream(REQUEST, timeout=fastsse.DEFAULT)
+        assert "timing" in client.create_stream(REQUEST, timing=True)
+    assert repr(fastsse.DEFAULT) == "fastsse.DEFAULT"

@@ -1,0 +1,175 @@
+"""One verdict (``_verdict.py``): the fields every API shares, chat's ``why`` beside Responses' and
+Messages', and every way to a result carrying it."""
+
+from __future__ import annotations
+
+import dataclasses
+import socket
+from types import SimpleNamespace
+from typing import Any
+
+import orjson
+import pytest
+
+import fastsse
+from _raw_server import RawServer
+
+SHARED = ["complete", "why", "usage", "error", "aborted", "too_large", "truncated", "skipped", "ignored", "malformed"]
+
+FINISHED = b'data: {"choices":[{"index":0,"delta":{"content":"Hi"},"finish_reason":"stop"}]}\n\n'
+OPEN = b'data: {"choices":[{"index":0,"delta":{"content":"Hi"}}]}\n\n'
+TWO = b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"},{"index":1,"delta":{"content":"x"}}]}\n\n'
+
+
+def test_every_verdict_type_has_the_shared_fields_first() -> None:
+    assert [f.name for f in dataclasses.fields(fastsse.Verdict)] == SHARED
+    for cls, extras in (
+        (fastsse.ChatVerdict, ["done", "finish_reasons", "unknown_parts"]),
+        (fastsse.FormatVerdict, ["terminal", "status", "departures"]),
+    ):
+        assert issubclass(cls, fastsse.Verdict)
+        assert [f.name for f in dataclasses.fields(cls)] == SHARED + extras
+
+
+@pytest.mark.parametrize(
+    ("body", "close", "why"),
+    [
+        (FINISHED + b"data: [DONE]\n\n", True, None),
+        (FINISHED, True, None),  # no [DONE], but the bytes ended cleanly: complete
+        (FINISHED, False, "no [DONE] and the stream was not closed"),
+        (b"", True, "no choice arrived"),
+        (OPEN + b"data: [DONE]\n\n", True, "no finish_reason"),
+        (TWO + b"data: [DONE]\n\n", True, "choice 1 has no finish_reason"),
+        (FINISHED + b"data: {", True, "the stream was cut before [DONE]"),
+        (OPEN + b"data: {", True, "the stream was cut (no finish_reason)"),
+        (b'data: {"error":{"type":"overloaded_error","message":"busy"}}\n\n', True, "error: overloaded_error"),
+        (b'data: {"error":"busy"}\n\n', True, "error"),
+    ],
+)
+def test_chat_says_why(stream_backend: SimpleNamespace, body: bytes, close: bool, why: str | None) -> None:
+    stream = stream_backend.ChatStream()
+    stream.write(body)
+    if close:
+        stream.close()
+    verdict = stream.verdict
+    assert isinstance(verdict, fastsse.Verdict)
+    assert (verdict.why, verdict.complete) == (why, why is None)
+    assert stream.result()["verdict"]["why"] == why
+
+
+def test_the_callers_stop_says_so(stream_backend: SimpleNamespace) -> None:
+    stream = stream_backend.ChatStream(lambda chunk: False)
+    stream.write(FINISHED)
+    assert stream.verdict.why == "aborted by the caller"
+    big = stream_backend.ChatStream(max_event_bytes=16)
+    with pytest.raises(fastsse.EventTooLarge):
+        big.write(FINISHED)
+    assert big.verdict.why == "an event passed max_event_bytes"
+
+
+def test_every_fold_and_byte_out_stream_has_why(stream_backend: SimpleNamespace) -> None:
+    chat_bytes = FINISHED + b"data: [DONE]\n\n"
+    for make in (
+        lambda: stream_backend.ChatStream(),
+        lambda: stream_backend.Relay(),
+        lambda: stream_backend.ChatToMessages(),
+        lambda: stream_backend.ChatToResponses(),
+    ):
+        stream = make()
+        stream.write(chat_bytes)
+        stream.close()
+        assert stream.verdict.why is None and stream.result()["verdict"]["why"] is None
+    for cls in (stream_backend.ResponsesStream, stream_backend.MessagesStream):
+        stream = cls()
+        stream.write(b"")
+        stream.close()
+        assert stream.verdict.why == "no terminal event" and isinstance(stream.verdict, fastsse.Verdict)
+
+
+# A server that ignores "stream": its whole answer folds to the streamed shape, for every API.
+
+ANSWERS = {
+    "chat": {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "created": 1,
+        "model": "m",
+        "choices": [
+            {
+                "index": 0,
+                "message": {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}],
+                },
+                "finish_reason": "tool_calls",
+            }
+        ],
+        "usage": {"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3},
+    },
+    "responses": {
+        "id": "resp_1",
+        "object": "response",
+        "created_at": 1,
+        "status": "completed",
+        "model": "m",
+        "output": [
+            {
+                "type": "message",
+                "id": "msg_1",
+                "status": "completed",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": "Hello", "annotations": []}],
+            }
+        ],
+        "usage": {"input_tokens": 1, "output_tokens": 2, "total_tokens": 3},
+    },
+    "messages": {
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "model": "m",
+        "content": [{"type": "text", "text": "Hi"}, {"type": "tool_use", "id": "t1", "name": "f", "input": {"a": 1}}],
+        "stop_reason": "tool_use",
+        "stop_sequence": None,
+        "usage": {"input_tokens": 1, "output_tokens": 2},
+    },
+}
+BODIES = {
+    "chat": {"model": "m", "messages": []},
+    "responses": {"model": "m", "input": "x"},
+    "messages": {"model": "m", "max_tokens": 5, "messages": []},
+}
+
+
+def _json(answer: dict[str, Any]) -> Any:
+    body = orjson.dumps(answer)
+
+    def script(conn: socket.socket) -> None:
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body))
+        conn.sendall(body)
+
+    return script
+
+
+@pytest.mark.parametrize("api", ["chat", "responses", "messages"])
+def test_a_json_answer_has_the_streamed_shape(stream_backend: SimpleNamespace, api: str) -> None:
+    answer = ANSWERS[api]
+    seen: list[Any] = []
+    with RawServer(_json(answer)) as raw:
+        result = fastsse.create_stream(BODIES[api], seen.append, api=api, base_url=raw.base_url, api_key="x")
+    verdict = result.pop("verdict")
+    assert verdict["complete"] is True and verdict["why"] is None and verdict["usage"] is True
+    assert seen, "on_chunk saw the answer's content"
+    if api == "chat":
+        (choice,) = result["choices"]
+        want = answer["choices"][0]
+        assert choice["finish_reason"] == "tool_calls"
+        assert choice["message"]["tool_calls"] == want["message"]["tool_calls"]
+        assert (result["id"], result["model"], result["usage"]) == ("chatcmpl-1", "m", answer["usage"])
+    elif api == "responses":
+        assert result["output"] == answer["output"] and result["status"] == "completed"
+        assert verdict["departures"] == []  # a whole answer departs from nothing
+    else:
+        assert result["content"] == answer["content"] and result["stop_reason"] == "tool_use"
+        assert verdict["departures"] == []
