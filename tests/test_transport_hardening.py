@@ -454,9 +454,13 @@ def test_retry_after_date_is_seconds_from_now(stream_backend: Any) -> None:
 
 def test_no_retry_after_no_key(server: Any, stream_backend: Any) -> None:
     result = fastsse.create_stream(
+        {"model": "http-500", "messages": []}, base_url=server.base_url, api_key="x", timeout=20
+    )
+    assert result["status"] == 500 and result["retry_after"] is None
+    limited = fastsse.create_stream(
         {"model": "http-429", "messages": []}, base_url=server.base_url, api_key="x", timeout=20
     )
-    assert result["status"] == 429 and result["retry_after"] is None
+    assert limited["status"] == 429 and limited["retry_after"] == 1.0
 
 
 # 6. Timeouts: <= 0 is an error, a fraction of a millisecond rounds up

@@ -35,6 +35,7 @@ from ._errors import (
 from ._timing import Timing
 from ._verdict import Verdict
 from ._version import __version__
+from . import results
 from .chat._result import ChatVerdict
 from .chat.encode import ChatChunkEncoder, encode_event
 from .check import Finding, StreamChecker, check_stream
@@ -106,6 +107,7 @@ __all__ = [
     "get_backend",
     "iter_chunks",
     "iter_events",
+    "results",
     "translator",
 ]
 

@@ -33,7 +33,8 @@ The request's ``model`` picks a scripted scenario: ``NAME[-N][:WRITE]``. Unknown
                 "content": "" first, usage on every chunk, content "" in the final chunk
   localai-tools tools as LocalAI sent them: role repeated, every call with the request's id, "" reasons
   html          HTTP 200 with an HTML page instead of an event stream
-  http-N        HTTP status N (default 500) with an OpenAI-style error object
+  http-N        HTTP status N (default 500) with an OpenAI-style error object (429 and 503 with
+                Retry-After: 1)
 
 On /v1/responses and /v1/messages every scenario but html and http-N is the chat stream translated,
 and broken models reproduce gateway translation bugs (``fastsse check --api`` reports each):
@@ -415,8 +416,12 @@ class _Handler(BaseHTTPRequestHandler):
 
     # plumbing
 
-    def _send(self, status: int, body: bytes, content_type: str = "application/json") -> None:
+    def _send(
+        self, status: int, body: bytes, content_type: str = "application/json", headers: dict[str, str] | None = None
+    ) -> None:
         self.send_response(status)
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
@@ -478,9 +483,12 @@ class _Handler(BaseHTTPRequestHandler):
             if not 400 <= status <= 599:
                 status = 500
             type_ = "server_error" if status >= 500 else "invalid_request_error"
-            self._error(
-                status, f"Simulated HTTP {status} from the fastsse loopback server.", type_, f"http_{status}"
-            )
+            if status == 429:
+                type_ = "rate_limit_error"
+            message = f"Simulated HTTP {status} from the fastsse loopback server."
+            # as real servers do, a rate limit and an overload say when to come back
+            later = {"Retry-After": "1"} if status in (429, 503) else None
+            self._send(status, _error_body(status, message, type_, f"http_{status}"), headers=later)
             return
         if name == "html":
             self._send(200, HTML_PAGE, "text/html; charset=utf-8")
