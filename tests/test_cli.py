@@ -366,3 +366,58 @@ def test_demo_page_is_one_short_line(
         "/v1: HTTP 200: not an event stream: it starts like an HTML or XML page: "
         f"'<!DOCTYPE html>' ({len(HTML_PAGE)} bytes)"
     )
+
+
+# issue 32, point 6: what the first hour still met
+
+
+@pytest.mark.parametrize(
+    ("argv", "value"),
+    [
+        (("demo", "--url", "127.0.0.1:8000/v1"), "'127.0.0.1:8000/v1'"),  # no scheme
+        (("demo", "--url", "ftp://127.0.0.1:8000/v1"), "'ftp://127.0.0.1:8000/v1'"),
+        (("demo", "--timeout", "0"), "0.0"),
+        (("check", "--url", "127.0.0.1:8000/v1"), "'127.0.0.1:8000/v1'"),
+        (("load", "ftp://127.0.0.1:8000/v1", "--model", "m", "--quiet"), "'ftp://127.0.0.1:8000/v1'"),
+    ],
+)
+def test_a_request_argument_the_client_refuses_is_one_line(
+    capsys: pytest.CaptureFixture[str], argv: tuple[str, ...], value: str
+) -> None:
+    # the README's promise: one line on stderr, exit 2, for every command that sends a request
+    code, out, err = run(capsys, *argv)
+    assert (code, out) == (2, "")
+    assert err.count("\n") == 1, err
+    assert err.startswith(f"fastsse {argv[0]}: ") and err.rstrip().endswith(value)
+
+
+def test_the_dispatcher_makes_any_commands_refused_argument_one_line(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the rule lives in the dispatcher, not in each command: one that does not catch still gets one line
+    import fastsse
+    import fastsse.cli.events
+
+    def main(argv: list[str]) -> int:
+        fastsse.create_stream({}, base_url="ftp://127.0.0.1:8000/v1")
+        return 0
+
+    monkeypatch.setattr(fastsse.cli.events, "main", main)
+    code, out, err = run(capsys, "events")
+    assert (code, out) == (2, "")
+    assert err == "fastsse events: base_url must be an http:// or https:// URL, not 'ftp://127.0.0.1:8000/v1'\n"
+
+
+def test_a_commands_own_type_error_keeps_its_traceback(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, stream_backend: SimpleNamespace
+) -> None:
+    # only what the request setup refused is the user's to fix; a bug elsewhere is not hidden
+    import fastsse.cli.demo
+
+    def broken(self: object, chunk: dict[str, object]) -> bool:
+        raise TypeError("a bug in the printer")
+
+    monkeypatch.setattr(fastsse.cli.demo.Printer, "__call__", broken)
+    with pytest.raises(TypeError, match="a bug in the printer"):
+        fastsse_main(["demo"])
+

@@ -3,7 +3,9 @@
 Every command reports a failure as one line on stderr, ``fastsse COMMAND: what went wrong``, and
 exits 2 for a usage, dependency or transport problem. A command raises ``CommandError`` (or calls
 ``fail``); the dispatcher in ``fastsse/__main__.py`` prints it, so no command prints a traceback for
-something the user can fix.
+something the user can fix. The same goes for an argument the client's request setup refuses (a
+URL without ``http://``, a timeout of 0): the dispatcher prints it as one line too
+(``bad_argument``), so a command need not wrap each call that sets up a request.
 """
 
 from __future__ import annotations
@@ -18,6 +20,12 @@ from typing import NoReturn
 
 # pip extra that brings each optional module
 EXTRAS = {"pycurl": "curl", "matplotlib": "plot"}
+
+# Where the library checks a request's arguments before anything is sent (the URL's scheme, the
+# headers, the key, the timeouts, max_event_bytes, the api): a plain ValueError or TypeError raised
+# there is the user's argument, not a bug in the command.
+_SETUP_PACKAGE = "fastsse.client."
+_SETUP_MODULES = frozenset({"fastsse._formats", "fastsse._errors"})
 
 
 class CommandError(Exception):
@@ -65,8 +73,26 @@ def require(module: str, purpose: str) -> ModuleType:
         raise CommandError(missing(module, purpose)) from None
 
 
+def bad_argument(exc: BaseException) -> bool:
+    """``bad_argument(exc) -> bool``: whether ``exc`` is an argument the request setup refused.
+
+    True for a plain ValueError or TypeError (not a subclass: the stream and transport errors are
+    ``SSEError`` subclasses, orjson's are its own) raised in ``fastsse.client``, ``fastsse._formats``
+    or ``fastsse._errors``, the modules that check a request before it is sent. An error raised
+    anywhere else (a command's own code, an ``on_chunk`` callback) keeps its traceback.
+    """
+    if type(exc) not in (ValueError, TypeError) or exc.__traceback__ is None:
+        return False
+    tb = exc.__traceback__
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    module = str(tb.tb_frame.f_globals.get("__name__", ""))
+    return module.startswith(_SETUP_PACKAGE) or module in _SETUP_MODULES
+
+
 def command(name: str) -> Callable[[Callable[[list[str] | None], int]], Callable[[list[str] | None], int]]:
-    """Decorate a command's ``main(argv) -> int`` so that a CommandError ends it as one line and a status."""
+    """Decorate a command's ``main(argv) -> int`` so that a CommandError, or an argument the request
+    setup refused (``bad_argument``), ends it as one line and a status, as the dispatcher does."""
 
     def wrap(main: Callable[[list[str] | None], int]) -> Callable[[list[str] | None], int]:
         def run(argv: list[str] | None = None) -> int:
@@ -74,6 +100,10 @@ def command(name: str) -> Callable[[Callable[[list[str] | None], int]], Callable
                 return main(argv)
             except CommandError as exc:
                 return fail(name, str(exc), exc.status)
+            except (ValueError, TypeError) as exc:
+                if not bad_argument(exc):
+                    raise
+                return fail(name, str(exc))
 
         run.__doc__, run.__name__ = main.__doc__, main.__name__
         return run

@@ -480,11 +480,13 @@ def main(argv: list[str] | None = None) -> int:
         else:
             doc = run(config, progress=progress if show else None)
     except (RuntimeError, ValueError, _peers.Unavailable, ImportError) as exc:
-        print(file=sys.stderr)
+        if show:
+            print(file=sys.stderr)  # end the progress line
         say("load", str(exc))
         return 2
     except KeyboardInterrupt:
-        print(file=sys.stderr)
+        if show:
+            print(file=sys.stderr)
         say("load", "interrupted")
         return 130
     finally:
