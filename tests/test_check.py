@@ -387,3 +387,16 @@ def test_text_without_fields_is_one_not_sse_finding(api: str) -> None:
 )
 def test_a_field_or_only_comments_keep_the_stream_rules(body: bytes, first: str) -> None:
     assert [f.code for f in check_stream(body)][:1] == [first]
+
+
+# issue 32, point 6: a 404 says which URL was tried; a stream of another API says which --api fits
+
+
+def test_cli_url_404_names_the_url_and_the_missing_v1(server, capsys: pytest.CaptureFixture[str]) -> None:
+    root = server.base_url.removesuffix("/v1")
+    assert check_main(["--url", root, "--api-key", "sk-test", "--timeout", "20"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert err.startswith(f"fastsse check: {root}/chat/completions: HTTP 404: ")
+    assert err.endswith(f"; the base URL usually ends in /v1 ({root}/v1)\n")
+

@@ -421,3 +421,19 @@ def test_a_commands_own_type_error_keeps_its_traceback(
     with pytest.raises(TypeError, match="a bug in the printer"):
         fastsse_main(["demo"])
 
+
+def test_demo_404_names_the_url_and_the_missing_v1(
+    capsys: pytest.CaptureFixture[str], stream_backend: SimpleNamespace, server: object
+) -> None:
+    root = server.base_url.removesuffix("/v1")  # type: ignore[attr-defined]
+    code, out, err = run(capsys, "demo", "--url", root)
+    assert (code, out) == (1, "")
+    assert err.splitlines()[-1] == (
+        f"fastsse demo: {root}/chat/completions: HTTP 404: Unknown path /chat/completions "
+        f"(invalid_request_error); the base URL usually ends in /v1 ({root}/v1)"
+    )
+    # with a /v1 already there, the URL tried is said and no /v1 is suggested
+    code, _, err = run(capsys, "demo", "--url", root + "/v1/nowhere")
+    assert code == 1
+    assert err.splitlines()[-1].startswith(f"fastsse demo: {root}/v1/nowhere/chat/completions: HTTP 404: ")
+    assert "/v1 (" not in err

@@ -489,3 +489,20 @@ def test_other_apis_are_refused_for_a_peer(capsys: Any) -> None:
         load.main(["http://127.0.0.1:9/v1", "--model", "m", "--api", "messages", "--client", "openai"]) == 2
     )
     assert "--api messages needs --client fastsse" in capsys.readouterr().err
+
+
+# issue 32, point 6: a 404 says which URL was tried
+
+def test_a_404_says_which_url_was_tried_and_hints_at_v1(capsys: Any, stream_backend: SimpleNamespace) -> None:
+    from fastsse.testing import serve_in_thread
+
+    with serve_in_thread() as srv:
+        root = srv.base_url.removesuffix("/v1")
+        code = load.main([root, "--model", "plain", "--requests", "2", "--quiet"])
+    assert code == 1  # an answer, if an HTTP error: the run measured it
+    lines = capsys.readouterr().out.splitlines()
+    assert "    2 x http: http 404" in lines
+    assert lines[-1] == (
+        f"  hint: 2 request(s) got HTTP 404 from {root}/chat/completions; "
+        f"the base URL usually ends in /v1 ({root}/v1)"
+    )

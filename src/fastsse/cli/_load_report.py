@@ -8,6 +8,7 @@ import math
 from collections import Counter
 from typing import Any, Final
 
+from ._common import endpoint, not_found
 from ._load_plan import (
     COMPLETE,
     DEFAULT_PERCENTILES,
@@ -368,6 +369,12 @@ def format_summary(doc: dict[str, Any]) -> str:
     )
     for warning in s["warnings"]:
         lines.append(f"  warning: {warning}")
+    missing = sum(r.get("status") == 404 and not r.get("warmup") for r in doc.get("requests") or ())
+    if missing:
+        url = c["url"]
+        lines.append(
+            f"  hint: {missing:,} request(s) got HTTP 404 from {endpoint(url, c.get('api') or 'chat')}{not_found(url)}"
+        )
     return "\n".join(lines)
 
 

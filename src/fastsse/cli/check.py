@@ -19,7 +19,7 @@ from ..check import CODES, ERROR, WARNING, Finding, StreamChecker
 from ..check import checker as make_checker
 from ..client._request import RequestSpec, Response, apply, import_pycurl, prepare, redact
 from ..client.sync import curl_failure
-from ._common import Parser, fail, missing
+from ._common import Parser, fail, missing, not_found
 
 _PROMPT: Final = "Say hello in one short sentence."
 
@@ -40,17 +40,19 @@ def _spec(args: argparse.Namespace) -> RequestSpec:
         request.update(max_tokens=256, messages=[{"role": "user", "content": _PROMPT}])
     else:
         request["input"] = _PROMPT
-    base = args.url.rstrip("/")
-    if base.endswith(fmt.path):
-        base = base[: -len(fmt.path)]
     return prepare(
         request,
         api=fmt.name,
-        base_url=base,
+        base_url=_base_url(args),
         api_key=args.api_key or None,
         timeout=args.timeout,
         connect_timeout=min(args.timeout, 10.0),
     )
+
+
+def _base_url(args: argparse.Namespace) -> str:
+    """``--url`` without the API's path, when it was given with it."""
+    return args.url.rstrip("/").removesuffix(api_format(args.api).path)
 
 
 def fetch(spec: RequestSpec, checker: StreamChecker, /) -> tuple[int, str, bytes, Exception | None]:
@@ -167,7 +169,8 @@ def main(argv: list[str] | None = None) -> int:
             )
         if status >= 400:
             text = body.decode("utf-8", "replace").strip()
-            return fail("check", f"{redact(spec.url)}: HTTP {status}: {text[:500]}")
+            hint = not_found(_base_url(args)) if status == 404 else ""
+            return fail("check", f"{redact(spec.url)}: HTTP {status}: {text[:500]}{hint}")
         if content_type.split(";")[0].strip().lower() != "text/event-stream":
             http_findings.append(
                 Finding(

@@ -17,7 +17,7 @@ import orjson
 from .. import BACKEND
 from .._errors import TransportError
 from ..chat.lint import SNIFF_BYTES, not_sse, short
-from ._common import Parser, command, fail, prog, require, say
+from ._common import Parser, command, endpoint, fail, not_found, prog, require, say
 
 DESCRIPTION = """\
 Stream a chat answer and fold it. The text is printed as it arrives (reasoning
@@ -239,6 +239,8 @@ def main(argv: list[str] | None = None) -> int:
                 return fail("demo", str(exc))  # no answer began: nothing to show
             cut = f"the transfer failed mid-stream: {exc}"
     if "status" in result:  # an HTTP error (or a page instead of a stream): there is no answer to print
+        if result["status"] == 404:  # the URL tried, and the /v1 a base URL most often lacks
+            return fail("demo", f"{endpoint(base_url)}: {_http_error(result)}{not_found(base_url)}", 1)
         return fail("demo", f"{base_url}: {_http_error(result)}", 1)
     printer.finish(result)
     complete = bool((result.get("verdict") or {}).get("complete"))
