@@ -255,6 +255,7 @@ def test_cli_warnings_only_exit_zero_and_stdin_json() -> None:
                 "message": report["findings"][0]["message"],
             }
         ],
+        "hint": None,  # the --api a stream of another API looks like
     }
 
 
@@ -400,3 +401,77 @@ def test_cli_url_404_names_the_url_and_the_missing_v1(server, capsys: pytest.Cap
     assert err.startswith(f"fastsse check: {root}/chat/completions: HTTP 404: ")
     assert err.endswith(f"; the base URL usually ends in /v1 ({root}/v1)\n")
 
+
+MESSAGES_STREAM = (
+    b'event: message_start\ndata: {"type":"message_start","message":{"id":"m1","type":"message",'
+    b'"role":"assistant","content":[],"model":"m","stop_reason":null,"usage":{"input_tokens":1,"output_tokens":0}}}\n\n'
+    b'event: content_block_start\ndata: {"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}\n\n'
+    b'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hi"}}\n\n'
+    b'event: content_block_stop\ndata: {"type":"content_block_stop","index":0}\n\n'
+    b'event: message_delta\ndata: {"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":1}}\n\n'
+    b'event: message_stop\ndata: {"type":"message_stop"}\n\n'
+)
+RESPONSES_STREAM = (
+    b'event: response.created\ndata: {"type":"response.created","sequence_number":0,'
+    b'"response":{"id":"r1","object":"response","status":"in_progress","output":[]}}\n\n'
+)
+
+
+@pytest.mark.parametrize(
+    ("body", "api", "hint"),
+    [
+        (
+            (LINT / "compliant.sse").read_bytes(),
+            "messages",
+            'it looks like a chat completions stream ("object": "chat.completion.chunk"): try --api chat',
+        ),
+        (
+            (LINT / "compliant.sse").read_bytes(),
+            "responses",
+            'it looks like a chat completions stream ("object": "chat.completion.chunk"): try --api chat',
+        ),
+        (
+            b'data: {"choices":[{"index":0,"delta":{"content":"Hi"},"finish_reason":"stop"}]}\n\n',
+            "messages",
+            'it looks like a chat completions stream (chunks with "choices"): try --api chat',
+        ),
+        (MESSAGES_STREAM, "chat", "it looks like a Messages stream (event: message_start): try --api messages"),
+        (
+            MESSAGES_STREAM.replace(b"event: message_start\n", b""),  # no event: line, the payload's type
+            "responses",
+            'it looks like a Messages stream ("type": "message_start"): try --api messages',
+        ),
+        (RESPONSES_STREAM, "chat", "it looks like a Responses stream (event: response.created): try --api responses"),
+    ],
+)
+def test_cli_hints_at_the_api_the_stream_looks_like(
+    capsys: pytest.CaptureFixture[str], tmp_path: pathlib.Path, body: bytes, api: str, hint: str
+) -> None:
+    path = tmp_path / "stream.sse"
+    path.write_bytes(body)
+    assert check_main(["--api", api, str(path)]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[-1] == f"{path}: hint: {hint}"
+    assert lines[-2].startswith(f"{path}: ") and "error(s)" in lines[-2]
+    assert check_main(["--api", api, "--json", str(path)]) == 1
+    assert json.loads(capsys.readouterr().out)["hint"] == hint
+
+
+@pytest.mark.parametrize(
+    ("body", "api"),
+    [
+        ((LINT / "compliant.sse").read_bytes(), "chat"),  # compliant: nothing to explain
+        ((LINT / "missing-done.sse").read_bytes(), "chat"),  # the right API with a fault of its own
+        (MESSAGES_STREAM, "messages"),
+        (b'data: {"x": 1}\n\n', "messages"),  # nothing tells which API it is
+    ],
+)
+def test_cli_gives_no_hint_for_the_right_api(
+    capsys: pytest.CaptureFixture[str], tmp_path: pathlib.Path, body: bytes, api: str
+) -> None:
+    path = tmp_path / "stream.sse"
+    path.write_bytes(body)
+    check_main(["--api", api, str(path)])
+    assert ": hint: " not in capsys.readouterr().out
+    check_main(["--api", api, "--json", str(path)])
+    assert json.loads(capsys.readouterr().out)["hint"] is None

@@ -10,18 +10,23 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from typing import Any, Final
 
 import orjson
 
+from .. import Decoder
 from .._formats import api_format
-from ..check import CODES, ERROR, WARNING, Finding, StreamChecker
+from ..check import CODES, ERROR, WARNING, Finding, MessagesChecker, ResponsesChecker
 from ..check import checker as make_checker
 from ..client._request import RequestSpec, Response, apply, import_pycurl, prepare, redact
 from ..client.sync import curl_failure
 from ._common import Parser, fail, missing, not_found
 
 _PROMPT: Final = "Say hello in one short sentence."
+HINT_BYTES: Final = 16384  # of the stream's start kept for the --api hint: its first events
+HINT_EVENTS: Final = 32
+_API_NAMES: Final = {"chat": "chat completions", "responses": "Responses", "messages": "Messages"}
 
 
 def _spec(args: argparse.Namespace) -> RequestSpec:
@@ -55,8 +60,8 @@ def _base_url(args: argparse.Namespace) -> str:
     return args.url.rstrip("/").removesuffix(api_format(args.api).path)
 
 
-def fetch(spec: RequestSpec, checker: StreamChecker, /) -> tuple[int, str, bytes, Exception | None]:
-    """Send ``spec`` and feed the answer's body to ``checker`` as it arrives; return the HTTP
+def fetch(spec: RequestSpec, feed: Callable[[bytes], object], /) -> tuple[int, str, bytes, Exception | None]:
+    """Send ``spec`` and give the answer's body to ``feed`` as it arrives; return the HTTP
     status, the Content-Type, the error body (at most 64 KiB) of an answer of 400 or more, and the
     transport failure (a pycurl.error: refused, timed out, cut mid-stream) or None.
 
@@ -71,7 +76,7 @@ def fetch(spec: RequestSpec, checker: StreamChecker, /) -> tuple[int, str, bytes
             if len(body) < 65536:
                 body.extend(chunk)
         else:
-            checker.feed(chunk)
+            feed(chunk)
 
     failure: Exception | None = None
     curl = pycurl.Curl()
@@ -84,6 +89,43 @@ def fetch(spec: RequestSpec, checker: StreamChecker, /) -> tuple[int, str, bytes
     finally:
         curl.close()
     return response.status, response.content_type, bytes(body), failure
+
+
+def looks_like(head: bytes, /) -> tuple[str, str] | None:
+    """``looks_like(head) -> (api, evidence) | None``: the API whose stream ``head`` (the first
+    bytes of one) starts like, from its first events: ``"messages"`` or ``"responses"`` for their
+    event types (in ``event:`` lines or in the payloads' ``"type"``), ``"chat"`` for
+    ``chat.completion.chunk`` objects or chunks with ``choices``; None when no event tells."""
+    for event in Decoder().feed(head)[:HINT_EVENTS]:
+        for api, types in (("messages", MessagesChecker.types), ("responses", ResponsesChecker.types)):
+            if event.event in types:
+                return api, f"event: {event.event}"
+        try:
+            payload = orjson.loads(event.data)
+        except orjson.JSONDecodeError:
+            continue
+        if not isinstance(payload, dict):
+            continue
+        kind = payload.get("type")
+        for api, types in (("messages", MessagesChecker.types), ("responses", ResponsesChecker.types)):
+            if isinstance(kind, str) and kind in types:
+                return api, f'"type": "{kind}"'
+        if payload.get("object") == "chat.completion.chunk":
+            return "chat", '"object": "chat.completion.chunk"'
+        if isinstance(payload.get("choices"), list):
+            return "chat", 'chunks with "choices"'
+    return None
+
+
+def _hint(api: str, head: bytes, findings: list[Finding]) -> str | None:
+    """The --api hint: a stream with findings that starts like another API's, or None."""
+    if not findings:
+        return None
+    guess = looks_like(head)
+    if guess is None or guess[0] == api:
+        return None
+    other, evidence = guess
+    return f"it looks like a {_API_NAMES[other]} stream ({evidence}): try --api {other}"
 
 
 def _format(findings: list[Finding], source: str, size: int, events: int) -> str:
@@ -143,6 +185,13 @@ def main(argv: list[str] | None = None) -> int:
         print("python -m fastsse check: --expect-usage applies to chat streams only", file=sys.stderr)
         return 2
     checker = make_checker(args.api, expect_usage=args.expect_usage)
+    head = bytearray()  # the stream's first bytes, for the --api hint
+
+    def feed(chunk: bytes) -> None:
+        if len(head) < HINT_BYTES:
+            head.extend(chunk[: HINT_BYTES - len(head)])
+        checker.feed(chunk)
+
     http_findings: list[Finding] = []
     cut: Finding | None = None
     if args.url is not None:
@@ -152,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
         except (TypeError, ValueError) as exc:
             return fail("check", str(exc))
         try:
-            status, content_type, body, failure = fetch(spec, checker)
+            status, content_type, body, failure = fetch(spec, feed)
         except ImportError:
             return fail("check", missing("pycurl", "check --url"))
         if failure is not None:
@@ -186,16 +235,18 @@ def main(argv: list[str] | None = None) -> int:
             if args.file == "-":
                 stream = sys.stdin.buffer
                 while chunk := stream.read(65536):
-                    checker.feed(chunk)
+                    feed(chunk)
             else:
                 with open(args.file, "rb") as f:
                     while chunk := f.read(65536):
-                        checker.feed(chunk)
+                        feed(chunk)
         except OSError as exc:
             return fail("check", str(exc))
     size = checker.size
     checker.close()
     findings = http_findings + checker.findings + ([cut] if cut is not None else [])
+    foreign = [f.code for f in checker.findings] == ["not-sse"]
+    hint = None if foreign else _hint(args.api, bytes(head), checker.findings)
     if args.json:
         report = {
             "source": source,
@@ -204,14 +255,17 @@ def main(argv: list[str] | None = None) -> int:
             "errors": sum(f.severity == ERROR for f in findings),
             "warnings": sum(f.severity == WARNING for f in findings),
             "findings": [f.as_dict() for f in findings],
+            "hint": hint,
         }
         sys.stdout.buffer.write(orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
         sys.stdout.flush()
-    elif [f.code for f in checker.findings] == ["not-sse"]:
+    elif foreign:
         # one line: the other findings would only describe how an HTML page or a binary fails as SSE
         for finding in http_findings:
             print(f"{source}: {finding.severity} {finding.code}: {finding.message}")
         print(f"{source}: {checker.findings[0].message} ({size} bytes)")
     else:
         print(_format(findings, source, size, checker.events))
+        if hint is not None:
+            print(f"{source}: hint: {hint}")
     return 1 if any(f.severity == ERROR for f in findings) else 0
