@@ -41,9 +41,9 @@ def expected(name: str) -> list[tuple[str, int]]:
 
 
 def findings_of(
-    data: bytes, *, expect_usage: bool = False, cut: int | None = None
+    data: bytes, *, expect_usage: bool = False, cut: int | None = None, max_event_bytes: int | None = None
 ) -> list[tuple[str, int | None]]:
-    checker = StreamChecker(expect_usage=expect_usage)
+    checker = StreamChecker(expect_usage=expect_usage, max_event_bytes=max_event_bytes)
     if cut is None:
         checker.feed(data)
     else:
@@ -57,7 +57,8 @@ def findings_of(
 @pytest.mark.parametrize("cut", [None, 1, 7])
 def test_capture(name: str, cut: int | None) -> None:
     data = (LINT / name).read_bytes()
-    assert findings_of(data, expect_usage=CASES[name].get("expect_usage", False), cut=cut) == expected(name)
+    options = {key: CASES[name][key] for key in ("expect_usage", "max_event_bytes") if key in CASES[name]}
+    assert findings_of(data, cut=cut, **options) == expected(name)
 
 
 def test_every_code_has_a_capture_and_a_doc_row() -> None:
@@ -150,15 +151,15 @@ def test_reported_once_per_cause() -> None:
 @given(name=st.sampled_from(sorted(CASES)), cuts=st.lists(st.integers(0, 2000), max_size=12))
 def test_any_chunking_gives_the_same_findings(name: str, cuts: list[int]) -> None:
     data = (LINT / name).read_bytes()
-    expect_usage = CASES[name].get("expect_usage", False)
-    checker = StreamChecker(expect_usage=expect_usage)
+    options = {key: CASES[name][key] for key in ("expect_usage", "max_event_bytes") if key in CASES[name]}
+    checker = StreamChecker(**options)
     last = 0
     for cut in sorted(c % (len(data) + 1) for c in cuts):
         checker.feed(data[last:cut])
         last = cut
     checker.feed(data[last:])
     checker.close()
-    assert checker.findings == check_stream(data, expect_usage=expect_usage)
+    assert checker.findings == check_stream(data, **options)
 
 
 class _Events(_Framer):
@@ -475,3 +476,71 @@ def test_cli_gives_no_hint_for_the_right_api(
     assert ": hint: " not in capsys.readouterr().out
     check_main(["--api", api, "--json", str(path)])
     assert json.loads(capsys.readouterr().out)["hint"] is None
+
+
+# issue 32, point 6: a huge event is one finding, and the linter's memory stays bounded
+
+
+def _write_big_event(path: pathlib.Path, size: int) -> None:
+    """A compliant chat stream whose second chunk carries ``size`` bytes of content, written in pieces."""
+    head = b'data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,'
+    with path.open("wb") as f:
+        f.write(head + b'"delta":{"role":"assistant"},"finish_reason":null}]}\n\n')
+        f.write(head + b'"delta":{"content":"')
+        for _ in range(size >> 20):
+            f.write(b"a" * (1 << 20))
+        f.write(b'"},"finish_reason":null}]}\n\n')
+        f.write(head + b'"delta":{},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n')
+
+
+def test_cli_max_event_bytes_reports_a_huge_event_in_bounded_memory(
+    capsys: pytest.CaptureFixture[str], tmp_path: pathlib.Path
+) -> None:
+    import tracemalloc
+
+    from fastsse.cli._common import MAX_EVENT_BYTES
+
+    path = tmp_path / "big.sse"
+    _write_big_event(path, 24 << 20)
+    tracemalloc.start()
+    try:
+        code = check_main([str(path)])  # the default bound
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    out = capsys.readouterr().out.splitlines()
+    assert code == 1
+    start = path.read_bytes().index(b"\n\n") + 2
+    assert out[0] == (
+        f"{path}:{start}: error event-too-large: an event passes max_event_bytes={MAX_EVENT_BYTES}; "
+        "it was skipped unread, up to the next blank line"
+    )
+    assert out[-1] == f"{path}: 1 error(s), 0 warning(s) in {path.stat().st_size} bytes, 3 event(s)"
+    # about the bound once (the line held so far), not the event several times over
+    assert peak < MAX_EVENT_BYTES * 1.25, peak
+    assert check_main([str(path), "--max-event-bytes", str(32 << 20)]) == 0  # a higher bound reads it
+    capsys.readouterr()
+
+
+def test_cli_max_event_bytes_takes_a_positive_number(capsys: pytest.CaptureFixture[str]) -> None:
+    assert check_main([str(LINT / "compliant.sse"), "--max-event-bytes", "0"]) == 2
+    assert capsys.readouterr().err == "fastsse check: --max-event-bytes takes a positive number of bytes\n"
+
+
+@pytest.mark.parametrize("api", ["chat", "responses", "messages"])
+def test_every_checker_bounds_an_event(api: str) -> None:
+    from fastsse.check import checker
+
+    data = b"data: " + b"x" * 100 + b"\n\nid: 1\ndata: " + b"y" * 60 + b"\ndata: " + b"z" * 60 + b"\n\n"
+    findings = check_stream(data, api=api, max_event_bytes=100)
+    assert [(f.code, f.offset) for f in findings if f.code == "event-too-large"] == [
+        ("event-too-large", 0),  # one line past the bound
+        ("event-too-large", 108),  # two lines within it whose data together pass it
+    ]
+    lint = checker(api, max_event_bytes=100)  # and a line longer than the bound fed byte by byte
+    for byte in data:
+        lint.feed(bytes([byte]))
+    lint.close()
+    assert lint.findings == findings
+    with pytest.raises(ValueError, match=r"\(max_event_bytes=\.\.\.\) takes a positive int or None, not 0$"):
+        checker(api, max_event_bytes=0)

@@ -22,6 +22,11 @@ from urllib.parse import urlsplit
 # pip extra that brings each optional module
 EXTRAS = {"pycurl": "curl", "matplotlib": "plot"}
 
+# The default --max-event-bytes of check and events: far above any event a model streams (a chunk
+# is a few hundred bytes, a whole tool call's arguments rarely a megabyte), low enough that a
+# runaway event costs a bounded few tens of MB instead of several times its size.
+MAX_EVENT_BYTES = 16 << 20
+
 # Where the library checks a request's arguments before anything is sent (the URL's scheme, the
 # headers, the key, the timeouts, max_event_bytes, the api): a plain ValueError or TypeError raised
 # there is the user's argument, not a bug in the command.

@@ -21,7 +21,7 @@ from ..check import CODES, ERROR, WARNING, Finding, MessagesChecker, ResponsesCh
 from ..check import checker as make_checker
 from ..client._request import RequestSpec, Response, apply, import_pycurl, prepare, redact
 from ..client.sync import curl_failure
-from ._common import Parser, fail, missing, not_found
+from ._common import MAX_EVENT_BYTES, Parser, fail, missing, not_found
 
 _PROMPT: Final = "Say hello in one short sentence."
 HINT_BYTES: Final = 16384  # of the stream's start kept for the --api hint: its first events
@@ -169,6 +169,14 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="require a usage chunk (with --url, also ask for it with stream_options.include_usage)",
     )
+    parser.add_argument(
+        "--max-event-bytes",
+        type=int,
+        default=MAX_EVENT_BYTES,
+        metavar="N",
+        help=f"report an event (or a line) larger than N bytes as event-too-large and skip it unread, so"
+        f" memory stays bounded (default {MAX_EVENT_BYTES} = 16 MiB)",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the report")
     parser.add_argument(
         "--api",
@@ -184,7 +192,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.api != "chat" and args.expect_usage:
         print("python -m fastsse check: --expect-usage applies to chat streams only", file=sys.stderr)
         return 2
-    checker = make_checker(args.api, expect_usage=args.expect_usage)
+    if args.max_event_bytes < 1:
+        return fail("check", "--max-event-bytes takes a positive number of bytes")
+    checker = make_checker(args.api, expect_usage=args.expect_usage, max_event_bytes=args.max_event_bytes)
     head = bytearray()  # the stream's first bytes, for the --api hint
 
     def feed(chunk: bytes) -> None:
