@@ -437,3 +437,16 @@ def test_demo_404_names_the_url_and_the_missing_v1(
     assert code == 1
     assert err.splitlines()[-1].startswith(f"fastsse demo: {root}/v1/nowhere/chat/completions: HTTP 404: ")
     assert "/v1 (" not in err
+
+
+@pytest.mark.parametrize("argv", [("serve",), ("serve", "--scripted")])
+def test_a_port_out_of_range_is_a_usage_error(capsys: pytest.CaptureFixture[str], argv: tuple[str, ...]) -> None:
+    # a socket refused 70000 with a traceback; asyncio's server quietly listened on 70000 - 65536
+    code, out, err = run(capsys, *argv, "--port", "70000")
+    assert (code, out) == (2, "")
+    assert err.splitlines()[-1].endswith("argument --port: a TCP port is 0 to 65535, not 70000")
+
+
+def test_check_expect_usage_with_another_api_speaks_in_the_one_voice(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "check", "--api", "messages", "--expect-usage", "-")
+    assert (code, out, err) == (2, "", "fastsse check: --expect-usage applies to chat streams only\n")

@@ -142,6 +142,21 @@ def command(name: str) -> Callable[[Callable[[list[str] | None], int]], Callable
     return wrap
 
 
+def port(text: str) -> int:
+    """``port(text) -> int``: an argparse ``type`` for a TCP port, 0 (any free one) to 65535.
+
+    It raises argparse.ArgumentTypeError for anything else: a socket would refuse a larger one
+    with a traceback, and asyncio's server would quietly take it modulo 65536.
+    """
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a TCP port is a number, not {text!r}") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"a TCP port is 0 to 65535, not {value}")
+    return value
+
+
 class Parser(argparse.ArgumentParser):
     """argparse with the shared error format: the usage line, then ``fastsse COMMAND: message``."""
 

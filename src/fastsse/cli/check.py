@@ -190,8 +190,7 @@ def main(argv: list[str] | None = None) -> int:
         return fail("check", "give exactly one of FILE, - or --url URL")
 
     if args.api != "chat" and args.expect_usage:
-        print("python -m fastsse check: --expect-usage applies to chat streams only", file=sys.stderr)
-        return 2
+        return fail("check", "--expect-usage applies to chat streams only")
     if args.max_event_bytes < 1:
         return fail("check", "--max-event-bytes takes a positive number of bytes")
     checker = make_checker(args.api, expect_usage=args.expect_usage, max_event_bytes=args.max_event_bytes)
