@@ -28,8 +28,8 @@ EXTRAS = {"pycurl": "curl", "matplotlib": "plot"}
 MAX_EVENT_BYTES = 16 << 20
 
 # Where the library checks a request's arguments before anything is sent (the URL's scheme, the
-# headers, the key, the timeouts, max_event_bytes, the api): a plain ValueError or TypeError raised
-# there is the user's argument, not a bug in the command.
+# headers, the key, the timeouts, max_event_bytes, the api): a ValueError or TypeError raised there
+# is the user's argument, not a bug in the command.
 _SETUP_PACKAGE = "fastsse.client."
 _SETUP_MODULES = frozenset({"fastsse._formats", "fastsse._errors"})
 
@@ -82,12 +82,17 @@ def require(module: str, purpose: str) -> ModuleType:
 def bad_argument(exc: BaseException) -> bool:
     """``bad_argument(exc) -> bool``: whether ``exc`` is an argument the request setup refused.
 
-    True for a plain ValueError or TypeError (not a subclass: the stream and transport errors are
-    ``SSEError`` subclasses, orjson's are its own) raised in ``fastsse.client``, ``fastsse._formats``
-    or ``fastsse._errors``, the modules that check a request before it is sent. An error raised
-    anywhere else (a command's own code, an ``on_chunk`` callback) keeps its traceback.
+    True for a ValueError or TypeError (or a subclass of one, such as a body orjson cannot
+    serialise; not an ``SSEError``, which is about the stream's data) raised in ``fastsse.client``,
+    ``fastsse._formats`` or ``fastsse._errors``, the modules that check a request before it is
+    sent. An error raised anywhere else (a command's own code, an ``on_chunk`` callback) keeps its
+    traceback.
     """
-    if type(exc) not in (ValueError, TypeError) or exc.__traceback__ is None:
+    from .._errors import SSEError
+
+    if not isinstance(exc, (ValueError, TypeError)) or isinstance(exc, SSEError):
+        return False
+    if exc.__traceback__ is None:
         return False
     tb = exc.__traceback__
     while tb.tb_next is not None:
