@@ -66,8 +66,8 @@ def test_ttft_and_itl_match_the_script(server: Any, stream_backend: SimpleNamesp
 def test_role_finish_and_usage_chunks_are_never_tokens(server: Any, stream_backend: SimpleNamespace) -> None:
     doc = run(server, requests=2, extra_body='{"stream_options": {"include_usage": true}}')
     for r in completes(doc):
-        assert r["tokens"] == [1] * 12
-        assert r["token_kinds"] == [1] * 12
+        assert list(r["tokens"]) == [1] * 12
+        assert list(r["token_kinds"]) == [1] * 12
         assert r["completion_tokens"] == 12
         # the role chunk arrives at once, the first token ttft later: the first byte is not a token
         assert r["first_byte"] < r["first_token"]
@@ -90,7 +90,7 @@ def test_multi_token_chunks_give_the_per_token_itl(
     s = doc["summary"]
     assert s["outcomes"] == {"complete": 4}, label
     for r in doc["requests"]:
-        assert r["tokens"] == [4] * 12, label
+        assert list(r["tokens"]) == [4] * 12, label
     # each gap of ~20 ms between chunks of 4 tokens is 4 token gaps of ~5 ms
     assert abs(s["itl_ms"]["p50"] - 5.0) <= ITL_TOL_MS / 2, label
     assert s["itl_ms"]["n"] == 4 * 11 * 4
@@ -108,7 +108,7 @@ def test_multi_token_chunks_without_counts_warn(server: Any, stream_backend: Sim
 def test_reasoning_first_token_is_timed_apart(server: Any, stream_backend: SimpleNamespace) -> None:
     doc = run(server, model="reasoning_chunks=5", requests=2)
     for r in completes(doc):
-        assert r["token_kinds"] == [2] * 5 + [1] * 7
+        assert list(r["token_kinds"]) == [2] * 5 + [1] * 7
         assert r["first_token"] == r["first_reasoning"]
         assert r["first_reasoning"] - r["started"] >= 50_000_000  # never early: chunk 0 at 50 ms
         assert r["first_content"] - r["started"] >= 100_000_000  # chunk 5 at 50 + 5 x 10 ms
@@ -124,7 +124,7 @@ def test_truncated_stream_is_incomplete_never_a_success(server: Any, stream_back
     assert s["ttft_ms"]["n"] == 0 and s["output_tokens"] == 0  # a cut stream adds nothing to the figures
     assert s["requests_per_s"] == 0
     for r in doc["requests"]:
-        assert r["tokens"] == [1, 1, 1]
+        assert list(r["tokens"]) == [1, 1, 1]
         assert r["cause"] == "cut mid-stream (curl 18)"
 
 
@@ -274,7 +274,7 @@ def test_merge_command_line(server: Any, tmp_path: Any, stream_backend: SimpleNa
     paths = []
     for name in ("a", "b"):
         path = tmp_path / f"{name}.json"
-        path.write_bytes(orjson.dumps(run(server, requests=2)))
+        path.write_bytes(load.dumps(run(server, requests=2)))
         paths.append(str(path))
     out = tmp_path / "all.json"
     assert load.main(["merge", *paths, "--json", str(out)]) == 0
@@ -459,7 +459,7 @@ def test_responses_and_messages_are_timed_like_chat(
     assert s["itl_ms"]["n"] == 4 * 11
     assert s["output_tokens"] == 4 * 12  # from the API's own usage (output_tokens)
     for r in doc["requests"]:
-        assert r["token_kinds"] == [2] * 4 + [1] * 8  # thinking / reasoning summary, then text
+        assert list(r["token_kinds"]) == [2] * 4 + [1] * 8  # thinking / reasoning summary, then text
         assert r["first_content"] - r["started"] >= 90_000_000  # chunk 4 at 50 + 4 x 10 ms
         assert len(r["lags"]) == 12 and min(r["lags"]) >= 0
     assert doc["config"]["api"] == api
@@ -531,3 +531,55 @@ def test_a_404_says_which_url_was_tried_and_hints_at_v1(capsys: Any, stream_back
         f"  hint: 2 request(s) got HTTP 404 from {root}/chat/completions; "
         f"the base URL usually ends in /v1 ({root}/v1)"
     )
+
+
+# issue 35: load, round 2
+
+
+def test_records_keep_their_arrays_and_json_writes_them_as_lists(
+    server: Any, stream_backend: SimpleNamespace
+) -> None:
+    from array import array
+
+    doc = run(server, requests=2)
+    record = doc["requests"][0]
+    for key in ("reads", "token_reads", "tokens", "token_kinds", "lags"):
+        assert isinstance(record[key], array), key
+    # the document's records are the workers' records, not copies: the JSON is written from them
+    back = orjson.loads(load.dumps(doc))
+    assert back["requests"][0]["tokens"] == [1] * 12
+    assert back["requests"][0]["reads"] == list(record["reads"])
+    assert back["summary"] == orjson.loads(orjson.dumps(doc["summary"]))
+    with pytest.raises(TypeError):
+        load.dumps({"bad": object()})
+
+
+@pytest.mark.parametrize("kind", ["list", "array"])
+def test_itl_and_sharing_of_reads_out_of_a_row(kind: str) -> None:
+    from array import array
+
+    def record(reads: list[int], token_reads: list[int]) -> dict[str, Any]:
+        out = load.Record(index=0, outcome="complete", started=0).to_json()
+        if kind == "array":
+            out.update(reads=array("q", reads), token_reads=array("i", token_reads))
+            out["tokens"] = array("i", [1] * len(token_reads))
+        else:
+            out.update(reads=reads, token_reads=token_reads, tokens=[1] * len(token_reads))
+        return out
+
+    # token chunks in reads 0, 0 and 2 (read 1 carried none): not the reads 0..2 in a row
+    shared = record([0, 100, 400], [0, 0, 2])
+    assert load.itl_values(shared) == [0.0, 400.0]
+    assert load.summarize([shared], [])["token_chunks_sharing_a_read"] == 1
+    assert load.itl_values(record([0, 100, 300, 600], [1, 2, 3])) == [200.0, 300.0]
+
+
+def test_the_summary_of_arrays_is_the_summary_of_lists(server: Any, stream_backend: SimpleNamespace) -> None:
+    doc = run(server, requests=4, model="tokens_per_chunk=2", extra_body='{"logprobs": true}')
+    as_lists = orjson.loads(load.dumps(doc))
+    for records in (doc["requests"], as_lists["requests"]):
+        again = load.summarize(records, doc["workers"])
+        assert again["itl_ms"] == doc["summary"]["itl_ms"]
+        assert again["lag_ms"] == doc["summary"]["lag_ms"]
+    # a multi-token chunk spreads its gap over its tokens (the slow path), the same either way
+    assert doc["summary"]["itl_ms"]["n"] == 4 * 11 * 2

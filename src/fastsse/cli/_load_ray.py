@@ -9,7 +9,6 @@ the agreed epoch start onto its own monotonic clock through one ``(monotonic_ns,
 
 from __future__ import annotations
 
-import dataclasses
 import importlib
 import importlib.util
 import os
@@ -38,7 +37,7 @@ class LoadActor:
         from ._load_run import Counters, run_share
 
         result = run_share(config, share, start_epoch_ns, Counters([0, 0, 0, 0], 0), "ray")
-        return dataclasses.asdict(result)
+        return result.to_dict()
 
 
 def _ray() -> Any:

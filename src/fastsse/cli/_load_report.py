@@ -5,8 +5,14 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import operator
+from array import array
 from collections import Counter
+from collections.abc import Iterable
+from itertools import chain
 from typing import Any, Final
+
+import orjson
 
 from ._common import endpoint, not_found
 from ._load_plan import (
@@ -34,11 +40,28 @@ _TIMES: Final = (
 )  # fmt: skip
 
 
+def _plain(value: Any) -> Any:
+    # orjson's hook for what it cannot write itself: a record's arrays (array.array), as lists
+    if isinstance(value, array):
+        return value.tolist()
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
+
+
+def dumps(doc: dict[str, Any]) -> bytes:
+    """``dumps(doc) -> bytes``: a ``--json`` document as JSON, written by orjson from the records
+    as they are (their ``array.array`` fields as lists, nothing copied first)."""
+    return orjson.dumps(doc, default=_plain)
+
+
 def percentile(values: list[float], q: float) -> float:
     """The ``q``-th percentile (0-100) with linear interpolation between ranks, as numpy's default."""
     if not values:
         return math.nan
-    ordered = sorted(values)
+    return _ranked(sorted(values), q)
+
+
+def _ranked(ordered: list[float], q: float) -> float:
+    # the percentile of values already sorted: a run's 400,000 ITL values are sorted once
     pos = (len(ordered) - 1) * q / 100
     lo = math.floor(pos)
     hi = min(lo + 1, len(ordered) - 1)
@@ -50,29 +73,61 @@ def pkey(q: float) -> str:
     return f"p{q:g}"
 
 
-def _stats(values_ns: list[float], percentiles: tuple[float, ...] = DEFAULT_PERCENTILES) -> dict[str, Any]:
-    ms = sorted(v / 1e6 for v in values_ns)
-    keys = [pkey(q) for q in sorted({*DEFAULT_PERCENTILES, *percentiles})]
-    if not ms:
-        return {"n": 0, "mean": None, **dict.fromkeys(keys), "min": None, "max": None}
-    out: dict[str, Any] = {"n": len(ms), "mean": sum(ms) / len(ms)}
-    for q in sorted({*DEFAULT_PERCENTILES, *percentiles}):
-        out[pkey(q)] = percentile(ms, q)
-    out["min"], out["max"] = ms[0], ms[-1]
+def _stats(
+    values_ns: Iterable[float], percentiles: tuple[float, ...] = DEFAULT_PERCENTILES
+) -> dict[str, Any]:
+    # sorted in ns into one new list, and only the figures are scaled to ms: a run's 2,000,000
+    # ITL values are made once, straight into the sorted list
+    ordered = sorted(values_ns)
+    qs = sorted({*DEFAULT_PERCENTILES, *percentiles})
+    if not ordered:
+        return {"n": 0, "mean": None, **dict.fromkeys(map(pkey, qs)), "min": None, "max": None}
+    out: dict[str, Any] = {"n": len(ordered), "mean": sum(ordered) / len(ordered) / 1e6}
+    for q in qs:
+        out[pkey(q)] = _ranked(ordered, q) / 1e6
+    out["min"], out["max"] = ordered[0] / 1e6, ordered[-1] / 1e6
     return out
 
 
 def itl_values(record: dict[str, Any]) -> list[float]:
     """Token-weighted inter-token latencies of one request (ns): chunk ``i`` (after the first)
     arriving ``gap`` after chunk ``i-1`` with ``n`` tokens gives ``n`` values of ``gap / n``."""
-    reads = record["reads"]
-    times = [reads[i] for i in record["token_reads"]]
+    return list(_itl_gaps(record))
+
+
+def _itl_gaps(record: dict[str, Any]) -> Iterable[float]:
+    reads, token_reads, tokens = record["reads"], record["token_reads"], record["tokens"]
+    if len(token_reads) < 2:
+        return ()
+    if _in_a_row(token_reads):  # each token chunk its own read, one after the other
+        times = reads[token_reads[0] : token_reads[-1] + 1]
+    else:
+        times = list(map(reads.__getitem__, token_reads))
+    if tokens.count(1) == len(tokens):  # a token a chunk, the usual case: the gaps themselves
+        return map(operator.sub, times[1:], times[:-1])
     out: list[float] = []
     for k in range(1, len(times)):
-        n = record["tokens"][k]
+        n = tokens[k]
         if n > 0:
             out += [(times[k] - times[k - 1]) / n] * n
     return out
+
+
+def _in_a_row(indexes: Any) -> bool:
+    # indexes (an array, or a list from JSON) that are first, first + 1, ..., last: compared in C
+    first, last = indexes[0], indexes[-1]
+    if last - first != len(indexes) - 1:
+        return False
+    row = range(first, last + 1)
+    return bool(indexes == (array(indexes.typecode, row) if isinstance(indexes, array) else list(row)))
+
+
+def _sharing(record: dict[str, Any]) -> int:
+    # token chunks that came in a read an earlier one came in
+    token_reads = record["token_reads"]
+    if not token_reads or _in_a_row(token_reads):
+        return 0
+    return len(token_reads) - len(set(token_reads))
 
 
 def _tpot(r: dict[str, Any]) -> float | None:
@@ -108,7 +163,7 @@ def summarize(
     """The summary of the measured (non-warm-up) records; see docs/load.md for each definition."""
     measured = [r for r in records if not r["warmup"]]
     ok = [r for r in measured if r["outcome"] == COMPLETE]
-    ttft, ttft_content, ttft_reasoning, tpot, itl, e2e, queue, lag = [], [], [], [], [], [], [], []
+    ttft, ttft_content, ttft_reasoning, tpot, e2e, queue = [], [], [], [], [], []
     by_turn: dict[int, list[float]] = {}
     for r in ok:
         started = r["started"]
@@ -127,9 +182,9 @@ def summarize(
         value = _tpot(r)
         if value is not None:
             tpot.append(value)
-        itl += itl_values(r)
-    for r in measured:
-        lag += r["lags"]
+    # the two long series one after the other, each gone before the next is made
+    itl_ms = _stats(chain.from_iterable(map(_itl_gaps, ok)), percentiles)
+    lag_ms = _stats(chain.from_iterable(r["lags"] for r in measured), percentiles)
     starts = [r["started"] for r in measured if r["started"] is not None]
     ends = [r["end"] for r in measured if r["end"] is not None]
     span = (max(ends) - min(starts)) / 1e9 if starts and ends else 0.0
@@ -142,7 +197,7 @@ def summarize(
     loop_delay = _stats([d for w in workers for d in w.get("loop_delays_ns") or ()], percentiles)
     known = [w["preempted"] for w in workers if w.get("preempted", -1) >= 0]
     preempted = sum(known) if known else -1
-    reads_shared = sum(len(r["token_reads"]) - len(set(r["token_reads"])) for r in measured)
+    reads_shared = sum(map(_sharing, measured))
     good = None
     if goodput:
         n_good = sum(is_good(r, goodput) for r in measured)
@@ -170,10 +225,10 @@ def summarize(
         "ttft_reasoning_ms": _stats(ttft_reasoning, percentiles),
         "ttft_by_turn_ms": [_stats(by_turn[t], percentiles) for t in sorted(by_turn)],
         "tpot_ms": _stats(tpot, percentiles),
-        "itl_ms": _stats(itl, percentiles),
+        "itl_ms": itl_ms,
         "e2e_ms": _stats(e2e, percentiles),
         "queue_ms": _stats(queue, percentiles),
-        "lag_ms": _stats(lag, percentiles),
+        "lag_ms": lag_ms,
         "client_cpu_s": cpu,
         "client_busy": busiest,
         "client_wall_s": wall,

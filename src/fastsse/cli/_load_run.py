@@ -15,10 +15,9 @@ import os
 import socket
 import threading
 import time
+from array import array
 from collections.abc import Callable, Iterator
 from typing import Any, Final
-
-import orjson
 
 from .._formats import api_format
 from .._timing import chunk_marks
@@ -41,9 +40,28 @@ from ._load_report import assemble
 PROBE_S: Final = 0.01  # the event-loop probe's period
 
 
-@dataclasses.dataclass
+# The type codes of a record's arrays: stamps and lags in ns (signed 64 bits), read indexes and
+# token counts (32 bits), token kinds (a byte). Arrays hold a run's 100 stamps a request in 800
+# bytes where a list of ints takes about 4 KB; the JSON writer turns them into lists (``dumps``).
+NS_TYPE: Final = "q"
+COUNT_TYPE: Final = "i"
+KIND_TYPE: Final = "b"
+
+
+def _stamps() -> array[int]:
+    return array(NS_TYPE)
+
+
+def _counts() -> array[int]:
+    return array(COUNT_TYPE)
+
+
+@dataclasses.dataclass(slots=True)
 class Record:
-    """When each part of one request happened, in ns on the run's clock (0 = the run's start)."""
+    """When each part of one request happened, in ns on the run's clock (0 = the run's start).
+
+    The per-chunk fields are ``array.array``s (``reads``, ``lags``: ``q``; ``token_reads``,
+    ``tokens``: ``i``; ``token_kinds``: ``b``), built once and never copied after."""
 
     index: int
     worker: int = 0
@@ -60,11 +78,11 @@ class Record:
     first_reasoning: int | None = None
     last_token: int | None = None
     end: int | None = None
-    reads: list[int] = dataclasses.field(default_factory=list)
-    token_reads: list[int] = dataclasses.field(default_factory=list)
-    tokens: list[int] = dataclasses.field(default_factory=list)
-    token_kinds: list[int] = dataclasses.field(default_factory=list)
-    lags: list[int] = dataclasses.field(default_factory=list)
+    reads: array[int] = dataclasses.field(default_factory=_stamps)
+    token_reads: array[int] = dataclasses.field(default_factory=_counts)
+    tokens: array[int] = dataclasses.field(default_factory=_counts)
+    token_kinds: array[int] = dataclasses.field(default_factory=lambda: array(KIND_TYPE))
+    lags: array[int] = dataclasses.field(default_factory=_stamps)
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     conversation: int | None = None  # with --turns: which conversation, and which turn (from 0)
@@ -82,16 +100,19 @@ class Record:
         return [reads[i] for i in self.token_reads]
 
     def to_json(self) -> dict[str, Any]:
-        out = dataclasses.asdict(self)
-        del out["answer"]
+        """The record as its ``--json`` object: the same arrays, not copies (``answer`` left out)."""
+        out = {name: getattr(self, name) for name in _JSON_FIELDS}
         out["output_tokens"] = self.output_tokens
         return out
+
+
+_JSON_FIELDS: Final = tuple(f.name for f in dataclasses.fields(Record) if f.name != "answer")
 
 
 def _from_peer(index: int, rec: _peers.PeerRecord, queued: int) -> Record:
     """A peer's record: each chunk counts as its own read (a peer does not show its reads)."""
     out = Record(index=index, queued=queued, started=rec.start_ns, end=rec.end_ns, status=rec.status)
-    out.reads = list(rec.recv_ns)
+    out.reads = array(NS_TYPE, rec.recv_ns)
     out.first_byte = rec.recv_ns[0] if rec.recv_ns else None
     for i, (tokens, reasoning) in enumerate(zip(rec.tokens, rec.reasoning, strict=True)):
         if tokens > 0:
@@ -145,13 +166,13 @@ def _from_result(index: int, result: dict[str, Any], sent_stamps: list[int], que
     timing = result.get("timing") or {}
     for key in ("started", "sent", "first_byte", "end"):
         setattr(out, key, timing.get(key))
-    out.reads = list(timing.get("reads") or ())
-    out.token_reads = list(timing.get("token_reads") or ())
-    out.tokens = list(timing.get("tokens") or ())
-    out.token_kinds = list(timing.get("token_kinds") or ())
+    out.reads = array(NS_TYPE, timing.get("reads") or ())
+    out.token_reads = array(COUNT_TYPE, timing.get("token_reads") or ())
+    out.tokens = array(COUNT_TYPE, timing.get("tokens") or ())
+    out.token_kinds = array(KIND_TYPE, timing.get("token_kinds") or ())
     _firsts(out)
     if sent_stamps and len(sent_stamps) == len(out.token_reads):
-        out.lags = [t - s for t, s in zip(out.token_times(), sent_stamps, strict=True) if s]
+        out.lags = array(NS_TYPE, [t - s for t, s in zip(out.token_times(), sent_stamps, strict=True) if s])
     usage = result.get("usage")
     if isinstance(usage, dict):
         # chat names them prompt / completion tokens; Responses and Messages input / output tokens
@@ -413,7 +434,7 @@ def _shift(record: Record, origin: int) -> None:
         value = getattr(record, key)
         if value is not None:
             setattr(record, key, value - origin)
-    record.reads = [t - origin for t in record.reads]
+    record.reads = array(NS_TYPE, [t - origin for t in record.reads])
 
 
 @dataclasses.dataclass
@@ -430,6 +451,11 @@ class WorkerResult:
     loop_delays_ns: list[int]  # how late each probe wake-up of the event loop came
     preempted: int  # involuntary context switches during the measured phase (-1: not known here)
     records: list[dict[str, Any]]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The result as the dict ``assemble`` takes: the same records, not deep copies of them
+        (``dataclasses.asdict`` would copy every array of every record)."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
 
 
 async def _probe(delays: list[int], stop: asyncio.Event) -> None:
@@ -526,9 +552,10 @@ def run_share(
 def _worker_main(config: Config, share: Share, start_epoch_ns: int, store: Any, conn: Any) -> None:
     try:
         result = run_share(config, share, start_epoch_ns, Counters(store, share.worker), "process")
-        conn.send_bytes(orjson.dumps(dataclasses.asdict(result)))
+        # pickled: the records' arrays cross as their bytes, and arrive as arrays
+        conn.send(result.to_dict())
     except BaseException as exc:
-        conn.send_bytes(orjson.dumps({"error": f"{type(exc).__name__}: {exc}"}))
+        conn.send({"error": f"{type(exc).__name__}: {exc}"})
     finally:
         conn.close()
 
@@ -559,7 +586,7 @@ def run(config: Config, *, progress: Callable[[list[int]], None] | None = None) 
             stop.set()
             if ticker is not None:
                 ticker.join()
-        results.append(dataclasses.asdict(outcome))
+        results.append(outcome.to_dict())
     else:
         ctx = multiprocessing.get_context("spawn")
         shared = ctx.Array("q", 4 * config.workers, lock=False)
@@ -576,7 +603,7 @@ def run(config: Config, *, progress: Callable[[list[int]], None] | None = None) 
         ticker = _ticker(shared, progress, stop, config.workers) if progress else None
         try:
             for proc, parent in procs:
-                data = orjson.loads(parent.recv_bytes())
+                data = parent.recv()
                 proc.join()
                 if "error" in data:
                     raise RuntimeError(f"a load worker failed: {data['error']}")

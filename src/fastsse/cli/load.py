@@ -46,6 +46,7 @@ from ._load_plan import (
     read_dataset,
 )
 from ._load_report import (
+    dumps,
     format_summary,
     format_sweep,
     itl_values,
@@ -65,6 +66,7 @@ __all__ = [
     "arrivals",
     "bodies",
     "config_from_args",
+    "dumps",
     "format_summary",
     "format_sweep",
     "itl_values",
@@ -429,7 +431,7 @@ def merge_main(argv: list[str]) -> int:
     print(format_summary(doc))
     if args.json:
         with open(args.json, "wb") as f:
-            f.write(orjson.dumps(doc))
+            f.write(dumps(doc))
     if args.plot:
         plot(doc, args.plot)
     return 0
@@ -515,7 +517,7 @@ def main(argv: list[str] | None = None) -> int:
         print(format_sweep(doc) if args.sweep else format_summary(doc))
     if args.json:
         with open(args.json, "wb") as f:
-            f.write(orjson.dumps(doc))
+            f.write(dumps(doc))
     if unanswered is not None:  # nothing measured: no summary, no plot, the cause in one line
         say("load", unanswered)
         return 2
