@@ -583,3 +583,26 @@ def test_the_summary_of_arrays_is_the_summary_of_lists(server: Any, stream_backe
         assert again["lag_ms"] == doc["summary"]["lag_ms"]
     # a multi-token chunk spreads its gap over its tokens (the slow path), the same either way
     assert doc["summary"]["itl_ms"]["n"] == 4 * 11 * 2
+
+
+def test_a_prompt_row_with_more_fields_is_sent_without_crashing(
+    server: Any, stream_backend: SimpleNamespace
+) -> None:
+    # it crashed every run with KeyError: 'messages' (in conversation, even without --turns)
+    row = orjson.dumps({"prompt": "hi", "max_tokens": 5, "ttft_ms": 50}).decode()
+    body = load.bodies(load.Config(url="u", model="chunks=none", dataset=(row,)))(0)
+    assert body["messages"] == [{"role": "user", "content": "hi"}]
+    assert (body["max_tokens"], body["ttft_ms"], body["stream_options"]) == (5, 50, {"include_usage": True})
+    doc = run(server, model="chunks=none", dataset=(row,), requests=2)
+    assert doc["summary"]["outcomes"] == {"complete": 2}
+    assert [sum(r["tokens"]) for r in doc["requests"]] == [5, 5]
+
+
+def test_a_whole_body_without_messages_goes_as_it_is_even_with_turns(
+    server: Any, stream_backend: SimpleNamespace
+) -> None:
+    row = orjson.dumps({"max_tokens": 3, "temperature": 0}).decode()
+    body = load.bodies(load.Config(url="u", model="m", dataset=(row,)))(0)
+    assert body == {"max_tokens": 3, "temperature": 0, "model": "m", "stream": True}
+    doc = run(server, model="chunks=none", dataset=(row,), requests=2, turns=2)
+    assert doc["summary"]["outcomes"] == {"complete": 4}  # the second turn carries the first answer

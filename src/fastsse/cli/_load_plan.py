@@ -455,6 +455,10 @@ def bodies(config: Config) -> Callable[..., dict[str, Any]]:
     """``body(i, history=()) -> dict``: request ``i``'s body (the dataset's row ``i mod len``, or the
     prompt; the shared prefix before the prompt), ``history`` (earlier turns) before its messages.
 
+    A row with the API's messages (``input`` for Responses) is a whole body, sent as it is; a row
+    with a string ``prompt`` instead is a prompt row: the prompt becomes the user message,
+    ``max_tokens`` the API's limit, and its other fields go into the body as they are.
+
     It raises ValueError for a dataset row that is not a JSON object.
     """
     extra = orjson.loads(config.extra_body) if config.extra_body else {}
@@ -476,11 +480,12 @@ def bodies(config: Config) -> Callable[..., dict[str, Any]]:
         ignore_eos = False
         if rows:
             row = rows[i % len(rows)]
-            if messages_key in row or not set(row) <= _PROMPT_ROW:
+            if messages_key in row or not (set(row) <= _PROMPT_ROW or isinstance(row.get("prompt"), str)):
                 out = dict(row)  # a request body: sent as it is, unknown fields included
                 whole = True
-            else:
+            else:  # a prompt row: the prompt becomes the user message, other fields go as they are
                 out = {messages_key: [{"role": "user", "content": prefix + str(row.get("prompt", ""))}]}
+                out.update((k, v) for k, v in row.items() if k not in _PROMPT_ROW)
                 if row.get("max_tokens") is not None:
                     limit = row["max_tokens"]
                 ignore_eos = bool(row.get("ignore_eos"))

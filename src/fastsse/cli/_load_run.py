@@ -380,9 +380,9 @@ async def _phase(
             records.append(record)
             counters.add(0 if record.outcome == COMPLETE else 1, 1)
             counters.add(3, record.output_tokens)
-            if answer is None:  # a turn that failed ends its conversation: the next has no history
+            if answer is None or t + 1 == turns:  # a turn that failed ends its conversation
                 return
-            history = [*payload["messages"], {"role": "assistant", "content": answer}]
+            history = [*(payload.get("messages") or ()), {"role": "assistant", "content": answer}]
             queued = time.monotonic_ns()
 
     if schedule is not None:
