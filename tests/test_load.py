@@ -606,3 +606,56 @@ def test_a_whole_body_without_messages_goes_as_it_is_even_with_turns(
     assert body == {"max_tokens": 3, "temperature": 0, "model": "m", "stream": True}
     doc = run(server, model="chunks=none", dataset=(row,), requests=2, turns=2)
     assert doc["summary"]["outcomes"] == {"complete": 4}  # the second turn carries the first answer
+
+
+def _interrupted(server: Any, tmp_path: Any, *extra: str) -> tuple[subprocess.CompletedProcess[str], Any]:
+    """Run the command, Ctrl-C it once 3 requests have ended, and read its --json."""
+    import os
+    import signal
+    import time
+
+    out = tmp_path / "partial.json"
+    cmd = [sys.executable, "-m", "fastsse", "load", server.base_url, "--model", "m", "--requests", "500"]
+    proc = subprocess.Popen(
+        [*cmd, "--concurrency", "2", "--json", str(out), *extra],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    while True:
+        stats = server.stats()
+        if stats["streams_total"] - stats["streams_active"] >= 3 or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=60)
+    done = subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
+    return done, orjson.loads(out.read_bytes()) if out.exists() else None
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_ctrl_c_writes_the_partial_json_and_exits_130(tmp_path: Any, workers: str) -> None:
+    with spawn_scripted_server(ttft_ms=20, itl_ms=10, chunks=12, loop="asyncio") as srv:
+        done, doc = _interrupted(srv, tmp_path, "--workers", workers)
+    assert done.returncode == 130, done.stderr
+    assert "Traceback" not in done.stderr and "Task was destroyed" not in done.stderr, done.stderr
+    assert "interrupted: the summary and" in done.stderr
+    assert "interrupted (Ctrl-C)" in done.stdout  # the summary of what had ended
+    assert doc is not None and doc["interrupted"] is True
+    assert 1 <= len(doc["requests"]) < 500
+    assert {r["outcome"] for r in doc["requests"]} == {"complete"}  # the cancelled ones are not in it
+    assert len(doc["workers"]) == int(workers)
+
+
+def test_an_interrupt_before_the_start_ends_the_worker_at_once() -> None:
+    config = load.Config(url="http://127.0.0.1:9/v1", model="m", requests=5, loop="asyncio")
+    share = _load_run.shares(config)[0]
+    interrupt = _load_run.Interrupt()
+    interrupt.request()  # before the loop: the worker sends nothing
+    import time
+
+    start = time.time_ns() + 5_000_000_000
+    result = _load_run.run_share(config, share, start, _load_run.Counters([0] * 4, 0), "inline", interrupt)
+    assert result.interrupted and result.records == []
+    assert time.time_ns() < start  # it did not wait for the start

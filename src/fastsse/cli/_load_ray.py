@@ -21,10 +21,17 @@ INSTALL: Final = (
     "--ray needs ray, which is not installed: pip install 'fastsse-cython[ray]' (or pip install ray)"
 )
 START_AHEAD_S: Final = 0.5  # from the actors' "ready" to the agreed start: the run() calls reach them
+POLL_S: Final = 0.2  # how often the driver looks for a Ctrl-C while the actors run
 
 
 class LoadActor:
-    """One load worker inside a Ray actor (wrapped with ``ray.remote`` when ray is there)."""
+    """One load worker inside a Ray actor (wrapped with ``ray.remote`` when ray is there; two
+    threads, so that ``stop`` is heard while ``run`` runs)."""
+
+    def __init__(self) -> None:
+        from ._load_run import Interrupt
+
+        self.interrupt = Interrupt()
 
     def ready(self) -> tuple[str, int]:
         """The actor's host and process: it is up, and has imported fastsse."""
@@ -36,8 +43,12 @@ class LoadActor:
         """Run the share on a new event loop of the actor's thread; the worker's result as a dict."""
         from ._load_run import Counters, run_share
 
-        result = run_share(config, share, start_epoch_ns, Counters([0, 0, 0, 0], 0), "ray")
-        return result.to_dict()
+        counters = Counters([0, 0, 0, 0], 0)
+        return run_share(config, share, start_epoch_ns, counters, "ray", self.interrupt).to_dict()
+
+    def stop(self) -> None:
+        """End the run early (the driver's Ctrl-C): ``run`` returns the records that had ended."""
+        self.interrupt.request()
 
 
 def _ray() -> Any:
@@ -88,15 +99,26 @@ def run_actors(config: Config, shares: list[Share]) -> list[dict[str, Any]]:
     connect(config.ray, len(shares))
     ray = _ray()
 
-    remote = ray.remote(num_cpus=1)(LoadActor)
+    from ._load_run import on_sigint
+
+    remote = ray.remote(num_cpus=1, max_concurrency=2)(LoadActor)
     actors = [remote.options(scheduling_strategy="SPREAD").remote() for _ in shares]
+    interrupted: list[bool] = []
     try:
         ray.get([a.ready.remote() for a in actors])
         start = time.time_ns() + int(START_AHEAD_S * 1e9)
+        runs = [a.run.remote(config, s, start) for a, s in zip(actors, shares, strict=True)]
+        with on_sigint(lambda: interrupted.append(True)):
+            # Ray calls do not belong in a signal handler: the loop passes the Ctrl-C on
+            pending, told = list(runs), False
+            while pending:
+                _, pending = ray.wait(pending, num_returns=len(pending), timeout=POLL_S)
+                if interrupted and not told:
+                    for actor in actors:
+                        actor.stop.remote()
+                    told = True
         try:
-            return list(
-                ray.get([a.run.remote(config, s, start) for a, s in zip(actors, shares, strict=True)])
-            )
+            return list(ray.get(runs))
         except ray.exceptions.RayError as exc:
             raise RuntimeError(f"a load actor failed: {exc}") from None
     finally:

@@ -277,8 +277,11 @@ def _settings(config: Config) -> dict[str, Any]:
     return out
 
 
-def assemble(config: Config, workers: list[dict[str, Any]], started_epoch: int) -> dict[str, Any]:
-    """The ``--json`` document of a run from its workers' results."""
+def assemble(
+    config: Config, workers: list[dict[str, Any]], started_epoch: int, *, interrupted: bool = False
+) -> dict[str, Any]:
+    """The ``--json`` document of a run from its workers' results (``interrupted``: Ctrl-C ended
+    it early, also when a worker says so)."""
     from .. import __version__
 
     records = sorted((r for w in workers for r in w["records"]), key=lambda r: r["index"])
@@ -291,6 +294,7 @@ def assemble(config: Config, workers: list[dict[str, Any]], started_epoch: int) 
         "origin_epoch_ns": workers[0]["origin_epoch_ns"] if workers else started_epoch,
         "config": _settings(config),
         "client": workers[0]["driver"] if workers else config.client,
+        "interrupted": interrupted or any(w.get("interrupted") for w in workers),
         "workers": info,
         "summary": summarize(
             records, info, goodput=dict(config.goodput) or None, percentiles=config.percentiles
@@ -371,6 +375,8 @@ def format_summary(doc: dict[str, Any]) -> str:
         f"(model {c['model']}), "
         f"client: {doc['client']}, {', '.join(load) or 'concurrency 1'}, {len(doc['workers'])} worker(s){where}",
     ]
+    if doc.get("interrupted"):
+        lines.append("  interrupted (Ctrl-C): the requests in flight were cancelled; these had ended")
     outcomes = s["outcomes"]
     lines.append(
         "  "

@@ -9,14 +9,16 @@ time each worker maps to its own ``time.monotonic_ns()`` through one anchor pair
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import multiprocessing
 import os
+import signal
 import socket
 import threading
 import time
 from array import array
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from typing import Any, Final
 
 from .._formats import api_format
@@ -388,20 +390,23 @@ async def _phase(
     if schedule is not None:
         start = time.monotonic_ns()
         deadline = None if duration is None else start + int(duration * 1e9)
-        tasks = set()
-        for c, offset in schedule:
-            due = start + offset
-            pause = (due - time.monotonic_ns()) / 1e9
-            if pause > 0:
-                await asyncio.sleep(pause)
-            if deadline is not None and time.monotonic_ns() >= deadline:
-                break
-            # queued is the scheduled arrival: if the client dispatches it late, that shows as queue time
-            task = asyncio.create_task(conversation(c, due))
-            tasks.add(task)
-            task.add_done_callback(tasks.discard)
-        if tasks:
-            await asyncio.gather(*tasks)
+        tasks: set[asyncio.Task[None]] = set()
+        try:
+            for c, offset in schedule:
+                due = start + offset
+                pause = (due - time.monotonic_ns()) / 1e9
+                if pause > 0:
+                    await asyncio.sleep(pause)
+                if deadline is not None and time.monotonic_ns() >= deadline:
+                    break
+                # queued is the scheduled arrival: if the client dispatches it late, that shows as queue time
+                task = asyncio.create_task(conversation(c, due))
+                tasks.add(task)
+                task.add_done_callback(tasks.discard)
+            if tasks:
+                await asyncio.gather(*tasks)
+        finally:
+            await _cancel(tasks)  # interrupted, or a conversation failed: none is left running
         return
 
     # closed loop: `concurrency` users, each sends its next conversation when the last one ended
@@ -419,7 +424,20 @@ async def _phase(
             issued += 1
             await conversation(next(indexes), time.monotonic_ns())
 
-    await asyncio.gather(*(user() for _ in range(share.concurrency or 1)))
+    users = [asyncio.create_task(user()) for _ in range(share.concurrency or 1)]
+    try:
+        await asyncio.gather(*users)
+    finally:
+        await _cancel(users)
+
+
+async def _cancel(tasks: Iterable[asyncio.Task[None]]) -> None:
+    """Cancel the tasks still running and wait until they have ended."""
+    left = [t for t in tasks if not t.done()]
+    for task in left:
+        task.cancel()
+    if left:
+        await asyncio.gather(*left, return_exceptions=True)
 
 
 _TIMES: Final = (
@@ -451,11 +469,70 @@ class WorkerResult:
     loop_delays_ns: list[int]  # how late each probe wake-up of the event loop came
     preempted: int  # involuntary context switches during the measured phase (-1: not known here)
     records: list[dict[str, Any]]
+    interrupted: bool = False  # Ctrl-C ended the run early: the records are those that had ended
 
     def to_dict(self) -> dict[str, Any]:
         """The result as the dict ``assemble`` takes: the same records, not deep copies of them
         (``dataclasses.asdict`` would copy every array of every record)."""
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+
+class Interrupt:
+    """Ctrl-C for one worker. ``request()`` (thread-safe: a SIGINT handler calls it, or a Ray
+    actor's ``stop``) ends the worker's run early: its requests in flight are cancelled, its client
+    is closed on its own loop, and it returns the records of the requests that had ended."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._event: asyncio.Event | None = None
+
+    def request(self) -> None:
+        """End the run early (any thread; again is a no-op)."""
+        self.requested = True
+        loop, event = self._loop, self._event
+        if loop is not None and event is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(event.set)
+
+    async def until(self, work: Awaitable[None]) -> bool:
+        """Await ``work`` unless the run is interrupted first (then cancel it): True if it was."""
+        if self._event is None:
+            self._loop, self._event = asyncio.get_running_loop(), asyncio.Event()
+        if self.requested:
+            self._event.set()
+        task = asyncio.ensure_future(work)
+        stop = asyncio.ensure_future(self._event.wait())
+        try:
+            await asyncio.wait((task, stop), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            await _cancel((stop,))
+        if not task.done():
+            await _cancel((task,))
+            return True
+        task.result()  # what the work raised
+        return False
+
+
+@contextlib.contextmanager
+def on_sigint(callback: Callable[[], None], *, again: bool = False) -> Iterator[None]:
+    """Within the block, SIGINT (Ctrl-C) calls ``callback`` instead of raising KeyboardInterrupt:
+    the first time only, a second one raising as before, or every time with ``again``. Only the
+    main thread can catch signals: elsewhere (a Ray actor's thread) this does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.getsignal(signal.SIGINT)
+
+    def handler(signum: int, frame: Any) -> None:
+        if not again:
+            signal.signal(signal.SIGINT, previous)
+        callback()
+
+    signal.signal(signal.SIGINT, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 async def _probe(delays: list[int], stop: asyncio.Event) -> None:
@@ -468,7 +545,7 @@ async def _probe(delays: list[int], stop: asyncio.Event) -> None:
 
 
 async def _run_share(
-    config: Config, share: Share, start_epoch_ns: int, counters: Counters, runner: str
+    config: Config, share: Share, start_epoch_ns: int, counters: Counters, runner: str, interrupt: Interrupt
 ) -> WorkerResult:
     anchor = [time.monotonic_ns(), time.time_ns()]
     # the run's 0, on this process's monotonic clock: the agreed start, in epoch time, moved across
@@ -477,29 +554,38 @@ async def _run_share(
     indexes = iter(range(share.worker, 1 << 62, share.workers))
     concurrency = share.concurrency or 1024
     records: list[Record] = []
+    delays: list[int] = []
+    cpu = wall = 0.0
+    switches0 = switches = -1
     async with _driver(config, concurrency) as driver:
         wait = (start_epoch_ns - time.time_ns()) / 1e9
-        if wait > 0:
-            await asyncio.sleep(wait)
-        if share.warmup or share.warmup_arrivals:
-            await _phase(
-                driver, body, share, config, origin, counters, records,
-                schedule=share.warmup_arrivals, indexes=indexes, count=share.warmup, duration=None, warmup=True,
-            )  # fmt: skip
-        delays: list[int] = []
-        stop = asyncio.Event()
-        probe = asyncio.create_task(_probe(delays, stop))
-        switches0 = _involuntary_switches()
-        cpu0, wall0 = time.process_time(), time.monotonic()
-        await _phase(
-            driver, body, share, config, origin, counters, records,
-            schedule=share.arrivals, indexes=indexes, count=share.requests, duration=config.duration,
-            warmup=False,
-        )  # fmt: skip
-        cpu, wall = time.process_time() - cpu0, time.monotonic() - wall0
-        switches = _involuntary_switches()
-        stop.set()
-        await probe
+        stopped = wait > 0 and await interrupt.until(asyncio.sleep(wait))
+        if not stopped and (share.warmup or share.warmup_arrivals):
+            stopped = await interrupt.until(
+                _phase(
+                    driver, body, share, config, origin, counters, records,
+                    schedule=share.warmup_arrivals, indexes=indexes, count=share.warmup, duration=None,
+                    warmup=True,
+                )  # fmt: skip
+            )
+        if not stopped:
+            stop = asyncio.Event()
+            probe = asyncio.create_task(_probe(delays, stop))
+            switches0 = _involuntary_switches()
+            cpu0, wall0 = time.process_time(), time.monotonic()
+            try:
+                await interrupt.until(
+                    _phase(
+                        driver, body, share, config, origin, counters, records,
+                        schedule=share.arrivals, indexes=indexes, count=share.requests,
+                        duration=config.duration, warmup=False,
+                    )  # fmt: skip
+                )
+            finally:
+                cpu, wall = time.process_time() - cpu0, time.monotonic() - wall0
+                switches = _involuntary_switches()
+                stop.set()
+                await _cancel((probe,))
     return WorkerResult(
         worker=share.worker,
         pid=os.getpid(),
@@ -513,6 +599,7 @@ async def _run_share(
         loop_delays_ns=delays,
         preempted=switches - switches0 if switches0 >= 0 else -1,
         records=[r.to_json() for r in sorted(records, key=lambda r: r.index)],
+        interrupted=interrupt.requested,
     )
 
 
@@ -539,25 +626,66 @@ def _new_loop(kind: str) -> asyncio.AbstractEventLoop:
 
 
 def run_share(
-    config: Config, share: Share, start_epoch_ns: int, counters: Counters, runner: str = "inline"
+    config: Config,
+    share: Share,
+    start_epoch_ns: int,
+    counters: Counters,
+    runner: str = "inline",
+    interrupt: Interrupt | None = None,
 ) -> WorkerResult:
-    """Run one worker's share on a new event loop of this thread (a process's, or a Ray actor's)."""
+    """Run one worker's share on a new event loop of this thread (a process's, or a Ray actor's).
+
+    ``interrupt.request()`` ends it early (the result then has ``interrupted``); without an
+    ``interrupt``, Ctrl-C in the main thread does (a second one raises KeyboardInterrupt)."""
     loop = _new_loop(config.loop)
+    own = interrupt is None
+    interrupt = interrupt or Interrupt()
+    work = loop.create_task(_run_share(config, share, start_epoch_ns, counters, runner, interrupt))
     try:
-        return loop.run_until_complete(_run_share(config, share, start_epoch_ns, counters, runner))
+        with on_sigint(interrupt.request) if own else contextlib.nullcontext():
+            return loop.run_until_complete(work)
     finally:
+        # a second Ctrl-C left the run's task pending: end it here, where its client can still
+        # close on a running loop (asyncio.run does the same)
+        if not work.done():
+            work.cancel()
+            with contextlib.suppress(BaseException):
+                loop.run_until_complete(work)
         loop.close()
 
 
 def _worker_main(config: Config, share: Share, start_epoch_ns: int, store: Any, conn: Any) -> None:
+    # started with SIGINT ignored (``_quiet_sigint``), so that a Ctrl-C during its start cannot
+    # kill it without a word; from here the terminal's Ctrl-C (it reaches the whole group) and the
+    # parent's passing it on are one request, and the parent's stop flag covers the time before
+    interrupt = Interrupt()
     try:
-        result = run_share(config, share, start_epoch_ns, Counters(store, share.worker), "process")
+        with on_sigint(interrupt.request, again=True):
+            if store[len(store) - 1]:
+                interrupt.request()
+            result = run_share(
+                config, share, start_epoch_ns, Counters(store, share.worker), "process", interrupt
+            )
         # pickled: the records' arrays cross as their bytes, and arrive as arrays
         conn.send(result.to_dict())
     except BaseException as exc:
         conn.send({"error": f"{type(exc).__name__}: {exc}"})
     finally:
         conn.close()
+
+
+@contextlib.contextmanager
+def _quiet_sigint() -> Iterator[None]:
+    """Ignore SIGINT while child processes start: they inherit that (and Python keeps it) until
+    they install their own handler."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def run(config: Config, *, progress: Callable[[list[int]], None] | None = None) -> dict[str, Any]:
@@ -572,6 +700,7 @@ def run(config: Config, *, progress: Callable[[list[int]], None] | None = None) 
     parts = shares(config)
     started_epoch = time.time_ns()
     results: list[dict[str, Any]] = []
+    interrupted = Interrupt()  # what the parent of process workers saw (each worker reports its own)
     if config.ray is not None:
         from . import _load_ray
 
@@ -589,25 +718,44 @@ def run(config: Config, *, progress: Callable[[list[int]], None] | None = None) 
         results.append(outcome.to_dict())
     else:
         ctx = multiprocessing.get_context("spawn")
-        shared = ctx.Array("q", 4 * config.workers, lock=False)
+        # the workers' counters, and a last slot: the parent's stop flag
+        shared = ctx.Array("q", 4 * config.workers + 1, lock=False)
         # workers need the time to import before the agreed start
         start = time.time_ns() + int(1.5e9)
         procs = []
-        for share in parts:
-            parent, child = ctx.Pipe(duplex=False)
-            proc = ctx.Process(target=_worker_main, args=(config, share, start, shared, child), daemon=True)
-            proc.start()
-            child.close()
-            procs.append((proc, parent))
+        with _quiet_sigint():
+            for share in parts:
+                parent, child = ctx.Pipe(duplex=False)
+                proc = ctx.Process(
+                    target=_worker_main, args=(config, share, start, shared, child), daemon=True
+                )
+                proc.start()
+                child.close()
+                procs.append((proc, parent))
         stop = threading.Event()
         ticker = _ticker(shared, progress, stop, config.workers) if progress else None
+
+        def pass_on() -> None:  # Ctrl-C here (or a SIGINT sent to this process alone) stops them all
+            interrupted.requested = True
+            shared[4 * config.workers] = 1
+            for proc, _ in procs:
+                if proc.is_alive() and proc.pid is not None and os.name == "posix":
+                    os.kill(proc.pid, signal.SIGINT)
+
         try:
-            for proc, parent in procs:
-                data = parent.recv()
-                proc.join()
-                if "error" in data:
-                    raise RuntimeError(f"a load worker failed: {data['error']}")
-                results.append(data)
+            with on_sigint(pass_on):
+                for proc, parent in procs:
+                    try:
+                        data = parent.recv()
+                    except EOFError:
+                        proc.join()
+                        data = {"error": f"it ended without its result (exit code {proc.exitcode})"}
+                    proc.join()
+                    if "error" in data:
+                        if interrupted.requested:  # stopped before it could run: nothing to add
+                            continue
+                        raise RuntimeError(f"a load worker failed: {data['error']}")
+                    results.append(data)
         finally:
             stop.set()
             if ticker is not None:
@@ -615,7 +763,7 @@ def run(config: Config, *, progress: Callable[[list[int]], None] | None = None) 
             for proc, _ in procs:
                 if proc.is_alive():
                     proc.terminate()
-    return assemble(config, results, started_epoch)
+    return assemble(config, results, started_epoch, interrupted=interrupted.requested)
 
 
 def _ticker(

@@ -93,11 +93,13 @@ def sweep(
     closed = dataclasses.replace(config, rate=None, ramp=None, concurrency=config.concurrency or 1)
     top = run(closed, progress=progress)
     peak = top["summary"]["requests_per_s"]
-    if not peak:
+    if not peak and not top["interrupted"]:
         raise RuntimeError("the closed-loop run completed no request: there is no maximum to sweep up to")
     runs = [top]
     rows = [sweep_row(None, top)]
     for k in range(1, points + 1):
+        if runs[-1]["interrupted"]:  # Ctrl-C: the rows so far
+            break
         rate = peak * k / points
         doc = run(dataclasses.replace(config, rate=rate, ramp=None, concurrency=None), progress=progress)
         runs.append(doc)
@@ -111,6 +113,7 @@ def sweep(
         "started_epoch_ns": top["started_epoch_ns"],
         "config": settings,
         "client": top["client"],
+        "interrupted": runs[-1]["interrupted"],
         "rows": rows,
         "runs": runs,
     }
@@ -513,11 +516,20 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write("\n")
     runs = doc["runs"] if args.sweep else [doc]
     unanswered = None if args.sweep else _unanswered(doc)  # a sweep with none stops at its maximum
-    if unanswered is None:
+    ended = sum(len(d["requests"]) for d in runs)
+    if unanswered is None and (ended or not doc["interrupted"]):
         print(format_sweep(doc) if args.sweep else format_summary(doc))
     if args.json:
         with open(args.json, "wb") as f:
             f.write(dumps(doc))
+    if doc["interrupted"]:  # Ctrl-C: what had ended is above and in --json
+        if ended:
+            where = f" and {args.json}" if args.json else ""
+            say("load", f"interrupted: the summary{where} hold the {ended:,} request(s) that had ended")
+        else:
+            where = f" ({args.json} says so)" if args.json else ""
+            say("load", f"interrupted before any request ended{where}")
+        return 130
     if unanswered is not None:  # nothing measured: no summary, no plot, the cause in one line
         say("load", unanswered)
         return 2
