@@ -659,3 +659,47 @@ def test_an_interrupt_before_the_start_ends_the_worker_at_once() -> None:
     result = _load_run.run_share(config, share, start, _load_run.Counters([0] * 4, 0), "inline", interrupt)
     assert result.interrupted and result.records == []
     assert time.time_ns() < start  # it did not wait for the start
+
+
+@pytest.fixture(scope="module")
+def epoch_stamps() -> Iterator[Any]:
+    """A server whose chunks carry their own send stamp, ``server_ns``: epoch ns (time.time_ns())."""
+    import time
+
+    from _raw_server import RawServer
+
+    def script(conn: Any) -> None:
+        conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n")
+        for k in range(4):
+            chunk = {"choices": [{"index": 0, "delta": {"content": f" w{k}"}}], "server_ns": time.time_ns()}
+            conn.sendall(b"data: " + orjson.dumps(chunk) + b"\n\n")
+            time.sleep(0.002)
+        finish = {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+        conn.sendall(b"data: " + orjson.dumps(finish) + b"\n\ndata: [DONE]\n\n")
+
+    with RawServer(script) as srv:
+        yield srv
+
+
+@pytest.mark.parametrize("client", ["fastsse", "aiohttp-vllm"])
+def test_lag_reads_the_servers_own_stamp_field(epoch_stamps: Any, client: str) -> None:
+    if client != "fastsse":
+        pytest.importorskip("aiohttp")
+    config = load.Config(url=epoch_stamps.base_url, model="m", requests=2, loop="asyncio", client=client)
+    ignored = load.run(config)  # the default field is not in these chunks: no lag
+    assert ignored["summary"]["outcomes"] == {"complete": 2}
+    assert ignored["summary"]["lag_ms"]["n"] == 0
+    doc = load.run(dataclasses.replace(config, lag_field="server_ns"))
+    lag = doc["summary"]["lag_ms"]
+    assert lag["n"] == 8
+    # epoch stamps moved onto the client's clock: a loopback write is seen within milliseconds
+    assert -1.0 <= lag["min"] and lag["max"] < 200.0
+    assert doc["config"]["lag_field"] == "server_ns"
+
+
+def test_lag_field_is_on_the_command_line() -> None:
+    args = load._parser().parse_args(["http://x/v1", "--model", "m", "--lag-field", "sent_at_ns"])
+    assert load.config_from_args(args).lag_field == "sent_at_ns"
+    assert load.config_from_args(load._parser().parse_args(["http://x/v1", "--model", "m"])).lag_field == (
+        "fastsse_sent_ns"
+    )

@@ -23,7 +23,10 @@ from . import _peers
 
 SCHEMA: Final = "fastsse.load/2"
 OLD_SCHEMAS: Final = ("fastsse.load/1",)  # still read by ``load merge``
-STAMP: Final = "fastsse_sent_ns"
+STAMP: Final = "fastsse_sent_ns"  # the scripted server's send stamp: the default --lag-field
+# A send stamp at least this large is epoch ns (time.time_ns(): 1e18 was September 2001); below it,
+# the server's CLOCK_MONOTONIC, which would need 31 years of uptime to get there.
+EPOCH_STAMP_NS: Final = 10**18
 CLIENTS: Final = ("fastsse", *_peers.PEERS)
 DEFAULT_PROMPT: Final = "Write a long story about a lighthouse keeper and the sea."
 MESSAGES_MAX_TOKENS: Final = 1024  # the Messages API requires max_tokens; this without --max-tokens
@@ -61,6 +64,7 @@ class Config:
     client: str = "fastsse"
     timeout: float = 600.0
     lag: bool = True
+    lag_field: str = STAMP  # fastsse.load/2: the send stamp's field (--lag-field)
     loop: str = "auto"
     workers: int = 1
     http2: bool = False

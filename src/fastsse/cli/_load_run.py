@@ -26,10 +26,10 @@ from .._timing import chunk_marks
 from . import _peers
 from ._load_plan import (
     COMPLETE,
+    EPOCH_STAMP_NS,
     FAILED,
     HTTP_ERROR,
     INCOMPLETE,
-    STAMP,
     STREAM_ERROR,
     Config,
     Share,
@@ -116,13 +116,17 @@ def _from_peer(index: int, rec: _peers.PeerRecord, queued: int) -> Record:
     out = Record(index=index, queued=queued, started=rec.start_ns, end=rec.end_ns, status=rec.status)
     out.reads = array(NS_TYPE, rec.recv_ns)
     out.first_byte = rec.recv_ns[0] if rec.recv_ns else None
+    anchor = None
     for i, (tokens, reasoning) in enumerate(zip(rec.tokens, rec.reasoning, strict=True)):
         if tokens > 0:
             out.token_reads.append(i)
             out.tokens.append(tokens)
             out.token_kinds.append(2 if reasoning else 1)
-            if rec.sent_ns[i]:
-                out.lags.append(rec.recv_ns[i] - rec.sent_ns[i])
+            sent = rec.sent_ns[i]
+            if sent:
+                if sent >= EPOCH_STAMP_NS:
+                    anchor = anchor or [time.monotonic_ns(), time.time_ns()]
+                out.lags.append(rec.recv_ns[i] - _on_monotonic(sent, anchor))
     _firsts(out)
     out.completion_tokens = rec.usage_tokens or None
     if rec.status >= 400:
@@ -137,6 +141,15 @@ def _from_peer(index: int, rec: _peers.PeerRecord, queued: int) -> Record:
     else:
         out.outcome = COMPLETE
     return out
+
+
+def _on_monotonic(sent: int, anchor: list[int] | None) -> int:
+    """A send stamp on this process's monotonic clock: epoch ns (``EPOCH_STAMP_NS``) moved across
+    through an ``[monotonic_ns, epoch_ns]`` pair read together; else it is on that clock already
+    (the server's, on this machine)."""
+    if sent >= EPOCH_STAMP_NS and anchor:
+        return sent - anchor[1] + anchor[0]
+    return sent
 
 
 def _firsts(out: Record) -> None:
@@ -174,7 +187,11 @@ def _from_result(index: int, result: dict[str, Any], sent_stamps: list[int], que
     out.token_kinds = array(KIND_TYPE, timing.get("token_kinds") or ())
     _firsts(out)
     if sent_stamps and len(sent_stamps) == len(out.token_reads):
-        out.lags = array(NS_TYPE, [t - s for t, s in zip(out.token_times(), sent_stamps, strict=True) if s])
+        anchor = timing.get("anchor")
+        out.lags = array(
+            NS_TYPE,
+            [t - _on_monotonic(s, anchor) for t, s in zip(out.token_times(), sent_stamps, strict=True) if s],
+        )
     usage = result.get("usage")
     if isinstance(usage, dict):
         # chat names them prompt / completion tokens; Responses and Messages input / output tokens
@@ -241,6 +258,7 @@ class _EngineDriver:
             http2=config.http2,
         )
         self.lag = config.lag
+        self.lag_field = config.lag_field
         # which events carry tokens: the engine's own rule, so the stamps line up with its records
         self.marks: Callable[[dict[str, Any]], int] = (
             (lambda chunk: chunk_marks(chunk)[0])
@@ -263,9 +281,11 @@ class _EngineDriver:
         if self.lag:
             marks = self.marks
 
+            field = self.lag_field
+
             def on_chunk(chunk: dict[str, Any]) -> None:
                 if marks(chunk):
-                    sent = chunk.get(STAMP)
+                    sent = chunk.get(field)
                     stamps.append(sent if type(sent) is int else 0)
 
         try:
@@ -281,7 +301,12 @@ class _PeerDriver:
     def __init__(self, name: str, config: Config, concurrency: int) -> None:
         self.label = _peers.PEERS[name][0]
         self.peer = _peers.open_peer(
-            name, config.url, concurrency=concurrency, headers=_auth(config), timeout=config.timeout
+            name,
+            config.url,
+            concurrency=concurrency,
+            headers=_auth(config),
+            timeout=config.timeout,
+            stamp=config.lag_field,
         )
 
     async def __aenter__(self) -> _PeerDriver:

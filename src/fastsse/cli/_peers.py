@@ -4,10 +4,11 @@ Each peer sends the request bodies it is given (``stream`` forced on) with at mo
 in flight, and records for every chunk it hands to user code: the receive stamp
 (``time.monotonic_ns()`` when the client's own loop delivered the chunk, as a benchmark built on
 that client would take it), the chunk's send stamp from the scripted server
-(``fastsse_sent_ns``, 0 when absent) and the tokens it carries (the usage delta when the chunk has
-usage with ``completion_tokens``, else its ``logprobs.content`` entries, else 1 when it has
-non-empty ``content`` or ``reasoning_content``/``reasoning``, else 0). Role-only, finish and
-usage-only chunks are recorded with 0 tokens.
+(``fastsse_sent_ns``, or the field ``open_peer`` is given; 0 when absent) and the tokens it
+carries (the usage delta when the chunk has usage with ``completion_tokens``, else its
+``logprobs.content`` entries, else 1 when it has non-empty ``content`` or
+``reasoning_content``/``reasoning``, else 0). Role-only, finish and usage-only chunks are recorded
+with 0 tokens.
 
 - ``aiohttp-vllm``: aiohttp, each read decoded and split at blank lines, ``data: `` removed, the
   stamp taken, stdlib ``json.loads``: the framing of vLLM's ``bench serve`` (its chat request
@@ -60,10 +61,11 @@ class PeerRecord:
     tokens: list[int] = dataclasses.field(default_factory=list)
     reasoning: list[bool] = dataclasses.field(default_factory=list)  # the chunk's tokens are reasoning
     usage_tokens: int = 0  # the last completion_tokens the stream reported, 0 if none
+    stamp: str = dataclasses.field(default=STAMP, repr=False)  # the send stamp's field
 
     def add(self, chunk: dict[str, Any], now: int) -> None:
         """Record one parsed chunk (a dict) received at ``now``."""
-        sent = chunk.get(STAMP)
+        sent = chunk.get(self.stamp)
         self.recv_ns.append(now)
         self.sent_ns.append(sent if type(sent) is int else 0)
         usage = chunk.get("usage")
@@ -113,6 +115,7 @@ class Peer:
         self.headers = headers
         self.concurrency = concurrency
         self.timeout = timeout
+        self.stamp = STAMP  # the field of the server's send stamp in each chunk
 
     async def __aenter__(self) -> Peer:
         return self
@@ -139,7 +142,7 @@ class _AiohttpVllm(Peer):
         await self.session.close()
 
     async def one(self, body: dict[str, Any]) -> PeerRecord:
-        rec = PeerRecord(start_ns=time.monotonic_ns())
+        rec = PeerRecord(start_ns=time.monotonic_ns(), stamp=self.stamp)
         try:
             async with self.session.post(self.url, json=_body(body), headers=self.headers) as response:
                 rec.status = response.status
@@ -193,7 +196,7 @@ class _OpenAI(Peer):
         await self.client.close()
 
     async def one(self, body: dict[str, Any]) -> PeerRecord:
-        rec = PeerRecord(start_ns=time.monotonic_ns())
+        rec = PeerRecord(start_ns=time.monotonic_ns(), stamp=self.stamp)
         rest = {k: v for k, v in body.items() if k not in ("model", "messages", "stream")}
         try:
             stream = await self.client.chat.completions.create(
@@ -202,7 +205,7 @@ class _OpenAI(Peer):
             rec.status = 200
             async for chunk in stream:
                 now = time.monotonic_ns()
-                rec.add(_openai_dict(chunk), now)
+                rec.add(_openai_dict(chunk, self.stamp), now)
             rec.done = True  # the SDK ends its iterator at [DONE] and at the end of the body alike
         except self.openai.APIStatusError as exc:
             rec.status = exc.status_code
@@ -214,11 +217,11 @@ class _OpenAI(Peer):
         return rec
 
 
-def _openai_dict(chunk: Any) -> dict[str, Any]:
+def _openai_dict(chunk: Any, stamp: str = STAMP) -> dict[str, Any]:
     # the few fields PeerRecord.add reads, from the SDK's objects (no model_dump: that is not what
     # a benchmark on the SDK pays per chunk)
     extra = chunk.model_extra or {}
-    out: dict[str, Any] = {STAMP: extra.get(STAMP)}
+    out: dict[str, Any] = {stamp: extra.get(stamp)}
     if chunk.usage is not None:
         out["usage"] = {"completion_tokens": chunk.usage.completion_tokens}
     if chunk.choices:
@@ -247,7 +250,7 @@ class _HttpxSse(Peer):
         await self.client.aclose()
 
     async def one(self, body: dict[str, Any]) -> PeerRecord:
-        rec = PeerRecord(start_ns=time.monotonic_ns())
+        rec = PeerRecord(start_ns=time.monotonic_ns(), stamp=self.stamp)
         try:
             async with self.httpx_sse.aconnect_sse(self.client, "POST", self.url, json=_body(body)) as source:
                 rec.status = source.response.status_code
@@ -272,7 +275,7 @@ class _FastsseAiohttp(_AiohttpVllm):
     async def one(self, body: dict[str, Any]) -> PeerRecord:
         from .. import aiter_chunks
 
-        rec = PeerRecord(start_ns=time.monotonic_ns())
+        rec = PeerRecord(start_ns=time.monotonic_ns(), stamp=self.stamp)
         try:
             async with self.session.post(self.url, json=_body(body), headers=self.headers) as response:
                 rec.status = response.status
@@ -315,7 +318,7 @@ class _FastsseThreads(Peer):
     def blocking(self, body: dict[str, Any]) -> PeerRecord:
         from .. import create_stream
 
-        rec = PeerRecord(start_ns=time.monotonic_ns())
+        rec = PeerRecord(start_ns=time.monotonic_ns(), stamp=self.stamp)
 
         def on_chunk(chunk: dict[str, Any]) -> None:
             rec.add(chunk, time.monotonic_ns())
@@ -358,18 +361,22 @@ def open_peer(
     concurrency: int,
     headers: dict[str, str] | None = None,
     timeout: float = 6 * 3600,
+    stamp: str = STAMP,
 ) -> Peer:
-    """``open_peer(name, base_url, /, *, concurrency, headers=None, timeout=21600) -> Peer``
+    """``open_peer(name, base_url, /, *, concurrency, headers=None, timeout=21600, stamp=STAMP) -> Peer``
 
     The peer client ``name``, to be entered (``async with``) on the loop that will use it; sized for
-    ``concurrency`` streams at once. It raises ValueError for an unknown name or a concurrency
-    below 1; entering it raises ``Unavailable`` when the peer's package is missing.
+    ``concurrency`` streams at once, reading each chunk's send stamp from its field ``stamp``. It
+    raises ValueError for an unknown name or a concurrency below 1; entering it raises
+    ``Unavailable`` when the peer's package is missing.
     """
     if name not in PEERS:
         raise ValueError(f"unknown peer {name!r}; known: {', '.join(PEERS)}")
     if concurrency < 1:
         raise ValueError(f"concurrency must be >= 1, not {concurrency}")
-    return PEERS[name][1](base_url, dict(headers or {}), concurrency, timeout)
+    peer = PEERS[name][1](base_url, dict(headers or {}), concurrency, timeout)
+    peer.stamp = stamp
+    return peer
 
 
 async def _run_all(peer: Peer, bodies: list[dict[str, Any]], concurrency: int) -> list[PeerRecord]:

@@ -39,6 +39,7 @@ from ._load_plan import (
     RAMPS,
     SCHEMA,
     SLOS,
+    STAMP,
     Config,
     Tokenizer,
     arrivals,
@@ -223,6 +224,13 @@ def _parser() -> argparse.ArgumentParser:
         "--no-lag", action="store_true", help="do not read the server's send stamps (no per-chunk dict)"
     )
     client.add_argument(
+        "--lag-field",
+        metavar="NAME",
+        default=STAMP,
+        help=f"the chunks' field holding the server's send stamp in ns, on its monotonic clock or "
+        f"epoch time (default {STAMP}, the scripted server's)",
+    )
+    client.add_argument(
         "--loop",
         choices=("auto", "asyncio", "uvloop"),
         default="auto",
@@ -353,6 +361,8 @@ def config_from_args(args: argparse.Namespace) -> Config:
         raise ValueError("--sweep chooses the rates itself: leave out --rate and --ramp-up")
     if args.sweep_points < 1:
         raise ValueError("--sweep-points must be >= 1")
+    if not args.lag_field:
+        raise ValueError("--lag-field needs a field name")
     if args.ray is not None and args.client != "fastsse":
         raise ValueError("--ray runs fastsse's client in each actor: it does not go with --client")
     headers = []
@@ -391,6 +401,7 @@ def config_from_args(args: argparse.Namespace) -> Config:
         client=args.client,
         timeout=args.timeout,
         lag=not args.no_lag,
+        lag_field=args.lag_field,
         loop=args.loop,
         workers=args.workers,
         http2=args.http2,
