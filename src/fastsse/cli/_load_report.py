@@ -315,7 +315,7 @@ def merge(documents: list[dict[str, Any]]) -> dict[str, Any]:
         if doc.get("schema") not in (SCHEMA, *OLD_SCHEMAS):
             raise ValueError(f"not a {SCHEMA} document: {doc.get('schema')!r}")
         if doc.get("kind", "run") != "run":
-            raise ValueError("a sweep cannot be merged: merge the runs of one load point")
+            raise ValueError(f"a {doc.get('kind')} cannot be merged: merge the runs of one load point")
     base = min(doc["origin_epoch_ns"] for doc in documents)
     records: list[dict[str, Any]] = []
     workers: list[dict[str, Any]] = []

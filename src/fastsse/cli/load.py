@@ -24,11 +24,11 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 import orjson
 
-from . import _load_ray, _peers
+from . import _load_compare, _load_ray, _peers
 from ._common import Parser, endpoint, prog, say
 from ._load_plan import (
     APIS,
@@ -75,6 +75,7 @@ __all__ = [
     "merge",
     "percentile",
     "plot",
+    "repeat",
     "run",
     "summarize",
     "sweep",
@@ -120,6 +121,42 @@ def sweep(
     }
 
 
+def repeat(
+    config: Config, times: int, *, progress: Callable[[list[int]], None] | None = None
+) -> dict[str, Any]:
+    """``repeat(config, times, *, progress=None) -> dict``: ``times`` runs of the same plan (the
+    same schedule and bodies: the same seed), one after the other, and each metric's mean with its
+    95% confidence interval across them.
+
+    The document (``kind: "repeat"``) holds ``summary.metrics`` (``{key: {mean, low, high,
+    values}}``, ``_load_compare.intervals``) and every run's whole document (``runs``); Ctrl-C keeps
+    the runs that had ended. It raises what ``run`` raises.
+    """
+    runs: list[dict[str, Any]] = []
+    for _ in range(times):
+        runs.append(run(config, progress=progress))
+        if runs[-1]["interrupted"] or _unanswered(runs[-1]) is not None:
+            break
+    top = runs[0]
+    settings = dict(top["config"])
+    settings["repeat"] = times
+    return {
+        "schema": SCHEMA,
+        "kind": "repeat",
+        "fastsse_version": top["fastsse_version"],
+        "started_epoch_ns": top["started_epoch_ns"],
+        "config": settings,
+        "client": top["client"],
+        "interrupted": runs[-1]["interrupted"],
+        "summary": {
+            "runs": len(runs),
+            "level": _load_compare.LEVEL,
+            "metrics": _load_compare.intervals(runs),
+        },
+        "runs": runs,
+    }
+
+
 # The command line.
 
 
@@ -129,7 +166,8 @@ def _parser() -> argparse.ArgumentParser:
         "Load an OpenAI-compatible streaming server and measure TTFT, TPOT, ITL, E2E, throughput and "
         "goodput with a client that is not the bottleneck (docs/load.md).",
         epilog=f"{prog('load merge')} A.json B.json --json ALL.json merges runs made at the same "
-        "time on several machines onto one clock.",
+        f"time on several machines onto one clock; {prog('load compare')} A.json B.json sets runs "
+        "side by side.",
     )
     p.add_argument("url", help="the API base URL, e.g. http://127.0.0.1:8000/v1")
     p.add_argument("--model", required=True, help="the model name sent in every request")
@@ -273,6 +311,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     report.add_argument("--sweep-points", type=int, default=4, help="rates of a sweep (default 4)")
     report.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        metavar="N",
+        help="N runs of the same plan: each metric's mean and 95%% confidence interval across them",
+    )
+    report.add_argument(
         "--json", metavar="FILE", help=f"write the summary and every request record ({SCHEMA})"
     )
     report.add_argument(
@@ -361,6 +406,10 @@ def config_from_args(args: argparse.Namespace) -> Config:
         raise ValueError("--sweep chooses the rates itself: leave out --rate and --ramp-up")
     if args.sweep_points < 1:
         raise ValueError("--sweep-points must be >= 1")
+    if args.repeat < 1:
+        raise ValueError("--repeat must be >= 1")
+    if args.repeat > 1 and args.sweep:
+        raise ValueError("--repeat repeats one run: it does not go with --sweep")
     if not args.lag_field:
         raise ValueError("--lag-field needs a field name")
     if args.ray is not None and args.client != "fastsse":
@@ -451,10 +500,50 @@ def merge_main(argv: list[str]) -> int:
     return 0
 
 
+PLOT_INSTALL: Final = "--plot needs matplotlib, which is not installed: pip install 'fastsse-cython[plot]'"
+
+
+def compare_main(argv: list[str]) -> int:
+    """``python -m fastsse load compare A.json B.json ... [--json OUT] [--plot OUT.png]``."""
+    p = Parser(
+        "load compare",
+        "Set the metrics of --json results side by side: each against the first, with the ratio "
+        "and whether the difference is significant (docs/load.md, \"Comparing runs\").",
+    )
+    p.add_argument(
+        "files", nargs="+", help="--json documents of runs (or of --repeat), the first the baseline"
+    )
+    p.add_argument("--json", metavar="FILE", help=f"write the comparison ({_load_compare.COMPARE_SCHEMA})")
+    p.add_argument("--plot", metavar="FILE.png", help="overlay the CDFs of TTFT, ITL and E2E (matplotlib)")
+    args = p.parse_args(argv)
+    if len(args.files) < 2:
+        say("load compare", "give two documents at least: the first is the baseline")
+        return 2
+    if args.plot and importlib.util.find_spec("matplotlib") is None:
+        say("load compare", PLOT_INSTALL)
+        return 2
+    try:
+        docs = []
+        for name in args.files:
+            with open(name, "rb") as f:
+                docs.append(orjson.loads(f.read()))
+        comparison = _load_compare.compare(docs, args.files)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        say("load compare", str(exc))
+        return 2
+    print(_load_compare.format_comparison(comparison))
+    if args.json:
+        with open(args.json, "wb") as f:
+            f.write(orjson.dumps(comparison))
+    if args.plot:
+        _load_compare.plot_comparison(docs, args.files, args.plot)
+    return 0
+
+
 def _missing(args: argparse.Namespace) -> str | None:
     """What an optional dependency the arguments need lacks, checked before the first request."""
     if args.plot and importlib.util.find_spec("matplotlib") is None:
-        return "--plot needs matplotlib, which is not installed: pip install 'fastsse-cython[plot]'"
+        return PLOT_INSTALL
     if args.ray is not None and not _load_ray.available():
         return _load_ray.INSTALL
     return None
@@ -478,6 +567,8 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["merge"]:
         return merge_main(argv[1:])
+    if argv[:1] == ["compare"]:
+        return compare_main(argv[1:])
     args = _parser().parse_args(argv)
     lacking = _missing(args)
     if lacking:
@@ -508,6 +599,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.sweep:
             doc = sweep(config, args.sweep_points, progress=progress if show else None)
+        elif args.repeat > 1:
+            doc = repeat(config, args.repeat, progress=progress if show else None)
         else:
             doc = run(config, progress=progress if show else None)
     except (RuntimeError, ValueError, _peers.Unavailable, ImportError) as exc:
@@ -525,11 +618,13 @@ def main(argv: list[str] | None = None) -> int:
             _load_ray.shutdown()
     if show:
         sys.stderr.write("\n")
-    runs = doc["runs"] if args.sweep else [doc]
-    unanswered = None if args.sweep else _unanswered(doc)  # a sweep with none stops at its maximum
+    runs = doc["runs"] if doc["kind"] != "run" else [doc]
+    # a sweep with none stops at its maximum; a repeat at the run that had none
+    unanswered = None if doc["kind"] == "sweep" else _unanswered(runs[-1])
     ended = sum(len(d["requests"]) for d in runs)
     if unanswered is None and (ended or not doc["interrupted"]):
-        print(format_sweep(doc) if args.sweep else format_summary(doc))
+        text = {"sweep": format_sweep, "repeat": _load_compare.format_repeat}.get(doc["kind"], format_summary)
+        print(text(doc))
     if args.json:
         with open(args.json, "wb") as f:
             f.write(dumps(doc))
@@ -545,6 +640,9 @@ def main(argv: list[str] | None = None) -> int:
         say("load", unanswered)
         return 2
     if args.plot:
-        (plot_sweep if args.sweep else plot)(doc, args.plot)
+        if doc["kind"] == "repeat":  # each run's CDFs over the others': the spread, seen
+            _load_compare.plot_comparison(runs, [f"run {i + 1}" for i in range(len(runs))], args.plot)
+        else:
+            (plot_sweep if args.sweep else plot)(doc, args.plot)
     complete = all(d["summary"]["outcomes"].get(COMPLETE, 0) == d["summary"]["requests"] for d in runs)
     return 0 if complete else 1
