@@ -20,6 +20,7 @@ from typing import Any, Final
 import orjson
 
 from . import _peers
+from ._load_trace import Prompts, TraceRow
 
 SCHEMA: Final = "fastsse.load/2"
 OLD_SCHEMAS: Final = ("fastsse.load/1",)  # still read by ``load merge``
@@ -58,6 +59,9 @@ class Config:
     max_tokens: int | None = None
     prompt: str = DEFAULT_PROMPT
     dataset: tuple[str, ...] = ()  # the dataset's rows, JSON text each
+    trace: str | None = None  # --trace: the file the rows below came from
+    trace_speed: float = 1.0  # its arrivals' times divided by this
+    trace_rows: tuple[TraceRow, ...] = ()  # its requests, in arrival order (_load_trace)
     extra_body: str | None = None  # JSON object merged into every body
     usage: bool = True
     seed: int = 0
@@ -87,8 +91,8 @@ class Config:
 
     @property
     def open_loop(self) -> bool:
-        """True when requests arrive on a schedule (``--rate`` or a ramp), not when a user is free."""
-        return self.rate is not None or self.ramp is not None
+        """True when requests arrive on a schedule (``--rate``, a ramp, a trace), not when a user is free."""
+        return self.rate is not None or self.ramp is not None or bool(self.trace_rows)
 
 
 # The arrival schedule.
@@ -164,7 +168,9 @@ def shares(config: Config) -> list[Share]:
         return None if total is None else total // k + (1 if w < total % k else 0)
 
     schedule = warm = None
-    if config.open_loop:
+    if config.trace_rows:
+        warm, schedule = _trace_schedule(config)
+    elif config.open_loop:
         # warm-up conversations take indexes 0..W-1, the measured ones follow; one stream, dealt out
         warm = list(enumerate(arrivals(config, config.warmup, None, salt=1))) if config.warmup else []
         measured = arrivals(config, config.requests, config.duration)
@@ -181,6 +187,23 @@ def shares(config: Config) -> list[Share]:
         )
         for w in range(k)
     ]
+
+
+def _trace_schedule(config: Config) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """A trace's warm-up and measured arrivals, ``(index, offset ns)``: the first ``warmup`` rows,
+    then up to ``requests`` rows (all without it) arriving before ``duration``, each phase's offsets
+    from its first arrival, the trace's times divided by ``trace_speed``. Row ``i`` is request ``i``."""
+    rows, speed, w = config.trace_rows, config.trace_speed, config.warmup
+
+    def at(row: TraceRow) -> int:
+        return round(row.offset_ns / speed)
+
+    warm = [(i, at(r) - at(rows[0])) for i, r in enumerate(rows[:w])]
+    rest = rows[w:] if config.requests is None else rows[w : w + config.requests]
+    start = at(rest[0]) if rest else 0
+    limit = None if config.duration is None else config.duration * 1e9
+    measured = [(w + i, at(r) - start) for i, r in enumerate(rest) if limit is None or at(r) - start < limit]
+    return warm, measured
 
 
 # Datasets.
@@ -437,6 +460,9 @@ def prepare(config: Config) -> Config:
         value = getattr(config, name)
         if value is not None and value * (1 + config.random_range_ratio) > MAX_LENGTH:
             raise ValueError(f"--{name.replace('_', '-')} is over the bound of {MAX_LENGTH:,}")
+    longest = max((r.input_length for r in config.trace_rows), default=0)
+    if longest > MAX_LENGTH:
+        raise ValueError(f"--trace {config.trace}: an input of {longest:,} is over the bound of {MAX_LENGTH:,}")
     tokenizer = Tokenizer(config.tokenizer) if config.tokenizer else None
     changes: dict[str, Any] = {}
     if (config.random_input_len or config.random_output_len) and not config.dataset:
@@ -477,12 +503,18 @@ def bodies(config: Config) -> Callable[..., dict[str, Any]]:
     limit_key = "max_output_tokens" if config.api == "responses" else "max_tokens"
     messages_key = "input" if config.api == "responses" else "messages"
     prefix = config.prefix + " " if config.prefix else ""
+    trace = config.trace_rows
+    prompts = Prompts(config.seed, _WORDS) if trace else None
 
     def body(i: int, history: list[dict[str, Any]] | tuple[()] = ()) -> dict[str, Any]:
         whole = False
         limit = config.max_tokens
         ignore_eos = False
-        if rows:
+        if prompts is not None:  # a trace's request: its input length in words, its output length
+            row = trace[i % len(trace)]
+            out = {messages_key: [{"role": "user", "content": prefix + prompts(row, i)}]}
+            limit, ignore_eos = max(1, row.output_length), True
+        elif rows:
             row = rows[i % len(rows)]
             if messages_key in row or not (set(row) <= _PROMPT_ROW or isinstance(row.get("prompt"), str)):
                 out = dict(row)  # a request body: sent as it is, unknown fields included

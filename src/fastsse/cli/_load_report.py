@@ -269,6 +269,7 @@ def summarize(
 def _settings(config: Config) -> dict[str, Any]:
     out = dataclasses.asdict(config)
     out["dataset"] = len(config.dataset)
+    out["trace_rows"] = len(config.trace_rows)
     out["prefix"] = len(config.prefix.split())  # words; the text itself is in every prompt
     out["api_key"] = "***" if config.api_key else None
     out["headers"] = [k for k, _ in config.headers]
@@ -361,7 +362,10 @@ def format_summary(doc: dict[str, Any]) -> str:
     load = []
     if c["concurrency"]:
         load.append(f"concurrency {c['concurrency']}")
-    if c.get("ramp"):
+    if c.get("trace"):
+        speed = c.get("trace_speed", 1.0)
+        load.append(f"trace {c['trace']}" + (f" at {speed:g}x" if speed != 1.0 else ""))
+    elif c.get("ramp"):
         load.append(f"ramp {c['ramp']} {c['ramp_start_rps']:g} to {c['ramp_end_rps']:g}/s ({c['arrival']})")
     elif c["rate"]:
         bursts = f", burstiness {c['burstiness']:g}" if c.get("burstiness", 1.0) != 1.0 else ""

@@ -59,6 +59,7 @@ from ._load_report import (
     sweep_row,
 )
 from ._load_run import Record, engine_available, run
+from ._load_trace import read_trace
 
 __all__ = [
     "SCHEMA",
@@ -211,6 +212,19 @@ def _parser() -> argparse.ArgumentParser:
     )
     load.add_argument("--warmup", type=int, default=0, help="requests sent first and left out of the figures")
     load.add_argument("--seed", type=int, default=0, help="seed of the arrivals and the synthetic prompts")
+    load.add_argument(
+        "--trace",
+        metavar="FILE",
+        help="replay a request trace at its own times: Mooncake JSONL (timestamp ms, input_length, "
+        "output_length, hash_ids) or Azure CSV (TIMESTAMP,ContextTokens,GeneratedTokens)",
+    )
+    load.add_argument(
+        "--trace-speed",
+        type=float,
+        default=1.0,
+        metavar="X",
+        help="replay the trace X times as fast (its gaps divided by X; default 1)",
+    )
     data = p.add_argument_group("what is sent")
     data.add_argument("--max-tokens", type=int, help="max_tokens of every request")
     data.add_argument("--prompt", default=DEFAULT_PROMPT, help="the user message (without --dataset)")
@@ -402,6 +416,26 @@ def config_from_args(args: argparse.Namespace) -> Config:
         raise ValueError(
             "--turns needs --api chat and --client fastsse (the answers become the next turn's history)"
         )
+    if not args.trace_speed > 0:
+        raise ValueError("--trace-speed must be > 0")
+    if args.trace is None and args.trace_speed != 1.0:
+        raise ValueError("--trace-speed goes with --trace")
+    if args.trace is not None:
+        others = {
+            "--rate": args.rate is not None,
+            "--ramp-up": args.ramp_up is not None,
+            "--dataset": args.dataset is not None,
+            "--random-input-len": args.random_input_len is not None,
+            "--random-output-len": args.random_output_len is not None,
+            "--max-tokens": args.max_tokens is not None,
+            "--turns": args.turns > 1,
+            "--sweep": args.sweep,
+        }
+        clash = [name for name, given in others.items() if given]
+        if clash:
+            raise ValueError(
+                f"--trace sets the arrivals, the prompts and their lengths: leave out {', '.join(clash)}"
+            )
     if args.sweep and (args.rate is not None or args.ramp_up is not None):
         raise ValueError("--sweep chooses the rates itself: leave out --rate and --ramp-up")
     if args.sweep_points < 1:
@@ -422,13 +456,14 @@ def config_from_args(args: argparse.Namespace) -> Config:
         headers.append((name.strip(), value.strip()))
     tokenizer = Tokenizer(args.tokenizer) if args.tokenizer else None
     dataset = read_dataset(args.dataset, tokenizer) if args.dataset else ()
+    trace_rows = read_trace(args.trace) if args.trace else ()
     if args.extra_body is not None and not isinstance(orjson.loads(args.extra_body), dict):
         raise ValueError("--extra-body must be a JSON object")
     requests = args.requests
-    if requests is None and args.duration is None:
+    if requests is None and args.duration is None and not trace_rows:  # a trace is sent whole
         requests = 100
     concurrency = args.concurrency
-    if concurrency is None and args.rate is None and args.ramp_up is None:
+    if concurrency is None and args.rate is None and args.ramp_up is None and not trace_rows:
         concurrency = 1
     return Config(
         url=args.url,
@@ -444,6 +479,9 @@ def config_from_args(args: argparse.Namespace) -> Config:
         max_tokens=args.max_tokens,
         prompt=args.prompt,
         dataset=dataset,
+        trace=args.trace,
+        trace_speed=args.trace_speed,
+        trace_rows=trace_rows,
         extra_body=args.extra_body,
         usage=not args.no_usage,
         seed=args.seed,
