@@ -69,6 +69,7 @@ class Config:
     timeout: float = 600.0
     lag: bool = True
     lag_field: str = STAMP  # fastsse.load/2: the send stamp's field (--lag-field)
+    metrics_url: str | None = None  # the server's Prometheus page, read before and after (--metrics-url)
     loop: str = "auto"
     workers: int = 1
     http2: bool = False
@@ -462,7 +463,7 @@ def prepare(config: Config) -> Config:
             raise ValueError(f"--{name.replace('_', '-')} is over the bound of {MAX_LENGTH:,}")
     longest = max((r.input_length for r in config.trace_rows), default=0)
     if longest > MAX_LENGTH:
-        raise ValueError(f"--trace {config.trace}: an input of {longest:,} is over the bound of {MAX_LENGTH:,}")
+        raise ValueError(f"--trace {config.trace}: an input of {longest:,} is over the bound, {MAX_LENGTH:,}")
     tokenizer = Tokenizer(config.tokenizer) if config.tokenizer else None
     changes: dict[str, Any] = {}
     if (config.random_input_len or config.random_output_len) and not config.dataset:

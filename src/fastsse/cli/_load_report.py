@@ -15,6 +15,7 @@ from typing import Any, Final
 import orjson
 
 from ._common import endpoint, not_found
+from ._load_metrics import format_changes
 from ._load_plan import (
     COMPLETE,
     DEFAULT_PERCENTILES,
@@ -435,6 +436,8 @@ def format_summary(doc: dict[str, Any]) -> str:
         f"  client CPU {s['client_cpu_s']:.2f} s over {s['client_wall_s']:.2f} s; busiest worker"
         f" {s['client_busy']:.0%} of a core{late}"
     )
+    if doc.get("server_metrics"):
+        lines += format_changes(doc["server_metrics"])
     for warning in s["warnings"]:
         lines.append(f"  warning: {warning}")
     missing = sum(r.get("status") == 404 and not r.get("warmup") for r in doc.get("requests") or ())

@@ -23,7 +23,7 @@ from typing import Any, Final
 
 from .._formats import api_format
 from .._timing import chunk_marks
-from . import _peers
+from . import _load_metrics, _peers
 from ._load_plan import (
     COMPLETE,
     EPOCH_STAMP_NS,
@@ -723,6 +723,7 @@ def run(config: Config, *, progress: Callable[[list[int]], None] | None = None) 
     config = prepare(config)
     bodies(config)(0)  # a bad dataset or extra body fails here, before anything is sent
     parts = shares(config)
+    before = _scrape_before(config)
     started_epoch = time.time_ns()
     results: list[dict[str, Any]] = []
     interrupted = Interrupt()  # what the parent of process workers saw (each worker reports its own)
@@ -788,7 +789,29 @@ def run(config: Config, *, progress: Callable[[list[int]], None] | None = None) 
             for proc, _ in procs:
                 if proc.is_alive():
                     proc.terminate()
-    return assemble(config, results, started_epoch, interrupted=interrupted.requested)
+    doc = assemble(config, results, started_epoch, interrupted=interrupted.requested)
+    if before is not None and config.metrics_url is not None:
+        doc["server_metrics"] = _scrape_after(config.metrics_url, before)
+    return doc
+
+
+def _scrape_before(config: Config) -> _load_metrics.Exposition | None:
+    """The server's metrics before the run (``--metrics-url``); RuntimeError if they cannot be read."""
+    if config.metrics_url is None:
+        return None
+    try:
+        return _load_metrics.scrape(config.metrics_url)
+    except (OSError, ValueError) as exc:
+        raise RuntimeError(f"--metrics-url {config.metrics_url}: {exc}") from None
+
+
+def _scrape_after(url: str, before: _load_metrics.Exposition) -> dict[str, Any]:
+    """What the run changed in the server's metrics, or why they could not be read again."""
+    try:
+        return {"url": url, **_load_metrics.changes(before, _load_metrics.scrape(url))}
+    except (OSError, ValueError) as exc:
+        error = f"not read after the run: {exc}"
+        return {"url": url, "error": error, "counters": {}, "histograms": {}, "gauges": {}}
 
 
 def _ticker(

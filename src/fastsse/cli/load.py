@@ -59,6 +59,7 @@ from ._load_report import (
     sweep_row,
 )
 from ._load_run import Record, engine_available, run
+from ._load_metrics import metrics_url
 from ._load_trace import read_trace
 
 __all__ = [
@@ -339,6 +340,14 @@ def _parser() -> argparse.ArgumentParser:
         metavar="FILE.png",
         help="latency CDFs and throughput over time; with --sweep latency against throughput (matplotlib)",
     )
+    report.add_argument(
+        "--metrics-url",
+        nargs="?",
+        const="",
+        metavar="URL",
+        help="read the server's Prometheus metrics before and after the run and report what changed "
+        "(alone: the server's own /metrics, next to the API's /v1)",
+    )
     report.add_argument("--quiet", action="store_true", help="no progress display")
     return p
 
@@ -489,6 +498,7 @@ def config_from_args(args: argparse.Namespace) -> Config:
         timeout=args.timeout,
         lag=not args.no_lag,
         lag_field=args.lag_field,
+        metrics_url=None if args.metrics_url is None else args.metrics_url or metrics_url(args.url),
         loop=args.loop,
         workers=args.workers,
         http2=args.http2,
