@@ -151,7 +151,9 @@ def counted() -> Iterator[_Server]:
     thread.join(5)
 
 
-def test_a_run_reports_what_it_changed_in_the_servers_metrics(counted: _Server, capsys: Any, tmp_path: Any) -> None:
+def test_a_run_reports_what_it_changed_in_the_servers_metrics(
+    counted: _Server, capsys: Any, tmp_path: Any
+) -> None:
     base = f"http://127.0.0.1:{counted.server_address[1]}/v1"
     counted.requests_served = 5  # the server had work before the run: only the run's counts
     out = tmp_path / "run.json"

@@ -69,7 +69,8 @@ def test_an_azure_trace_is_read_with_its_seven_digit_fractions(tmp_path: Path) -
         "2023-11-16 18:15:46.6805901,12,3\n"
     )
     rows = _load_trace.read_trace(str(path))
-    assert [(r.input_length, r.output_length, r.hash_ids) for r in rows] == [(374, 44, ()), (12, 3, ()), (396, 109, ())]
+    lengths = [(r.input_length, r.output_length, r.hash_ids) for r in rows]
+    assert lengths == [(374, 44, ()), (12, 3, ()), (396, 109, ())]
     assert [r.offset_ns for r in rows[:2]] == [0, 100]
     assert rows[2].offset_ns == pytest.approx(4_314_579_000, abs=1_000)
     seconds = tmp_path / "seconds.csv"
@@ -96,7 +97,8 @@ def test_prompts_have_the_input_length_and_share_the_prefix_blocks() -> None:
     assert d[:block] == e[:block] and d[block:] != e[block:]
     assert prompts(row(0, 3, 1), 5) != prompts(row(0, 3, 1), 6)
     assert prompts(row(0, 70_000, 1), 7).count(" ") == 69_999  # longer than the tape of words
-    assert _load_trace.Prompts(0, _load_plan._WORDS)(row(0, 50, 1, (4,)), 0) == prompts(row(0, 50, 1, (4,)), 9)
+    again = _load_trace.Prompts(0, _load_plan._WORDS)  # the same seed: the same blocks
+    assert again(row(0, 50, 1, (4,)), 0) == prompts(row(0, 50, 1, (4,)), 9)
 
 
 def test_the_schedule_is_the_traces_scaled_by_the_speed(tmp_path: Path) -> None:
