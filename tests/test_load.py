@@ -703,3 +703,43 @@ def test_lag_field_is_on_the_command_line() -> None:
     assert load.config_from_args(load._parser().parse_args(["http://x/v1", "--model", "m"])).lag_field == (
         "fastsse_sent_ns"
     )
+
+
+def test_completions_streams_are_timed_like_chat(server: Any, stream_backend: SimpleNamespace) -> None:
+    doc = run(server, api="completions", requests=4)
+    s = doc["summary"]
+    assert s["outcomes"] == {"complete": 4}
+    assert 50.0 <= s["ttft_ms"]["p50"] <= 50.0 + TTFT_LATE_MS
+    assert abs(s["itl_ms"]["p50"] - 10.0) <= ITL_TOL_MS
+    assert s["itl_ms"]["n"] == 4 * 11 and s["output_tokens"] == 4 * 12
+    for r in doc["requests"]:
+        assert list(r["token_kinds"]) == [1] * 12
+        assert len(r["lags"]) == 12 and min(r["lags"]) >= 0
+    assert "completions requests to" in load.format_summary(doc)
+    cut = run(server, api="completions", model="truncate_after=3", requests=2)["summary"]
+    assert cut["outcomes"] == {"incomplete": 2}
+
+
+def test_a_completions_body_has_a_prompt() -> None:
+    config = load.Config(url="u", model="m", api="completions", max_tokens=7, prefix="p q")
+    assert load.bodies(config)(0) == {
+        "prompt": "p q " + load.Config(url="u", model="m").prompt,
+        "max_tokens": 7,
+        "stream_options": {"include_usage": True},
+        "model": "m",
+        "stream": True,
+    }
+    rows = ('{"prompt": "hi", "max_tokens": 3, "temperature": 0}', '{"prompt": [1, 2, 3], "max_tokens": 2}')
+    body = load.bodies(load.Config(url="u", model="m", api="completions", dataset=rows))
+    assert body(0)["prompt"] == "hi" and body(0)["temperature"] == 0
+    assert body(1) == {"prompt": [1, 2, 3], "max_tokens": 2, "model": "m", "stream": True}  # token ids
+
+
+def test_completions_are_refused_for_a_peer_and_for_turns() -> None:
+    parse = load._parser().parse_args
+    with pytest.raises(ValueError, match="--api completions needs --client fastsse"):
+        load.config_from_args(
+            parse(["http://x/v1", "--model", "m", "--api", "completions", "--client", "openai"])
+        )
+    with pytest.raises(ValueError, match="--turns"):
+        load.config_from_args(parse(["http://x/v1", "--model", "m", "--api", "completions", "--turns", "2"]))

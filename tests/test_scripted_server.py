@@ -317,3 +317,32 @@ def test_responses_and_messages_are_the_script_translated_and_stamped(
     # only streams: a whole answer in these formats is not scripted
     status, data = _post(scripted, path, body)
     assert status == 400 and b"stream" in data
+
+
+# issue 35: the legacy /v1/completions stream
+
+
+def test_completions_stream_the_script_as_text_chunks(scripted: Any, stream_backend: SimpleNamespace) -> None:
+    conn = http.client.HTTPConnection("127.0.0.1", scripted.port, timeout=20)
+    request = {"model": "reasoning_chunks=2,chunks=none", "prompt": "one two three", "max_tokens": 5, "stream": True}
+    try:
+        body = orjson.dumps({**request, "stream_options": {"include_usage": True}})
+        conn.request("POST", "/v1/completions", body, {"Content-Type": "application/json"})
+        response = conn.getresponse()
+        assert response.status == 200
+        chunks = payloads(response.read())
+    finally:
+        conn.close()
+    assert chunks[-1] == "[DONE]"
+    texts = [c for c in chunks[:-1] if c["choices"]]
+    assert all(c["object"] == "text_completion" and c["id"].startswith("cmpl-") for c in texts)
+    assert all(isinstance(c[STAMP_FIELD], int) for c in chunks[:-1])  # one stamp each, where it was
+    # the reasoning tokens have no place in a text completion: the content ones follow
+    assert "".join(c["choices"][0]["text"] for c in texts) == scripted_text(2, 3)
+    assert texts[-1]["choices"][0]["finish_reason"] == "length"
+    assert chunks[-2]["usage"] == {"prompt_tokens": 3, "completion_tokens": 5, "total_tokens": 8}
+    # the chat fold reads them (a choice's text, as chat's legacy field)
+    again = {**request, "model": "chunks=none"}
+    result = fastsse.create_stream(again, base_url=scripted.base_url, path="/completions", api_key="x", timeout=20)
+    assert result["verdict"]["complete"] is True
+    assert result["choices"][0]["text"] == scripted_text(0, 5)

@@ -110,7 +110,9 @@ def endpoint(base_url: str, api: str = "chat") -> str:
     from .._formats import api_format
     from ..client._request import redact
 
-    return redact(base_url.rstrip("/") + api_format(api).path)
+    # the legacy completions stream has no API of its own: load reads it with chat's fold
+    path = "/completions" if api == "completions" else api_format(api).path
+    return redact(base_url.rstrip("/") + path)
 
 
 def not_found(base_url: str) -> str:

@@ -31,7 +31,10 @@ EPOCH_STAMP_NS: Final = 10**18
 CLIENTS: Final = ("fastsse", *_peers.PEERS)
 DEFAULT_PROMPT: Final = "Write a long story about a lighthouse keeper and the sea."
 MESSAGES_MAX_TOKENS: Final = 1024  # the Messages API requires max_tokens; this without --max-tokens
-APIS: Final = ("chat", "responses", "messages")
+APIS: Final = ("chat", "responses", "messages", "completions")
+# The legacy /v1/completions stream is read by the client's chat API (its fold takes a choice's
+# text as chat's content) at this path: no API of its own in fastsse._formats.
+COMPLETIONS_PATH: Final = "/completions"
 RAMPS: Final = ("linear", "exponential")
 SLOS: Final = ("ttft", "tpot", "e2el")  # vLLM's --goodput keys, in ms
 DEFAULT_PERCENTILES: Final = (50.0, 90.0, 99.0)
@@ -487,8 +490,10 @@ def bodies(config: Config) -> Callable[..., dict[str, Any]]:
     prompt; the shared prefix before the prompt), ``history`` (earlier turns) before its messages.
 
     A row with the API's messages (``input`` for Responses) is a whole body, sent as it is; a row
-    with a string ``prompt`` instead is a prompt row: the prompt becomes the user message,
-    ``max_tokens`` the API's limit, and its other fields go into the body as they are.
+    with a string ``prompt`` instead is a prompt row: the prompt becomes the user message (the
+    ``prompt`` itself for completions), ``max_tokens`` the API's limit, and its other fields go into
+    the body as they are. For completions a row whose ``prompt`` is not a string (token ids) is a
+    whole body.
 
     It raises ValueError for a dataset row that is not a JSON object.
     """
@@ -502,7 +507,12 @@ def bodies(config: Config) -> Callable[..., dict[str, Any]]:
 
     # the output limit's name in each API; Messages requires one
     limit_key = "max_output_tokens" if config.api == "responses" else "max_tokens"
-    messages_key = "input" if config.api == "responses" else "messages"
+    messages_key = {"responses": "input", "completions": "prompt"}.get(config.api, "messages")
+    legacy = config.api == "completions"  # a prompt string where the others have messages
+
+    def ask(text: str) -> dict[str, Any]:
+        return {messages_key: text if legacy else [{"role": "user", "content": text}]}
+
     prefix = config.prefix + " " if config.prefix else ""
     trace = config.trace_rows
     prompts = Prompts(config.seed, _WORDS) if trace else None
@@ -513,30 +523,35 @@ def bodies(config: Config) -> Callable[..., dict[str, Any]]:
         ignore_eos = False
         if prompts is not None:  # a trace's request: its input length in words, its output length
             row = trace[i % len(trace)]
-            out = {messages_key: [{"role": "user", "content": prefix + prompts(row, i)}]}
+            out = ask(prefix + prompts(row, i))
             limit, ignore_eos = max(1, row.output_length), True
         elif rows:
             row = rows[i % len(rows)]
-            if messages_key in row or not (set(row) <= _PROMPT_ROW or isinstance(row.get("prompt"), str)):
+            text = row.get("prompt")
+            if legacy:  # a string prompt takes the prefix; token ids or a list go as they are
+                whole = not isinstance(text, str) and ("prompt" in row or not set(row) <= _PROMPT_ROW)
+            else:
+                whole = messages_key in row or not (set(row) <= _PROMPT_ROW or isinstance(text, str))
+            if whole:
                 out = dict(row)  # a request body: sent as it is, unknown fields included
-                whole = True
             else:  # a prompt row: the prompt becomes the user message, other fields go as they are
-                out = {messages_key: [{"role": "user", "content": prefix + str(row.get("prompt", ""))}]}
+                out = ask(prefix + str(row.get("prompt", "")))
                 out.update((k, v) for k, v in row.items() if k not in _PROMPT_ROW)
                 if row.get("max_tokens") is not None:
                     limit = row["max_tokens"]
                 ignore_eos = bool(row.get("ignore_eos"))
         else:
-            out = {messages_key: [{"role": "user", "content": prefix + config.prompt}]}
+            out = ask(prefix + config.prompt)
         if history:
             out[messages_key] = [*history, *(out.get(messages_key) or ())]
         if config.api == "messages" and limit is None:
             limit = MESSAGES_MAX_TOKENS
         if limit is not None and limit_key not in out:
             out[limit_key] = limit
-        if ignore_eos and config.api == "chat":  # vLLM's extension: generate exactly max_tokens
+        if ignore_eos and config.api in ("chat", "completions"):  # vLLM's: generate exactly max_tokens
             out["ignore_eos"] = True
-        if config.usage and not whole and config.api == "chat":  # the other APIs always report usage
+        # Responses and Messages always report usage; chat and completions when asked
+        if config.usage and not whole and config.api in ("chat", "completions"):
             options = dict(out.get("stream_options") or {})
             options.setdefault("include_usage", True)
             out["stream_options"] = options

@@ -34,7 +34,12 @@ BUSY_WARNING: Final = 0.7  # share of one core above which the client's own queu
 BUSY_MIN_WALL_S: Final = 1.0
 LOOP_DELAY_WARNING_MS: Final = 10.0
 PROBE_MS: Final = 10.0  # the event-loop probe's period (_load_run.PROBE_S)
-_API_WORDS: Final = {"chat": "", "responses": "Responses ", "messages": "Messages "}  # in the summary
+_API_WORDS: Final = {  # in the summary's first line
+    "chat": "",
+    "responses": "Responses ",
+    "messages": "Messages ",
+    "completions": "completions ",
+}
 _TIMES: Final = (
     "queued", "started", "sent", "first_byte", "first_token",
     "first_content", "first_reasoning", "last_token", "end",

@@ -26,6 +26,7 @@ from .._timing import chunk_marks
 from . import _load_metrics, _peers
 from ._load_plan import (
     COMPLETE,
+    COMPLETIONS_PATH,
     EPOCH_STAMP_NS,
     FAILED,
     HTTP_ERROR,
@@ -244,13 +245,15 @@ class _EngineDriver:
     label = "fastsse AsyncClient"
 
     def __init__(self, config: Config, concurrency: int) -> None:
-        from .. import AsyncClient
+        from .. import DEFAULT, AsyncClient
 
         key_header = "x-api-key" if config.api == "messages" else "authorization"
         own_auth = any(name.lower() == key_header for name, _ in config.headers)
+        legacy = config.api == "completions"  # the chat API's fold reads a choice's text
         self.client = AsyncClient(
             base_url=config.url,
-            api=config.api,
+            api="chat" if legacy else config.api,
+            path=COMPLETIONS_PATH if legacy else DEFAULT,
             api_key=None if own_auth else config.api_key,  # both at once is refused by the request setup
             headers=dict(config.headers) or None,
             max_connections=concurrency,
@@ -262,7 +265,7 @@ class _EngineDriver:
         # which events carry tokens: the engine's own rule, so the stamps line up with its records
         self.marks: Callable[[dict[str, Any]], int] = (
             (lambda chunk: chunk_marks(chunk)[0])
-            if config.api == "chat"
+            if config.api in ("chat", "completions")
             else api_format(config.api).token_kind
         )
 

@@ -177,7 +177,8 @@ def _parser() -> argparse.ArgumentParser:
         "--api",
         choices=APIS,
         default="chat",
-        help="request format: chat completions (default), responses or messages (fastsse client only)",
+        help="request format: chat completions (default), responses, messages or the legacy "
+        "completions (fastsse client only)",
     )
     load = p.add_argument_group("load")
     load.add_argument(

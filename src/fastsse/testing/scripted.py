@@ -11,7 +11,9 @@
 It answers ``POST /v1/chat/completions`` (streamed, or the whole ``chat.completion`` when
 ``stream`` is false), ``POST /v1/responses`` and ``POST /v1/messages`` (streamed only: the same
 script's chat stream translated as it is written by ``fastsse.translate``, the request's
-``max_output_tokens`` / ``max_tokens`` standing for ``max_tokens``), ``GET /v1/models`` and
+``max_output_tokens`` / ``max_tokens`` standing for ``max_tokens``), ``POST /v1/completions``
+(streamed only: the legacy ``text_completion`` chunks, ``choices[].text``, of the same script for
+the request's ``prompt``; no role chunk, no reasoning, no logprobs), ``GET /v1/models`` and
 ``GET /fastsse/stats`` (the server's own counters:
 streams, chunks, how late it wrote against its schedule, its CPU time). One asyncio loop writes
 every stream from one schedule (a heap of due times), so a stream costs no task and no timer of
@@ -356,7 +358,54 @@ def _plan(request: dict[str, Any], script: Script) -> _Plan:
 
 
 # the streaming routes and the API each speaks
-_APIS: Final = {"/v1/chat/completions": "chat", "/v1/responses": "responses", "/v1/messages": "messages"}
+_APIS: Final = {
+    "/v1/chat/completions": "chat",
+    "/v1/responses": "responses",
+    "/v1/messages": "messages",
+    "/v1/completions": "completions",
+}
+
+
+class _ToCompletions:
+    """The chat chunks of a stream rewritten as legacy ``/v1/completions`` chunks as they are
+    written: ``choices[].delta.content`` becomes ``choices[].text``; the role chunk and reasoning
+    deltas (which the legacy API has no place for) are dropped, the usage chunk, error payloads,
+    ``[DONE]`` and the send stamp (already in the chat bytes) kept."""
+
+    def __init__(self) -> None:
+        self._pending = b""
+
+    def write(self, data: bytes) -> bytes:
+        events = (self._pending + data).split(b"\n\n")
+        self._pending = events.pop()
+        return b"".join(self._event(e) for e in events if e)
+
+    def close(self) -> bytes:
+        rest, self._pending = self._pending, b""
+        return self._event(rest) if rest.strip() else b""
+
+    @staticmethod
+    def _event(event: bytes) -> bytes:
+        if not event.startswith(b"data: {"):
+            return event + b"\n\n"  # [DONE], comments
+        chunk = orjson.loads(event[6:])
+        if "choices" not in chunk:
+            return event + b"\n\n"  # an error payload
+        choices = []
+        for choice in chunk["choices"]:
+            text = (choice.get("delta") or {}).get("content")
+            finish = choice.get("finish_reason")
+            if text is None and finish is None:
+                continue  # the role chunk, a reasoning delta
+            index = choice.get("index", 0)
+            choices.append({"index": index, "text": text or "", "logprobs": None, "finish_reason": finish})
+        if not choices and chunk["choices"]:
+            return b""
+        chunk["object"] = "text_completion"
+        chunk["choices"] = choices
+        if isinstance(chunk.get("id"), str):
+            chunk["id"] = chunk["id"].replace("chatcmpl-", "cmpl-", 1)
+        return b"data: " + orjson.dumps(chunk) + b"\n\n"
 
 
 def _as_chat(api: str, request: dict[str, Any]) -> dict[str, Any]:
@@ -382,8 +431,13 @@ class _Stream:
         self.start = start
         self.next = 0  # index of the next write
         self.stamp = stamp
-        # Responses and Messages: the chat writes go through a translator as they are written
-        self.translator = None if api == "chat" else translator("chat", api)
+        # Responses, Messages, completions: the chat writes are translated as they are written
+        self.translator: Any = None
+        if api == "completions":
+            self.translator = _ToCompletions()
+            self.stamp = False  # the chat bytes carry it already, and it stays where it was
+        elif api != "chat":
+            self.translator = translator("chat", api)
 
     def body(self, chat: bytes, stamp: bytes) -> bytes:
         """What goes on the wire for these chat bytes: themselves, or their translation with the
@@ -502,7 +556,8 @@ class _Conn(asyncio.Protocol):
             if api != "chat":
                 if not request.get("stream"):
                     raise ValueError(f'This server streams {path} only: set "stream": true.')
-                request = _as_chat(api, request)
+                if api != "completions":  # a completions request plans as it is: prompt, max_tokens
+                    request = _as_chat(api, request)
         except (orjson.JSONDecodeError, ValueError, TypeError) as exc:
             self._reply(400, _error_body(400, str(exc), "invalid_request_error", None))
             return
