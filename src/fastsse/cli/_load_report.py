@@ -46,17 +46,13 @@ _TIMES: Final = (
 )  # fmt: skip
 
 
-def _plain(value: Any) -> Any:
-    # orjson's hook for what it cannot write itself: a record's arrays (array.array), as lists
-    if isinstance(value, array):
-        return value.tolist()
-    raise TypeError(f"{type(value).__name__} is not JSON serializable")
-
-
 def dumps(doc: dict[str, Any]) -> bytes:
     """``dumps(doc) -> bytes``: a ``--json`` document as JSON, written by orjson from the records
-    as they are (their ``array.array`` fields as lists, nothing copied first)."""
-    return orjson.dumps(doc, default=_plain)
+    as they are (their ``array.array`` fields as lists, nothing copied first).
+
+    It raises TypeError (``orjson.JSONEncodeError``) for a value JSON cannot hold."""
+    # orjson's hook for what it cannot write itself: array.tolist, a TypeError for anything else
+    return orjson.dumps(doc, default=array.tolist)
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -77,6 +73,9 @@ def _ranked(ordered: list[float], q: float) -> float:
 def pkey(q: float) -> str:
     """The key of percentile ``q`` in a stats object: ``p50``, ``p99``, ``p99.9``."""
     return f"p{q:g}"
+
+
+_ROW: Final = array("i", range(1 << 16))  # 0, 1, 2, ...: what a run of reads is compared with
 
 
 def _stats(
@@ -120,12 +119,14 @@ def _itl_gaps(record: dict[str, Any]) -> Iterable[float]:
 
 
 def _in_a_row(indexes: Any) -> bool:
-    # indexes (an array, or a list from JSON) that are first, first + 1, ..., last: compared in C
+    # read indexes first, first + 1, ..., last: an array of the records' type is compared with a
+    # slice of _ROW in C, anything else (lists from JSON) value by value
     first, last = indexes[0], indexes[-1]
     if last - first != len(indexes) - 1:
         return False
-    row = range(first, last + 1)
-    return bool(indexes == (array(indexes.typecode, row) if isinstance(indexes, array) else list(row)))
+    if isinstance(indexes, array) and indexes.typecode == _ROW.typecode and last < len(_ROW):
+        return bool(indexes == _ROW[first : last + 1])
+    return list(indexes) == list(range(first, last + 1))
 
 
 def _sharing(record: dict[str, Any]) -> int:
