@@ -60,6 +60,7 @@ class Config:
     seed: int = 0
     client: str = "fastsse"
     timeout: float = 600.0
+    retries: int = 0  # max_retries of the fastsse client (peers never retry)
     lag: bool = True
     loop: str = "auto"
     workers: int = 1

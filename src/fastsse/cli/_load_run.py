@@ -70,6 +70,7 @@ class Record:
     conversation: int | None = None  # with --turns: which conversation, and which turn (from 0)
     turn: int | None = None
     answer: str | None = dataclasses.field(default=None, repr=False)  # the next turn's history only
+    attempts: int = 1  # with --retries: the attempts the request took
 
     @property
     def output_tokens(self) -> int:
@@ -145,6 +146,7 @@ def _from_result(index: int, result: dict[str, Any], sent_stamps: list[int], que
     timing = result.get("timing") or {}
     for key in ("started", "sent", "first_byte", "end"):
         setattr(out, key, timing.get(key))
+    out.attempts = timing.get("attempts") or 1
     out.reads = list(timing.get("reads") or ())
     out.token_reads = list(timing.get("token_reads") or ())
     out.tokens = list(timing.get("tokens") or ())
@@ -216,6 +218,7 @@ class _EngineDriver:
             max_connections=concurrency,
             timeout=config.timeout,
             http2=config.http2,
+            max_retries=config.retries,
         )
         self.lag = config.lag
         # which events carry tokens: the engine's own rule, so the stamps line up with its records

@@ -210,6 +210,14 @@ def _parser() -> argparse.ArgumentParser:
         "--timeout", type=float, default=600.0, help="seconds a request may take in all (default 600)"
     )
     client.add_argument(
+        "--retries",
+        type=int,
+        default=0,
+        metavar="N",
+        help="retry a request that failed before its answer began, N times at most (the client's rules; "
+        "default 0: a load run measures failures, it does not hide them)",
+    )
+    client.add_argument(
         "--client", choices=CLIENTS, default="fastsse", help="the HTTP client (peers: for comparisons)"
     )
     client.add_argument(
@@ -383,6 +391,7 @@ def config_from_args(args: argparse.Namespace) -> Config:
         seed=args.seed,
         client=args.client,
         timeout=args.timeout,
+        retries=args.retries,
         lag=not args.no_lag,
         loop=args.loop,
         workers=args.workers,

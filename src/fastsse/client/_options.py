@@ -68,6 +68,30 @@ def _positive_int(value: Any, name: str) -> int:
     return value
 
 
+def _count(value: Any, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, not {type(value).__name__}")
+    if value < 0:
+        raise InvalidRequest(f"{name} must be 0 or more, not {value}")
+    return value
+
+
+def _fallbacks(value: Any, name: str) -> tuple[tuple[str, str | None], ...] | None:
+    if value is None:
+        return None
+    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
+        raise TypeError(f"{name} must be a list of base URLs or (base_url, api_key) pairs")
+    out: list[tuple[str, str | None]] = []
+    for entry in value:
+        if isinstance(entry, str):
+            out.append((entry, None))
+        elif isinstance(entry, tuple) and len(entry) == 2 and all(isinstance(x, str) for x in entry):
+            out.append((entry[0], entry[1]))
+        else:
+            raise TypeError(f"{name}: each entry is a base URL or a (base_url, api_key) pair, not {entry!r}")
+    return tuple(out)
+
+
 def _choice(*allowed: Any) -> Callable[[Any, str], Any]:
     def check(value: Any, name: str) -> Any:
         if value not in allowed:
@@ -128,6 +152,30 @@ OPTIONS: Final[tuple[Option, ...]] = (
         "max_event_bytes", "int | None", None, BOTH,
         "bound on a line or an event (EventTooLarge past it); None: none",
         _event_limit,
+    ),
+    Option(
+        "max_retries", "int", 2, BOTH,
+        "retries of a request that failed before any of its answer reached the caller (a refused or "
+        "reset connection, a timeout, 408, 409, 429, 5xx); 0: none",
+        _count,
+    ),
+    Option(
+        "first_chunk_gate", "bool", False, BOTH,
+        "hold the stream until its first content-bearing event, so an error event before it "
+        "(overloaded_error, an error chunk, response.failed) is retried too",
+        _bool,
+    ),
+    Option(
+        "fallbacks", "Sequence[str | tuple[str, str]] | None", None, BOTH,
+        "base URLs (or (base_url, api_key) pairs) tried in order after a retryable failure; "
+        'the result\'s "upstream" names the one that answered',
+        _fallbacks,
+    ),
+    Option(
+        "resume", "bool", True, BOTH,
+        'a Responses stream of a "background": true request cut after content resumes from its '
+        "last sequence number (GET /responses/{id}?stream=true&starting_after=N)",
+        _bool,
     ),
     Option(
         "raise_for_status", "bool", False, BOTH,
@@ -261,6 +309,10 @@ class RequestOptions:
     ca_bundle: str | None = None
     client_cert: str | tuple[str, str] | None = None
     max_event_bytes: int | None = None
+    max_retries: int = 2
+    first_chunk_gate: bool = False
+    fallbacks: tuple[tuple[str, str | None], ...] | None = None
+    resume: bool = True
     raise_for_status: bool = False
     http2: bool = False
     timing: bool = True
@@ -284,7 +336,9 @@ class RequestOptions:
 
 REQUEST_FIELDS: Final = tuple(field.name for field in dataclasses.fields(RequestOptions))
 # What ``prepare`` reads of them (the rest is the engine's, per request).
-PREPARE_FIELDS: Final = tuple(name for name in REQUEST_FIELDS if name != "timing")
+PREPARE_FIELDS: Final = tuple(
+    name for name in REQUEST_FIELDS if name not in ("timing", "max_retries", "first_chunk_gate", "fallbacks", "resume")
+)
 
 
 class CallOptions(TypedDict, total=False):
@@ -302,6 +356,10 @@ class CallOptions(TypedDict, total=False):
     ca_bundle: str | None
     client_cert: str | tuple[str, str] | None
     max_event_bytes: int | None
+    max_retries: int
+    first_chunk_gate: bool
+    fallbacks: Sequence[str | tuple[str, str]] | None
+    resume: bool
     raise_for_status: bool
     http2: bool
     timing: bool
@@ -325,6 +383,10 @@ class ClientOptions(TypedDict, total=False):
     ca_bundle: str | None
     client_cert: str | tuple[str, str] | None
     max_event_bytes: int | None
+    max_retries: int
+    first_chunk_gate: bool
+    fallbacks: Sequence[str | tuple[str, str]] | None
+    resume: bool
     raise_for_status: bool
     http2: bool
     timing: bool

@@ -540,6 +540,7 @@ class Response:
         # cut to the two bytes that can still matter (``_squeeze``)
         self.head = bytearray()
         self.stopped = False
+        self.fed = False  # a byte of an event stream reached the stream (so maybe the caller)
         self.exc: BaseException | None = None
         self.last_activity = time.monotonic()
         self.hold_until: Any = None  # a consumer's future: reading waits until it is done
@@ -614,6 +615,7 @@ class Response:
     def write(self, data: bytes) -> int | None:
         self.last_activity = _monotonic()
         if self.mode == "sse" and self.hold_until is None:  # the stream's reads, once typed
+            self.fed = True
             try:
                 if self.stream.write(data) == 0:
                     self.stopped = True

@@ -450,6 +450,15 @@ class _AsyncEngine(_Engine):
         self.check_idle()
         self._tick_soon()
 
+    def _wake_in(self, wait: float) -> None:
+        if self.loop is not None:
+            self.loop.call_later(wait, self._due)
+
+    def _due(self) -> None:
+        if not self.closed:
+            self.run_due()  # a failure to start settles that job: nothing to raise here
+            self._tick_soon()
+
     def _finished(self, job: _Job) -> None:
         waiter = job.waiter
         if waiter is not None and not waiter.done():
@@ -458,7 +467,8 @@ class _AsyncEngine(_Engine):
     def close(self) -> None:
         if self.closed:
             return
-        for job in list(self.active.values()) + list(self.waiting):
+        delayed = [job for _, _, job in self.delayed if not job.done]
+        for job in list(self.active.values()) + list(self.waiting) + delayed:
             if job.waiter is not None and not job.waiter.done():
                 job.waiter.set_exception(
                     ClientClosed(

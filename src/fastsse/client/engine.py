@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import heapq
 import importlib
 import math
 import os
@@ -23,9 +24,9 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .._errors import ClientClosed, InvalidRequest, TransportError, UsageError
+from .._errors import ClientClosed, HTTPStatusError, InvalidRequest, TransportError, UsageError
 from .._timing import anchor_pair
-from . import _streams
+from . import _retry, _streams
 from ._options import CALL_NAMES, RequestOptions, check_options
 from ._request import (
     Preparer,
@@ -34,6 +35,7 @@ from ._request import (
     apply,
     apply_body,
     import_pycurl,
+    redact,
     release,
     reset,
 )
@@ -96,10 +98,13 @@ class _Job:
 
     __slots__ = (
         "anchor",
+        "attempts",
+        "bases",
         "deadline",
         "done",
         "end",
         "error",
+        "gate",
         "handle",
         "index",
         "on_chunk",
@@ -108,11 +113,18 @@ class _Job:
         "queued",
         "response",
         "result",
+        "retries",
+        "round",
+        "since",
         "sink",
         "spec",
+        "specs",
         "started",
         "stream",
+        "timer",
         "timing",
+        "upstream",
+        "waited",
         "waiter",
     )
 
@@ -135,6 +147,18 @@ class _Job:
         self.sink: Any = None  # Client: the ready list of the call that runs this job
         self.deadline: float | None = None  # set by submit: when ``timeout`` runs out
         self.timing = True  # the result carries the timing record
+        # retries (client/_retry.py): the specs of the upstreams in order (the first is ``spec``),
+        # their base URLs as shown, which one this attempt speaks to, the rounds of backoff taken
+        self.specs: tuple[RequestSpec, ...] = (spec,)
+        self.bases: tuple[str, ...] = ()
+        self.upstream = 0
+        self.round = 0
+        self.retries = 0  # max_retries
+        self.attempts = 1
+        self.waited = 0  # ns spent waiting between attempts
+        self.gate: _retry.Gate | None = None  # first_chunk_gate: this attempt's
+        self.timer: Any = None  # AsyncClient: the loop timer of a retry's wait
+        self.since = 0.0  # when the wait before the next attempt began (monotonic s)
 
 
 class _Engine:
@@ -172,6 +196,8 @@ class _Engine:
         self.applied: dict[int, tuple[Any, ...]] = {}
         self.callback_exc: BaseException | None = None  # raised in a socket/timer callback
         self.idle_jobs: set[_Job] = set()  # active jobs with an idle_timeout, checked by the driver
+        # jobs waiting to be tried again: (when, tie-break, job); a cancelled one is skipped
+        self.delayed: list[tuple[float, int, _Job]] = []
         self.closed = False
         self.acting = False  # inside curl (socket_action): callbacks run, the multi is busy
 
@@ -214,6 +240,16 @@ class _Engine:
             raise InvalidRequest("client_cert cannot be used with curl=: set SSLCERT / SSLKEY on your own handle")
         job = _Job(spec, own, index)
         job.timing = merged.timing
+        job.retries = merged.max_retries
+        own["gate"] = merged.first_chunk_gate
+        if merged.fallbacks:
+            specs = [spec]
+            for base, key in merged.fallbacks:
+                other = merged.replace({"base_url": base, "fallbacks": None, **({"api_key": key} if key else {})})
+                specs.append(self.prepare(request, other))
+            job.specs = tuple(specs)
+            bases = [merged.base_url or spec.display_url] + [base for base, _ in merged.fallbacks]
+            job.bases = tuple(redact(base) for base in bases)
         return job
 
     def submit(self, job: _Job) -> None:
@@ -246,9 +282,13 @@ class _Engine:
         spec = job.spec
         job.handle = handle
         try:
+            on_chunk = options["on_chunk"]
+            if options.get("gate"):  # a new gate per attempt: what a failed attempt held is dropped
+                job.gate = _retry.Gate(on_chunk, _retry.gate_test(options["format"], spec.api))
+                on_chunk = job.gate
             stream = _streams.new_stream(
                 options["format"],
-                options["on_chunk"],
+                on_chunk,
                 api=spec.api,
                 max_event_bytes=spec.max_event_bytes,
                 timing=job.timing,
@@ -366,6 +406,13 @@ class _Engine:
         job.done = True
         job.result = outcome
         job.end = time.monotonic_ns()
+        gate = job.gate
+        if gate is not None and not gate.opened and not isinstance(outcome, BaseException):
+            with contextlib.suppress(Exception):  # the last attempt: the caller sees what it held
+                gate.release()
+        target = outcome.result if isinstance(outcome, (TransportError, HTTPStatusError)) else outcome
+        if job.bases and isinstance(target, dict):
+            target["upstream"] = job.bases[job.upstream]
         if job.timing and job.stream is not None:
             timing = job.stream.timing()
             timing["queued"] = job.queued
@@ -379,7 +426,8 @@ class _Engine:
                     pretransfer = 0
                 if pretransfer > 0:
                     timing["sent"] = job.started + pretransfer * 1000
-            target = outcome.result if isinstance(outcome, TransportError) else outcome
+            timing["attempts"] = job.attempts
+            timing["retry_wait"] = job.waited
             if isinstance(target, dict):
                 target["timing"] = timing
         self._finished(job)
@@ -396,10 +444,80 @@ class _Engine:
             outcome = job.response.finish(code, message)
         except BaseException as exc:
             outcome = exc
+        if job.retries or len(job.specs) > 1:
+            wait = self._next_attempt(job, outcome)
+            if wait is not None:
+                self._recycle(job, handle)
+                self._retry_later(job, wait)
+                return
         self._settle(job, outcome)
         self._recycle(job, handle)
         if isinstance(outcome, BaseException) and not isinstance(outcome, Exception):
             raise outcome  # Ctrl-C caught inside a callback stops the driver, not one request
+
+    # retries (the rules are in _retry.py)
+
+    def _next_attempt(self, job: _Job, outcome: Any) -> float | None:
+        """Seconds to wait before trying ``job`` again (0: at once, on the next upstream), or None
+        when its ``outcome`` stands: something reached the caller, the failure is not one to retry,
+        the retries are spent, or the wait would pass the call's ``timeout``."""
+        response = job.response
+        assert response is not None
+        if isinstance(outcome, BaseException) and not isinstance(outcome, (TransportError, HTTPStatusError)):
+            return None  # on_chunk's own exception, EventTooLarge, Ctrl-C: the caller's
+        gate = job.gate
+        if (gate.opened if gate is not None else response.fed) or (response.stopped and gate is None):
+            return None  # part of the answer reached the caller: retrying would repeat it
+        judged = outcome.result if isinstance(outcome, HTTPStatusError) else outcome
+        if not _retry.retryable(judged, response.headers):
+            return None
+        if gate is None and isinstance(judged, dict) and "status" not in judged:
+            return None  # an in-band error is the gate's to retry
+        if job.upstream + 1 < len(job.specs):
+            wait: float | None = 0.0  # the next upstream has not failed: no reason to wait
+        elif job.round < job.retries:
+            retry_after = judged.get("retry_after") if isinstance(judged, dict) else None
+            wait = _retry.wait_for(job.round, retry_after)
+        else:
+            return None
+        if wait is None:
+            return None
+        if job.deadline is not None and time.monotonic() + wait >= job.deadline:
+            return None  # ``timeout`` bounds every attempt and every wait together
+        return wait
+
+    def _retry_later(self, job: _Job, wait: float) -> None:
+        if job.upstream + 1 < len(job.specs):
+            job.upstream += 1
+        else:
+            job.upstream = 0
+            job.round += 1
+        job.spec = job.specs[job.upstream]
+        job.attempts += 1
+        job.handle = job.stream = job.response = job.gate = None
+        job.since = time.monotonic()
+        heapq.heappush(self.delayed, (job.since + wait, id(job), job))
+        self._wake_in(wait)
+
+    def _wake_in(self, wait: float) -> None:
+        """The driver comes back in ``wait`` seconds to start what is due (``run_due``)."""
+
+    def run_due(self) -> None:
+        """Start the jobs whose wait between attempts is over (or queue them for a connection)."""
+        delayed = self.delayed
+        now = time.monotonic()
+        while delayed and delayed[0][0] <= now and not self.closed:
+            due, _, job = heapq.heappop(delayed)
+            if job.done:  # cancelled during its wait
+                continue
+            job.waited += int((now - job.since) * 1e9)
+            if len(self.active) < self.max_connections:
+                try:
+                    self._start(job)
+                except BaseException as exc:
+                    self._settle(job, exc)
+            else:
+                self.waiting.append(job)
 
     def _silent(self) -> list[_Job]:
         now = time.monotonic()
@@ -548,6 +666,7 @@ class _Engine:
         for job in list(self.active.values()):
             self.cancel(job)
         self.waiting.clear()
+        self.delayed.clear()
         for handle in self.pool:
             handle.close()
         self.pool.clear()

@@ -437,7 +437,11 @@ class _SyncEngine(_Engine):
                 wait = _WAIT_SLICE
                 if self.deadline is not None:
                     wait = min(wait, max(0.0, self.deadline - time.monotonic()))
+                if self.delayed:  # a request waiting to be tried again
+                    wait = min(wait, max(0.0, self.delayed[0][0] - time.monotonic()))
                 self._wait(wait)
+                if self.delayed:
+                    self.run_due()
                 if self.deadline is not None and time.monotonic() >= self.deadline:
                     self.deadline = None
                     self.action(pycurl.SOCKET_TIMEOUT, 0)
