@@ -34,7 +34,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import quote, urlsplit, urlunsplit
 
 import orjson
 
@@ -117,6 +117,7 @@ class RequestSpec:
     api: str = "chat"  # which fused stream reads the answer (fastsse._formats)
     raise_for_status: bool = False
     http2: bool = False
+    method: str = "POST"  # "GET" for a resume (no body)
 
     def __repr__(self) -> str:  # the headers hold the key: never print them
         return f"RequestSpec(url={self.display_url!r}, {len(self.body)} body bytes)"
@@ -144,7 +145,18 @@ class RequestSpec:
             self.client_cert,
             self.client_key,
             self.http2,
+            self.method,
         )
+
+    def resumed(self, response_id: str, after: int, /) -> RequestSpec:
+        """The GET that resumes a background Responses stream after sequence number ``after``
+        (``{url}/{id}?stream=true&starting_after=N``), with this spec's headers and options."""
+        spec = self.with_body(b"")
+        url = f"{self.url.rstrip('/')}/{quote(response_id, safe='')}?stream=true&starting_after={after}"
+        fields = spec.__dict__
+        fields.pop("transport", None)  # a cached property of the POST: built anew
+        fields["url"], fields["display_url"], fields["method"] = url, redact(url), "GET"
+        return spec
 
 
 def redact(url: str) -> str:
@@ -415,9 +427,12 @@ def apply(curl: Any, spec: RequestSpec, response: Response) -> None:
     pycurl = import_pycurl()
     curl.setopt(pycurl.URL, spec.url)
     _set_protocols(curl, pycurl, PROTOCOLS_STR)
-    curl.setopt(pycurl.POST, 1)
-    curl.setopt(pycurl.POSTFIELDS, spec.body)
-    curl.setopt(pycurl.POSTFIELDSIZE, len(spec.body))
+    if spec.method == "GET":
+        curl.setopt(pycurl.HTTPGET, 1)
+    else:
+        curl.setopt(pycurl.POST, 1)
+        curl.setopt(pycurl.POSTFIELDS, spec.body)
+        curl.setopt(pycurl.POSTFIELDSIZE, len(spec.body))
     curl.setopt(pycurl.HTTPHEADER, list(spec.headers))
     curl.setopt(pycurl.ACCEPT_ENCODING, ACCEPT_ENCODING)
     curl.setopt(pycurl.WRITEFUNCTION, response.write)
@@ -440,8 +455,9 @@ def apply_body(curl: Any, spec: RequestSpec, response: Response) -> None:
     the timeout), for a handle whose last request had the same ``spec.transport`` and was given
     back with ``release``."""
     pycurl = import_pycurl()
-    curl.setopt(pycurl.POSTFIELDS, spec.body)
-    curl.setopt(pycurl.POSTFIELDSIZE, len(spec.body))
+    if spec.method != "GET":
+        curl.setopt(pycurl.POSTFIELDS, spec.body)
+        curl.setopt(pycurl.POSTFIELDSIZE, len(spec.body))
     curl.setopt(pycurl.WRITEFUNCTION, response.write)
     curl.setopt(pycurl.HEADERFUNCTION, response.header)
     curl.setopt(pycurl.TIMEOUT_MS, spec.timeout_ms)

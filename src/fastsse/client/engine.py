@@ -27,6 +27,7 @@ from typing import Any
 from .._errors import ClientClosed, HTTPStatusError, InvalidRequest, TransportError, UsageError
 from .._timing import anchor_pair
 from . import _retry, _streams
+from ._resume import MAX_RESUMES, Resumable
 from ._options import CALL_NAMES, RequestOptions, check_options
 from ._request import (
     Preparer,
@@ -113,6 +114,7 @@ class _Job:
         "queued",
         "response",
         "result",
+        "resume",
         "retries",
         "round",
         "since",
@@ -159,6 +161,7 @@ class _Job:
         self.gate: _retry.Gate | None = None  # first_chunk_gate: this attempt's
         self.timer: Any = None  # AsyncClient: the loop timer of a retry's wait
         self.since = 0.0  # when the wait before the next attempt began (monotonic s)
+        self.resume: Resumable | None = None  # a background Responses stream kept across a cut
 
 
 class _Engine:
@@ -242,6 +245,12 @@ class _Engine:
         job.timing = merged.timing
         job.retries = merged.max_retries
         own["gate"] = merged.first_chunk_gate
+        own["resumable"] = (
+            merged.resume
+            and spec.api == "responses"
+            and own["format"] in ("responses", "to-chat")
+            and request.get("background") is True
+        )
         if merged.fallbacks:
             specs = [spec]
             for base, key in merged.fallbacks:
@@ -286,13 +295,19 @@ class _Engine:
             if options.get("gate"):  # a new gate per attempt: what a failed attempt held is dropped
                 job.gate = _retry.Gate(on_chunk, _retry.gate_test(options["format"], spec.api))
                 on_chunk = job.gate
-            stream = _streams.new_stream(
-                options["format"],
-                on_chunk,
-                api=spec.api,
-                max_event_bytes=spec.max_event_bytes,
-                timing=job.timing,
-            )
+            if job.resume is not None:  # a resume: the same fold goes on with the next bytes
+                stream = job.resume
+                stream.restart()
+            else:
+                stream = _streams.new_stream(
+                    options["format"],
+                    on_chunk,
+                    api=spec.api,
+                    max_event_bytes=spec.max_event_bytes,
+                    timing=job.timing,
+                )
+                if options.get("resumable"):
+                    stream = Resumable(stream)
             response = Response(spec, stream)
             if self.driver == "compiled":
                 response.direct = handle.direct  # reads of an event stream go to it from C
@@ -306,8 +321,9 @@ class _Engine:
             self.applied.pop(id(handle), None)
             if left is not None:  # what the queue left of the call's timeout
                 handle.setopt(pycurl.TIMEOUT_MS, max(1, math.ceil(left * 1000)))
-            if isinstance(stream, _streams._BytesStream):
-                stream.holder = response
+            inner = stream.inner if isinstance(stream, Resumable) else stream
+            if isinstance(inner, _streams._BytesStream):
+                inner.holder = response
             response.on_release = lambda job=job: self._released(job)
         except BaseException:
             self._recycle(job, handle)
@@ -440,6 +456,9 @@ class _Engine:
         self.alive -= 1
         outcome: Any
         assert job.response is not None
+        if job.resume is not None or isinstance(job.stream, Resumable):
+            if self._resumed(job, handle, code):
+                return
         try:
             outcome = job.response.finish(code, message)
         except BaseException as exc:
@@ -454,6 +473,32 @@ class _Engine:
         self._recycle(job, handle)
         if isinstance(outcome, BaseException) and not isinstance(outcome, Exception):
             raise outcome  # Ctrl-C caught inside a callback stops the driver, not one request
+
+    # resuming a background Responses stream (client/_resume.py)
+
+    def _resumed(self, job: _Job, handle: Any, code: int) -> bool:
+        """Ask for the rest of a cut background Responses stream, if it can be had: the answer
+        named its response, did not end, and broke in a way worth another connection (or ended
+        without its terminal event). The fold goes on; it returns False to settle as usual."""
+        response, stream = job.response, job.stream
+        assert response is not None and isinstance(stream, Resumable)
+        if response.exc is not None or response.stopped or response.status != 200 or response.mode != "sse":
+            return False
+        if stream.response_id is None or stream.terminal or stream.resumes >= MAX_RESUMES:
+            return False
+        if code and code not in _retry.RETRY_CODES:
+            return False
+        if job.deadline is not None and time.monotonic() >= job.deadline:
+            return False
+        self._recycle(job, handle)
+        job.spec = job.spec.resumed(stream.response_id, stream.last_sequence)
+        job.resume = stream
+        job.attempts += 1
+        job.handle = job.response = None
+        job.since = time.monotonic()
+        heapq.heappush(self.delayed, (job.since, id(job), job))
+        self._wake_in(0.0)
+        return True
 
     # retries (the rules are in _retry.py)
 
