@@ -29,6 +29,8 @@ The request's ``model`` picks a scripted scenario: ``NAME[-N][:WRITE]``. Unknown
   error         a few chunks, then ``data: {"error": {...}}``, two more content chunks a client must
                 not deliver, and the end of the body (no [DONE]); not streamed: HTTP 500 with the error
   disconnect    a few chunks, then half an event and the connection closes without ending the body
+  flaky         the 1st, 3rd, 5th... request with this exact model string streams a role chunk, then
+                an overloaded_error chunk before any content; the others are plain (for retries)
   localai       plain as LocalAI 3.7 sent it (seed 000): finish_reason "" on every chunk, role with
                 "content": "" first, usage on every chunk, content "" in the final chunk
   localai-tools tools as LocalAI sent them: role repeated, every call with the request's id, "" reasons
@@ -99,6 +101,7 @@ SCENARIOS: Final[dict[str, str]] = {
     "slow": "slow-N: a token every N ms (default 50) with : ping comments",
     "crlf": "CRLF line endings and a : ping comment (sse-starlette framing)",
     "error": "an error object mid-stream, no [DONE] (500 when not streamed)",
+    "flaky": "every other request of the same model string: overloaded_error before any content; else plain",
     "disconnect": "the connection closes in the middle of an event",
     "localai": "the LocalAI 3.7 stream bugs of seed 000",
     "localai-tools": "LocalAI's tool-call stream: role repeated, one id for every call",
@@ -508,6 +511,14 @@ class _Handler(BaseHTTPRequestHandler):
         if name == "html":
             self._send(200, HTML_PAGE, "text/html; charset=utf-8")
             return
+        if name == "flaky" and request.get("stream"):
+            app = self.server.app
+            with app._lock:
+                count = app.flaky[model] = app.flaky.get(model, 0) + 1
+            if count % 2:
+                self._stream(request, model, "event", iter(_overloaded(request)))
+                return
+            request = {**request, "model": "plain"}
         if not request.get("stream"):
             self._complete(request, name)
             return
@@ -686,6 +697,14 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(b"%X\r\n%s\r\n" % (len(piece), piece))
 
 
+def _overloaded(request: dict[str, Any]) -> list[bytes]:
+    """A role chunk, then an overloaded error before any content (what a busy provider sends)."""
+    head = {"id": "chatcmpl-flaky", "object": "chat.completion.chunk", "created": CREATED, "model": request.get("model")}
+    role = {**head, "choices": [{"index": 0, "delta": {"role": "assistant"}, "finish_reason": None}]}
+    error = {"error": {"type": "overloaded_error", "message": "Overloaded (the fastsse loopback server)"}}
+    return [b"data: " + orjson.dumps(role) + b"\n\n", b"data: " + orjson.dumps(error) + b"\n\n"]
+
+
 def _split_events(body: bytes) -> list[tuple[int, bytes]]:
     """A compliant Responses stream (LF framing) as (sequence_number, the event's bytes) pairs."""
     out = []
@@ -767,6 +786,7 @@ class LoopbackServer:
         self.background: collections.OrderedDict[str, list[tuple[int, bytes]]] = collections.OrderedDict()
         self.broken_resume: dict[str, str] = {}  # id -> the cut-resume variant it was made by
         self.background_made = 0
+        self.flaky: dict[str, int] = {}  # model string -> requests seen (the flaky scenario)
         # (method, path with query) of the last RECEIVED_LIMIT requests of any kind, oldest first
         self.requested: collections.deque[tuple[str, str]] = collections.deque(maxlen=RECEIVED_LIMIT)
 
