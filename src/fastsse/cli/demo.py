@@ -236,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
                 out.flush()
                 return fail("demo", str(exc))  # no answer began: nothing to show
             cut = f"the transfer failed mid-stream: {exc}"
-    if "status" in result:  # an HTTP error (or a page instead of a stream): there is no answer to print
+    if isinstance(result.get("status"), int):  # an HTTP error (or a page instead of a stream): no answer to print
         return fail("demo", f"{base_url}: {_http_error(result)}", 1)
     printer.finish(result)
     complete = bool((result.get("verdict") or {}).get("complete"))
