@@ -41,9 +41,9 @@ def expected(name: str) -> list[tuple[str, int]]:
 
 
 def findings_of(
-    data: bytes, *, expect_usage: bool = False, cut: int | None = None
+    data: bytes, *, expect_usage: bool = False, cut: int | None = None, max_event_bytes: int | None = None
 ) -> list[tuple[str, int | None]]:
-    checker = StreamChecker(expect_usage=expect_usage)
+    checker = StreamChecker(expect_usage=expect_usage, max_event_bytes=max_event_bytes)
     if cut is None:
         checker.feed(data)
     else:
@@ -57,7 +57,8 @@ def findings_of(
 @pytest.mark.parametrize("cut", [None, 1, 7])
 def test_capture(name: str, cut: int | None) -> None:
     data = (LINT / name).read_bytes()
-    assert findings_of(data, expect_usage=CASES[name].get("expect_usage", False), cut=cut) == expected(name)
+    options = {key: CASES[name][key] for key in ("expect_usage", "max_event_bytes") if key in CASES[name]}
+    assert findings_of(data, cut=cut, **options) == expected(name)
 
 
 def test_every_code_has_a_capture_and_a_doc_row() -> None:
@@ -150,15 +151,15 @@ def test_reported_once_per_cause() -> None:
 @given(name=st.sampled_from(sorted(CASES)), cuts=st.lists(st.integers(0, 2000), max_size=12))
 def test_any_chunking_gives_the_same_findings(name: str, cuts: list[int]) -> None:
     data = (LINT / name).read_bytes()
-    expect_usage = CASES[name].get("expect_usage", False)
-    checker = StreamChecker(expect_usage=expect_usage)
+    options = {key: CASES[name][key] for key in ("expect_usage", "max_event_bytes") if key in CASES[name]}
+    checker = StreamChecker(**options)
     last = 0
     for cut in sorted(c % (len(data) + 1) for c in cuts):
         checker.feed(data[last:cut])
         last = cut
     checker.feed(data[last:])
     checker.close()
-    assert checker.findings == check_stream(data, expect_usage=expect_usage)
+    assert checker.findings == check_stream(data, **options)
 
 
 class _Events(_Framer):
@@ -255,6 +256,7 @@ def test_cli_warnings_only_exit_zero_and_stdin_json() -> None:
                 "message": report["findings"][0]["message"],
             }
         ],
+        "hint": None,  # the --api a stream of another API looks like
     }
 
 
@@ -387,3 +389,158 @@ def test_text_without_fields_is_one_not_sse_finding(api: str) -> None:
 )
 def test_a_field_or_only_comments_keep_the_stream_rules(body: bytes, first: str) -> None:
     assert [f.code for f in check_stream(body)][:1] == [first]
+
+
+# issue 32, point 6: a 404 says which URL was tried; a stream of another API says which --api fits
+
+
+def test_cli_url_404_names_the_url_and_the_missing_v1(server, capsys: pytest.CaptureFixture[str]) -> None:
+    root = server.base_url.removesuffix("/v1")
+    assert check_main(["--url", root, "--api-key", "sk-test", "--timeout", "20"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert err.startswith(f"fastsse check: {root}/chat/completions: HTTP 404: ")
+    assert err.endswith(f"; the base URL usually ends in /v1 ({root}/v1)\n")
+
+
+MESSAGES_STREAM = (
+    b'event: message_start\ndata: {"type":"message_start","message":{"id":"m1","type":"message",'
+    b'"role":"assistant","content":[],"model":"m","stop_reason":null,"usage":{"input_tokens":1,"output_tokens":0}}}\n\n'
+    b'event: content_block_start\ndata: {"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}\n\n'
+    b'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hi"}}\n\n'
+    b'event: content_block_stop\ndata: {"type":"content_block_stop","index":0}\n\n'
+    b'event: message_delta\ndata: {"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":1}}\n\n'
+    b'event: message_stop\ndata: {"type":"message_stop"}\n\n'
+)
+RESPONSES_STREAM = (
+    b'event: response.created\ndata: {"type":"response.created","sequence_number":0,'
+    b'"response":{"id":"r1","object":"response","status":"in_progress","output":[]}}\n\n'
+)
+
+
+@pytest.mark.parametrize(
+    ("body", "api", "hint"),
+    [
+        (
+            (LINT / "compliant.sse").read_bytes(),
+            "messages",
+            'it looks like a chat completions stream ("object": "chat.completion.chunk"): try --api chat',
+        ),
+        (
+            (LINT / "compliant.sse").read_bytes(),
+            "responses",
+            'it looks like a chat completions stream ("object": "chat.completion.chunk"): try --api chat',
+        ),
+        (
+            b'data: {"choices":[{"index":0,"delta":{"content":"Hi"},"finish_reason":"stop"}]}\n\n',
+            "messages",
+            'it looks like a chat completions stream (chunks with "choices"): try --api chat',
+        ),
+        (MESSAGES_STREAM, "chat", "it looks like a Messages stream (event: message_start): try --api messages"),
+        (
+            MESSAGES_STREAM.replace(b"event: message_start\n", b""),  # no event: line, the payload's type
+            "responses",
+            'it looks like a Messages stream ("type": "message_start"): try --api messages',
+        ),
+        (RESPONSES_STREAM, "chat", "it looks like a Responses stream (event: response.created): try --api responses"),
+    ],
+)
+def test_cli_hints_at_the_api_the_stream_looks_like(
+    capsys: pytest.CaptureFixture[str], tmp_path: pathlib.Path, body: bytes, api: str, hint: str
+) -> None:
+    path = tmp_path / "stream.sse"
+    path.write_bytes(body)
+    assert check_main(["--api", api, str(path)]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[-1] == f"{path}: hint: {hint}"
+    assert lines[-2].startswith(f"{path}: ") and "error(s)" in lines[-2]
+    assert check_main(["--api", api, "--json", str(path)]) == 1
+    assert json.loads(capsys.readouterr().out)["hint"] == hint
+
+
+@pytest.mark.parametrize(
+    ("body", "api"),
+    [
+        ((LINT / "compliant.sse").read_bytes(), "chat"),  # compliant: nothing to explain
+        ((LINT / "missing-done.sse").read_bytes(), "chat"),  # the right API with a fault of its own
+        (MESSAGES_STREAM, "messages"),
+        (b'data: {"x": 1}\n\n', "messages"),  # nothing tells which API it is
+    ],
+)
+def test_cli_gives_no_hint_for_the_right_api(
+    capsys: pytest.CaptureFixture[str], tmp_path: pathlib.Path, body: bytes, api: str
+) -> None:
+    path = tmp_path / "stream.sse"
+    path.write_bytes(body)
+    check_main(["--api", api, str(path)])
+    assert ": hint: " not in capsys.readouterr().out
+    check_main(["--api", api, "--json", str(path)])
+    assert json.loads(capsys.readouterr().out)["hint"] is None
+
+
+# issue 32, point 6: a huge event is one finding, and the linter's memory stays bounded
+
+
+def _write_big_event(path: pathlib.Path, size: int) -> None:
+    """A compliant chat stream whose second chunk carries ``size`` bytes of content, written in pieces."""
+    head = b'data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,'
+    with path.open("wb") as f:
+        f.write(head + b'"delta":{"role":"assistant"},"finish_reason":null}]}\n\n')
+        f.write(head + b'"delta":{"content":"')
+        for _ in range(size >> 20):
+            f.write(b"a" * (1 << 20))
+        f.write(b'"},"finish_reason":null}]}\n\n')
+        f.write(head + b'"delta":{},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n')
+
+
+def test_cli_max_event_bytes_reports_a_huge_event_in_bounded_memory(
+    capsys: pytest.CaptureFixture[str], tmp_path: pathlib.Path
+) -> None:
+    import tracemalloc
+
+    from fastsse.cli._common import MAX_EVENT_BYTES
+
+    path = tmp_path / "big.sse"
+    _write_big_event(path, 24 << 20)
+    tracemalloc.start()
+    try:
+        code = check_main([str(path)])  # the default bound
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    out = capsys.readouterr().out.splitlines()
+    assert code == 1
+    start = path.read_bytes().index(b"\n\n") + 2
+    assert out[0] == (
+        f"{path}:{start}: error event-too-large: an event passes max_event_bytes={MAX_EVENT_BYTES}; "
+        "it was skipped unread, up to the next blank line"
+    )
+    assert out[-1] == f"{path}: 1 error(s), 0 warning(s) in {path.stat().st_size} bytes, 3 event(s)"
+    # about the bound once (the line held so far), not the event several times over
+    assert peak < MAX_EVENT_BYTES * 1.25, peak
+    assert check_main([str(path), "--max-event-bytes", str(32 << 20)]) == 0  # a higher bound reads it
+    capsys.readouterr()
+
+
+def test_cli_max_event_bytes_takes_a_positive_number(capsys: pytest.CaptureFixture[str]) -> None:
+    assert check_main([str(LINT / "compliant.sse"), "--max-event-bytes", "0"]) == 2
+    assert capsys.readouterr().err == "fastsse check: --max-event-bytes takes a positive number of bytes\n"
+
+
+@pytest.mark.parametrize("api", ["chat", "responses", "messages"])
+def test_every_checker_bounds_an_event(api: str) -> None:
+    from fastsse.check import checker
+
+    data = b"data: " + b"x" * 100 + b"\n\nid: 1\ndata: " + b"y" * 60 + b"\ndata: " + b"z" * 60 + b"\n\n"
+    findings = check_stream(data, api=api, max_event_bytes=100)
+    assert [(f.code, f.offset) for f in findings if f.code == "event-too-large"] == [
+        ("event-too-large", 0),  # one line past the bound
+        ("event-too-large", 108),  # two lines within it whose data together pass it
+    ]
+    lint = checker(api, max_event_bytes=100)  # and a line longer than the bound fed byte by byte
+    for byte in data:
+        lint.feed(bytes([byte]))
+    lint.close()
+    assert lint.findings == findings
+    with pytest.raises(ValueError, match=r"\(max_event_bytes=\.\.\.\) takes a positive int or None, not 0$"):
+        checker(api, max_event_bytes=0)

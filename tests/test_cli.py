@@ -366,3 +366,87 @@ def test_demo_page_is_one_short_line(
         "/v1: HTTP 200: not an event stream: it starts like an HTML or XML page: "
         f"'<!DOCTYPE html>' ({len(HTML_PAGE)} bytes)"
     )
+
+
+# issue 32, point 6: what the first hour still met
+
+
+@pytest.mark.parametrize(
+    ("argv", "value"),
+    [
+        (("demo", "--url", "127.0.0.1:8000/v1"), "'127.0.0.1:8000/v1'"),  # no scheme
+        (("demo", "--url", "ftp://127.0.0.1:8000/v1"), "'ftp://127.0.0.1:8000/v1'"),
+        (("demo", "--timeout", "0"), "0.0"),
+        (("check", "--url", "127.0.0.1:8000/v1"), "'127.0.0.1:8000/v1'"),
+        (("load", "ftp://127.0.0.1:8000/v1", "--model", "m", "--quiet"), "'ftp://127.0.0.1:8000/v1'"),
+    ],
+)
+def test_a_request_argument_the_client_refuses_is_one_line(
+    capsys: pytest.CaptureFixture[str], argv: tuple[str, ...], value: str
+) -> None:
+    # the README's promise: one line on stderr, exit 2, for every command that sends a request
+    code, out, err = run(capsys, *argv)
+    assert (code, out) == (2, "")
+    assert err.count("\n") == 1, err
+    assert err.startswith(f"fastsse {argv[0]}: ") and err.rstrip().endswith(value)
+
+
+def test_the_dispatcher_makes_any_commands_refused_argument_one_line(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the rule lives in the dispatcher, not in each command: one that does not catch still gets one line
+    import fastsse
+    import fastsse.cli.events
+
+    def main(argv: list[str]) -> int:
+        fastsse.create_stream({}, base_url="ftp://127.0.0.1:8000/v1")
+        return 0
+
+    monkeypatch.setattr(fastsse.cli.events, "main", main)
+    code, out, err = run(capsys, "events")
+    assert (code, out) == (2, "")
+    assert err == "fastsse events: base_url must be an http:// or https:// URL, not 'ftp://127.0.0.1:8000/v1'\n"
+
+
+def test_a_commands_own_type_error_keeps_its_traceback(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, stream_backend: SimpleNamespace
+) -> None:
+    # only what the request setup refused is the user's to fix; a bug elsewhere is not hidden
+    import fastsse.cli.demo
+
+    def broken(self: object, chunk: dict[str, object]) -> bool:
+        raise TypeError("a bug in the printer")
+
+    monkeypatch.setattr(fastsse.cli.demo.Printer, "__call__", broken)
+    with pytest.raises(TypeError, match="a bug in the printer"):
+        fastsse_main(["demo"])
+
+
+def test_demo_404_names_the_url_and_the_missing_v1(
+    capsys: pytest.CaptureFixture[str], stream_backend: SimpleNamespace, server: object
+) -> None:
+    root = server.base_url.removesuffix("/v1")  # type: ignore[attr-defined]
+    code, out, err = run(capsys, "demo", "--url", root)
+    assert (code, out) == (1, "")
+    assert err.splitlines()[-1] == (
+        f"fastsse demo: {root}/chat/completions: HTTP 404: Unknown path /chat/completions "
+        f"(invalid_request_error); the base URL usually ends in /v1 ({root}/v1)"
+    )
+    # with a /v1 already there, the URL tried is said and no /v1 is suggested
+    code, _, err = run(capsys, "demo", "--url", root + "/v1/nowhere")
+    assert code == 1
+    assert err.splitlines()[-1].startswith(f"fastsse demo: {root}/v1/nowhere/chat/completions: HTTP 404: ")
+    assert "/v1 (" not in err
+
+
+@pytest.mark.parametrize("argv", [("serve",), ("serve", "--scripted")])
+def test_a_port_out_of_range_is_a_usage_error(capsys: pytest.CaptureFixture[str], argv: tuple[str, ...]) -> None:
+    # a socket refused 70000 with a traceback; asyncio's server quietly listened on 70000 - 65536
+    code, out, err = run(capsys, *argv, "--port", "70000")
+    assert (code, out) == (2, "")
+    assert err.splitlines()[-1].endswith("argument --port: a TCP port is 0 to 65535, not 70000")
+
+
+def test_check_expect_usage_with_another_api_speaks_in_the_one_voice(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "check", "--api", "messages", "--expect-usage", "-")
+    assert (code, out, err) == (2, "", "fastsse check: --expect-usage applies to chat streams only\n")

@@ -96,3 +96,23 @@ def test_demo_into_a_closed_pipe_exits_quietly() -> None:
     assert code == 141
     assert b"Traceback" not in err and b"Error" not in err
     assert err.startswith(b"fastsse demo (backend: ") and err.count(b"\n") == 2  # the banner only
+
+
+def test_events_bounds_an_event_by_default(tmp_path: Path) -> None:
+    # issue 32, point 6: 16 MiB unless told otherwise, so a runaway event cannot take the memory
+    from fastsse.cli._common import MAX_EVENT_BYTES
+
+    path = tmp_path / "big.sse"
+    with path.open("wb") as f:
+        f.write(b"data: 1\n\ndata: ")
+        for _ in range((MAX_EVENT_BYTES >> 20) + 1):
+            f.write(b"x" * (1 << 20))
+        f.write(b"\n\ndata: 2\n\n")
+    proc = run("events", str(path))
+    assert proc.returncode == 1
+    assert [json.loads(line)["data"] for line in proc.stdout.splitlines()] == ["1", "2"]
+    assert proc.stderr.decode() == (
+        f"fastsse events: an SSE line or event data exceeded max_event_bytes={MAX_EVENT_BYTES}; "
+        "the event was dropped\n"
+    )
+    assert run("events", "--max-event-bytes", str(MAX_EVENT_BYTES * 2), str(path)).returncode == 0

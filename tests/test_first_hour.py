@@ -231,3 +231,53 @@ def test_every_fold_has_the_same_result_shape(stream_backend: SimpleNamespace, s
 
     # the four agree on the same bytes
     assert agg.result() == stream.result() == chunks.result()
+
+
+# issue 32, point 6: the openai SDK's stream is parsed already; its raw bytes are one call away
+
+SDK_HINT = (
+    "takes the response's bytes, not the openai SDK's {kind} (it has parsed them already): use "
+    "client.chat.completions.with_streaming_response.create(..., stream=True) and pass its "
+    "response.iter_bytes()"
+)
+HI = [{"role": "user", "content": "Hi"}]
+
+
+@pytest.mark.parametrize("call", [fastsse.iter_events, fastsse.iter_chunks])
+def test_an_sdk_stream_is_refused_with_the_way_to_its_bytes(server: Any, call: Any) -> None:
+    openai = pytest.importorskip("openai")
+    client = openai.OpenAI(base_url=server.base_url, api_key="sk-test")
+    with client.chat.completions.create(model="plain", messages=HI, stream=True) as stream:
+        with pytest.raises(TypeError) as info:
+            call(stream)
+    assert str(info.value) == f"{call.__name__}() " + SDK_HINT.format(kind="Stream")
+    client.close()
+
+
+@pytest.mark.parametrize("call", [fastsse.aiter_events, fastsse.aiter_chunks])
+def test_an_async_sdk_stream_is_refused_the_same_way(server: Any, call: Any) -> None:
+    openai = pytest.importorskip("openai")
+
+    async def run() -> str:
+        async with openai.AsyncOpenAI(base_url=server.base_url, api_key="sk-test") as client:
+            stream = await client.chat.completions.create(model="plain", messages=HI, stream=True)
+            async with stream:
+                with pytest.raises(TypeError) as info:
+                    call(stream)
+        return str(info.value)
+
+    assert asyncio.run(run()) == f"{call.__name__}() " + SDK_HINT.format(kind="AsyncStream")
+
+
+def test_the_sdks_raw_bytes_fold_on_both_backends(stream_backend: SimpleNamespace, server: Any) -> None:
+    openai = pytest.importorskip("openai")
+    client = openai.OpenAI(base_url=server.base_url, api_key="sk-test")
+    with client.chat.completions.with_streaming_response.create(
+        model="plain", messages=HI, stream=True, stream_options={"include_usage": True}
+    ) as response:
+        chunks = fastsse.iter_chunks(response.iter_bytes())
+        texts = [c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"]]
+    result = chunks.result()
+    assert result["verdict"]["complete"] and result["usage"] is not None
+    assert "".join(texts) == result["choices"][0]["message"]["content"] != ""
+    client.close()

@@ -489,3 +489,45 @@ def test_other_apis_are_refused_for_a_peer(capsys: Any) -> None:
         load.main(["http://127.0.0.1:9/v1", "--model", "m", "--api", "messages", "--client", "openai"]) == 2
     )
     assert "--api messages needs --client fastsse" in capsys.readouterr().err
+
+
+# issue 32, point 6: a run that reached no server failed (2); a short run is not called busy; a 404
+
+
+def test_a_run_no_request_of_which_got_an_answer_exits_2(capsys: Any, tmp_path: Any) -> None:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{s.getsockname()[1]}/v1"
+    out = tmp_path / "run.json"
+    code = load.main([url, "--model", "m", "--requests", "2", "--quiet", "--json", str(out)])
+    printed = capsys.readouterr()
+    assert (code, printed.out) == (2, "")  # nothing measured: no summary
+    assert printed.err == (
+        f"fastsse load: no request got an answer from {url}/chat/completions: 2 x connection refused (curl 7)\n"
+    )
+    assert orjson.loads(out.read_bytes())["summary"]["outcomes"] == {"failed": 2}  # the records, all the same
+
+
+def test_the_busy_warning_needs_a_run_long_enough_to_mean_it() -> None:
+    # a run that ends at once spends its few milliseconds on setup, all of them on the CPU
+    instant = load.summarize([], [{"cpu_s": 0.004, "wall_s": 0.004}])
+    assert instant["client_busy"] == 1.0 and not instant["warnings"]
+    long = load.summarize([], [{"cpu_s": 1.9, "wall_s": 2.0}])
+    assert [w for w in long["warnings"] if w.startswith("the client was busy 95% of a core")]
+
+
+def test_a_404_says_which_url_was_tried_and_hints_at_v1(capsys: Any, stream_backend: SimpleNamespace) -> None:
+    from fastsse.testing import serve_in_thread
+
+    with serve_in_thread() as srv:
+        root = srv.base_url.removesuffix("/v1")
+        code = load.main([root, "--model", "plain", "--requests", "2", "--quiet"])
+    assert code == 1  # an answer, if an HTTP error: the run measured it
+    lines = capsys.readouterr().out.splitlines()
+    assert "    2 x http: http 404" in lines
+    assert lines[-1] == (
+        f"  hint: 2 request(s) got HTTP 404 from {root}/chat/completions; "
+        f"the base URL usually ends in /v1 ({root}/v1)"
+    )

@@ -157,3 +157,30 @@ def test_console_blocks_print_what_they_show(block: Block) -> None:
     finally:
         for server in servers:
             server.close()
+
+
+# What the prose states, held to what the code does (issue 32, point 6)
+
+_NUMBERS = {"both": 2, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
+            "nine": 9, "ten": 10, "eleven": 11, "twelve": 12}  # fmt: skip
+
+
+def test_a_count_of_compiled_modules_is_the_builds() -> None:
+    # Better no number at all (one more module and it rots); one that is written must be the count
+    # of Cython sources a Linux build compiles.
+    sources = len(list((ROOT / "src" / "fastsse").rglob("*.pyx")))
+    text = README.read_text(encoding="utf-8")
+    pattern = r"\b(\w+) (?:Cython |compiled |extension )?modules\b"
+    stated = [m[1] for m in re.finditer(pattern, text) if m[1].lower() in _NUMBERS or m[1].isdigit()]
+    assert all(_NUMBERS.get(word.lower()) == sources or word == str(sources) for word in stated), (
+        stated,
+        sources,
+    )
+
+
+def test_the_verdict_keys_are_all_named() -> None:
+    stream = fastsse.ChatStream()
+    stream.write(b'data: {"choices":[{"index":0,"delta":{"content":"Hi"},"finish_reason":"stop"}]}\n\n')
+    text = README.read_text(encoding="utf-8")
+    missing = [key for key in stream.result()["verdict"] if f"`{key}`" not in text]
+    assert not missing, f"README.md does not name the verdict keys {missing}"

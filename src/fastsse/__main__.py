@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     if argv[0] in ("-V", "--version"):
         print(f"fastsse {__version__} (backend: {BACKEND})")
         return 0
-    from .cli._common import EXTRAS, CommandError, fail, missing
+    from .cli._common import EXTRAS, CommandError, bad_argument, fail, missing
 
     command, rest = argv[0], argv[1:]
     if command not in COMMANDS:
@@ -54,6 +54,12 @@ def main(argv: list[str] | None = None) -> int:
         return int(module.main(rest) or 0)
     except CommandError as exc:
         return fail(command, str(exc), exc.status)
+    except (ValueError, TypeError) as exc:
+        # A request argument the client refused before sending anything (a URL without http://,
+        # a timeout of 0) is the user's to fix: one line, as for a usage error.
+        if not bad_argument(exc):
+            raise
+        return fail(command, str(exc))
     except ImportError as exc:
         # An optional dependency a command reached for without checking first: one line, not a traceback.
         if exc.name in EXTRAS:

@@ -17,6 +17,7 @@ from typing import Any, Final, NamedTuple
 
 import orjson
 
+from .._errors import event_limit
 from ..sse._fields import split_field
 from ._result import INDEX_LIMIT
 
@@ -57,6 +58,7 @@ CODES: Final[dict[str, CodeInfo]] = {
     ),
     "truncated": CodeInfo(ERROR, "the stream ends in the middle of a line (EOF inside an event)"),
     "empty-stream": CodeInfo(ERROR, "the stream holds no event at all"),
+    "event-too-large": CodeInfo(ERROR, "an event or a line passes max_event_bytes: it was skipped unread"),
     "not-sse": CodeInfo(
         ERROR,
         "the input is not an event stream (an HTML page, a JSON document, binary data, a text with no field)",
@@ -292,8 +294,13 @@ class _Lines:
             end = m.start()
             if self._partial:
                 start = self._partial_start
-                line = bytes(self._partial) + chunk[i:end]
-                self._partial.clear()
+                if self._limit is not None and len(self._partial) > self._limit:
+                    # too long already, and dropped whole: its end is not needed, and joining it
+                    # would copy the limit's worth of bytes twice more
+                    line, self._partial = self._partial, bytearray()
+                else:
+                    line = bytes(self._partial) + chunk[i:end]
+                    self._partial.clear()
             else:
                 start = base + i
                 line = chunk[i:end]
@@ -367,9 +374,11 @@ class _Framer:
         if self.lines.long_line:  # after every complete line of the chunk: the open one is too long
             self.lines.long_line = False
             if not self._discarding:
-                self._overflow()
+                self._overflow(self.lines._partial_start)
 
-    def _overflow(self) -> None:
+    def _overflow(self, offset: int) -> None:
+        """Drop the event in progress up to the next blank line; ``offset`` is the line that passed
+        the limit (subclasses report it)."""
         self.overflowed = True
         self._discarding = True
         self._reset()
@@ -385,7 +394,7 @@ class _Framer:
                     self._discarding = False
                 continue
             if limit is not None and len(line) > limit:
-                self._overflow()
+                self._overflow(offset)
                 continue
             self.on_line(offset, line, ending)
             if ending is None:
@@ -413,7 +422,7 @@ class _Framer:
             if name == b"data":
                 size = self._data_size + 1 + len(value)
                 if limit is not None and size > limit:
-                    self._overflow()
+                    self._overflow(offset)
                     continue
                 if self.data is None:
                     self.data = []
@@ -452,23 +461,27 @@ def _detail_text(details: Any) -> bool:
 
 
 class StreamChecker(_Framer):
-    """``StreamChecker(*, expect_usage=False)``: lint a chat stream incrementally.
+    """``StreamChecker(*, expect_usage=False, max_event_bytes=None)``: lint a chat stream incrementally.
 
     ``feed(data)`` returns the findings the new bytes revealed; ``close()`` returns the ones only the
     end of the stream can tell (nothing after ``[DONE]``, truncation, choices never finished...).
     ``findings`` holds all of them so far, in stream order. Any chunking gives the same findings.
     With ``expect_usage=True`` a stream without a usage chunk is reported (``missing-usage``).
+    With ``max_event_bytes=N`` an event whose data, or a line, passes N bytes is skipped unread up
+    to the next blank line and reported (``event-too-large``), as ``Decoder`` drops it: the checker
+    then holds at most about N bytes of any event, however large the stream's events are.
     The first 64 bytes are held until they tell whether the input is an event stream at all (their
     findings come with the feed that completes them, or with ``close``): an HTML page, a JSON
     document or binary data gives the one finding ``not-sse`` and nothing else. So does a text with
     no event and no SSE field (a README): ``close`` returns ``not-sse`` and ``findings`` then holds
     only it.
 
+    It raises TypeError or ValueError for a ``max_event_bytes`` that is not a positive int or None;
     ``feed`` raises TypeError for anything but a byte buffer, and ValueError after ``close``.
     """
 
-    def __init__(self, *, expect_usage: bool = False) -> None:
-        super().__init__()
+    def __init__(self, *, expect_usage: bool = False, max_event_bytes: int | None = None) -> None:
+        super().__init__(max_event_bytes=event_limit(max_event_bytes, type(self).__name__))
         self.expect_usage = expect_usage
         self.findings: list[Finding] = []
         self.events = 0  # dispatched events, [DONE] included
@@ -574,6 +587,15 @@ class StreamChecker(_Framer):
     def size(self) -> int:
         """Bytes fed so far."""
         return self._fed
+
+    def _overflow(self, offset: int) -> None:
+        start = self.start if self.start is not None else offset
+        super()._overflow(offset)
+        self._report(
+            "event-too-large",
+            start,
+            f"an event passes max_event_bytes={self.limit}; it was skipped unread, up to the next blank line",
+        )
 
     def _check_bom(self) -> None:
         if self.lines.bom:

@@ -37,36 +37,46 @@ API_CODES: Final[dict[str, dict[str, CodeInfo]]] = {
 }
 
 
-def checker(api: str = "chat", /, *, expect_usage: bool = False) -> StreamChecker:
-    """``checker(api="chat", /, *, expect_usage=False) -> StreamChecker``
+def checker(
+    api: str = "chat", /, *, expect_usage: bool = False, max_event_bytes: int | None = None
+) -> StreamChecker:
+    """``checker(api="chat", /, *, expect_usage=False, max_event_bytes=None) -> StreamChecker``
 
     A fresh incremental checker for ``api``: ``"chat"`` (``StreamChecker``), ``"responses"``
     (``ResponsesChecker``) or ``"messages"`` (``MessagesChecker``); ``feed(data)`` it the bytes as
-    they come, ``close()`` it at the end, then read ``findings``.
-    It raises ValueError for another API and for ``expect_usage`` with a non-chat API.
+    they come, ``close()`` it at the end, then read ``findings``. With ``max_event_bytes=N`` an
+    event past N bytes is skipped unread and reported (``event-too-large``), so memory stays bounded.
+    It raises ValueError for another API and for ``expect_usage`` with a non-chat API, and what
+    ``StreamChecker`` raises for a bad ``max_event_bytes``.
     """
     if api == "chat":
-        return StreamChecker(expect_usage=expect_usage)
+        return StreamChecker(expect_usage=expect_usage, max_event_bytes=max_event_bytes)
     if expect_usage:
         raise ValueError("expect_usage applies to chat streams only")
     if api == "responses":
-        return ResponsesChecker()
+        return ResponsesChecker(max_event_bytes=max_event_bytes)
     if api == "messages":
-        return MessagesChecker()
+        return MessagesChecker(max_event_bytes=max_event_bytes)
     raise ValueError(f"unknown api {api!r}; expected 'chat', 'responses' or 'messages'")
 
 
 def check_stream(
-    data: bytes | bytearray | memoryview, /, *, expect_usage: bool = False, api: str = "chat"
+    data: bytes | bytearray | memoryview,
+    /,
+    *,
+    expect_usage: bool = False,
+    api: str = "chat",
+    max_event_bytes: int | None = None,
 ) -> list[Finding]:
-    """``check_stream(data, /, *, expect_usage=False, api="chat") -> list[Finding]``
+    """``check_stream(data, /, *, expect_usage=False, api="chat", max_event_bytes=None) -> list[Finding]``
 
     Lint one complete captured stream and return every finding in stream order (empty when the
-    stream is compliant). ``api`` picks the grammar: ``"chat"``, ``"responses"`` or ``"messages"``.
+    stream is compliant). ``api`` picks the grammar: ``"chat"``, ``"responses"`` or ``"messages"``;
+    ``max_event_bytes`` is ``checker``'s.
     It raises TypeError if ``data`` is not a byte buffer and ValueError for an unknown ``api`` or
-    ``expect_usage`` with a non-chat one.
+    ``expect_usage`` with a non-chat one, and what ``checker`` raises for ``max_event_bytes``.
     """
-    lint = checker(api, expect_usage=expect_usage)
+    lint = checker(api, expect_usage=expect_usage, max_event_bytes=max_event_bytes)
     lint.feed(data)
     lint.close()
     return lint.findings

@@ -3,7 +3,9 @@
 Every command reports a failure as one line on stderr, ``fastsse COMMAND: what went wrong``, and
 exits 2 for a usage, dependency or transport problem. A command raises ``CommandError`` (or calls
 ``fail``); the dispatcher in ``fastsse/__main__.py`` prints it, so no command prints a traceback for
-something the user can fix.
+something the user can fix. The same goes for an argument the client's request setup refuses (a
+URL without ``http://``, a timeout of 0): the dispatcher prints it as one line too
+(``bad_argument``), so a command need not wrap each call that sets up a request.
 """
 
 from __future__ import annotations
@@ -15,9 +17,21 @@ import sys
 from collections.abc import Callable
 from types import ModuleType
 from typing import NoReturn
+from urllib.parse import urlsplit
 
 # pip extra that brings each optional module
 EXTRAS = {"pycurl": "curl", "matplotlib": "plot"}
+
+# The default --max-event-bytes of check and events: far above any event a model streams (a chunk
+# is a few hundred bytes, a whole tool call's arguments rarely a megabyte), low enough that a
+# runaway event costs a bounded few tens of MB instead of several times its size.
+MAX_EVENT_BYTES = 16 << 20
+
+# Where the library checks a request's arguments before anything is sent (the URL's scheme, the
+# headers, the key, the timeouts, max_event_bytes, the api): a ValueError or TypeError raised there
+# is the user's argument, not a bug in the command.
+_SETUP_PACKAGE = "fastsse.client."
+_SETUP_MODULES = frozenset({"fastsse._formats", "fastsse._errors"})
 
 
 class CommandError(Exception):
@@ -65,8 +79,56 @@ def require(module: str, purpose: str) -> ModuleType:
         raise CommandError(missing(module, purpose)) from None
 
 
+def bad_argument(exc: BaseException) -> bool:
+    """``bad_argument(exc) -> bool``: whether ``exc`` is an argument the request setup refused.
+
+    True for a ValueError or TypeError (or a subclass of one, such as a body orjson cannot
+    serialise; not an ``SSEError``, which is about the stream's data) raised in ``fastsse.client``,
+    ``fastsse._formats`` or ``fastsse._errors``, the modules that check a request before it is
+    sent. An error raised anywhere else (a command's own code, an ``on_chunk`` callback) keeps its
+    traceback.
+    """
+    from .._errors import SSEError
+
+    if not isinstance(exc, (ValueError, TypeError)) or isinstance(exc, SSEError):
+        return False
+    if exc.__traceback__ is None:
+        return False
+    tb = exc.__traceback__
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    module = str(tb.tb_frame.f_globals.get("__name__", ""))
+    return module.startswith(_SETUP_PACKAGE) or module in _SETUP_MODULES
+
+
+def endpoint(base_url: str, api: str = "chat") -> str:
+    """``endpoint(base_url, api="chat") -> str``: the URL a request of ``api`` goes to under
+    ``base_url`` (its path joined as the client joins it), with any ``user:password@`` hidden.
+
+    It raises ValueError for an unknown ``api``.
+    """
+    from .._formats import api_format
+    from ..client._request import redact
+
+    return redact(base_url.rstrip("/") + api_format(api).path)
+
+
+def not_found(base_url: str) -> str:
+    """``not_found(base_url) -> str``: what to add after an HTTP 404 under ``base_url``: the hint
+    that a base URL usually ends in ``/v1`` (the OpenAI-compatible servers, the loopback one
+    included, serve their API under it), or "" when its path already holds a ``v1``."""
+    try:
+        path = urlsplit(base_url).path
+    except ValueError:
+        return ""
+    if "v1" in path.split("/"):
+        return ""
+    return f"; the base URL usually ends in /v1 ({base_url.rstrip('/')}/v1)"
+
+
 def command(name: str) -> Callable[[Callable[[list[str] | None], int]], Callable[[list[str] | None], int]]:
-    """Decorate a command's ``main(argv) -> int`` so that a CommandError ends it as one line and a status."""
+    """Decorate a command's ``main(argv) -> int`` so that a CommandError, or an argument the request
+    setup refused (``bad_argument``), ends it as one line and a status, as the dispatcher does."""
 
     def wrap(main: Callable[[list[str] | None], int]) -> Callable[[list[str] | None], int]:
         def run(argv: list[str] | None = None) -> int:
@@ -74,11 +136,30 @@ def command(name: str) -> Callable[[Callable[[list[str] | None], int]], Callable
                 return main(argv)
             except CommandError as exc:
                 return fail(name, str(exc), exc.status)
+            except (ValueError, TypeError) as exc:
+                if not bad_argument(exc):
+                    raise
+                return fail(name, str(exc))
 
         run.__doc__, run.__name__ = main.__doc__, main.__name__
         return run
 
     return wrap
+
+
+def port(text: str) -> int:
+    """``port(text) -> int``: an argparse ``type`` for a TCP port, 0 (any free one) to 65535.
+
+    It raises argparse.ArgumentTypeError for anything else: a socket would refuse a larger one
+    with a traceback, and asyncio's server would quietly take it modulo 65536.
+    """
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a TCP port is a number, not {text!r}") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"a TCP port is 0 to 65535, not {value}")
+    return value
 
 
 class Parser(argparse.ArgumentParser):

@@ -8,6 +8,7 @@ import math
 from collections import Counter
 from typing import Any, Final
 
+from ._common import endpoint, not_found
 from ._load_plan import (
     COMPLETE,
     DEFAULT_PERCENTILES,
@@ -21,6 +22,9 @@ from ._load_plan import (
 )
 
 BUSY_WARNING: Final = 0.7  # share of one core above which the client's own queueing shows in the figures
+# Wall seconds below which that share says nothing about queueing: a run that ends at once (every
+# request refused, a handful of requests) spends its little time on setup, all of it on the CPU.
+BUSY_MIN_WALL_S: Final = 1.0
 LOOP_DELAY_WARNING_MS: Final = 10.0
 PROBE_MS: Final = 10.0  # the event-loop probe's period (_load_run.PROBE_S)
 _API_WORDS: Final = {"chat": "", "responses": "Responses ", "messages": "Messages "}  # in the summary
@@ -188,7 +192,7 @@ def summarize(
             "ones: ITL treats a chunk without continuous usage or logprobs as one token (ask for "
             "stream_options.continuous_usage_stats or logprobs to count them); TPOT and tokens/s use usage"
         )
-    if busiest > BUSY_WARNING:
+    if busiest > BUSY_WARNING and wall >= BUSY_MIN_WALL_S:
         warnings.append(
             f"the client was busy {busiest:.0%} of a core: its own queueing may be in the latencies "
             "(use --workers, or a lower load)"
@@ -372,6 +376,12 @@ def format_summary(doc: dict[str, Any]) -> str:
     )
     for warning in s["warnings"]:
         lines.append(f"  warning: {warning}")
+    missing = sum(r.get("status") == 404 and not r.get("warmup") for r in doc.get("requests") or ())
+    if missing:
+        url = c["url"]
+        lines.append(
+            f"  hint: {missing:,} request(s) got HTTP 404 from {endpoint(url, c.get('api') or 'chat')}{not_found(url)}"
+        )
     return "\n".join(lines)
 
 

@@ -10,18 +10,23 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from typing import Any, Final
 
 import orjson
 
+from .. import Decoder
 from .._formats import api_format
-from ..check import CODES, ERROR, WARNING, Finding, StreamChecker
+from ..check import CODES, ERROR, WARNING, Finding, MessagesChecker, ResponsesChecker
 from ..check import checker as make_checker
 from ..client._request import RequestSpec, Response, apply, import_pycurl, prepare, redact
 from ..client.sync import curl_failure
-from ._common import Parser, fail, missing
+from ._common import MAX_EVENT_BYTES, Parser, fail, missing, not_found
 
 _PROMPT: Final = "Say hello in one short sentence."
+HINT_BYTES: Final = 16384  # of the stream's start kept for the --api hint: its first events
+HINT_EVENTS: Final = 32
+_API_NAMES: Final = {"chat": "chat completions", "responses": "Responses", "messages": "Messages"}
 
 
 def _spec(args: argparse.Namespace) -> RequestSpec:
@@ -40,21 +45,23 @@ def _spec(args: argparse.Namespace) -> RequestSpec:
         request.update(max_tokens=256, messages=[{"role": "user", "content": _PROMPT}])
     else:
         request["input"] = _PROMPT
-    base = args.url.rstrip("/")
-    if base.endswith(fmt.path):
-        base = base[: -len(fmt.path)]
     return prepare(
         request,
         api=fmt.name,
-        base_url=base,
+        base_url=_base_url(args),
         api_key=args.api_key or None,
         timeout=args.timeout,
         connect_timeout=min(args.timeout, 10.0),
     )
 
 
-def fetch(spec: RequestSpec, checker: StreamChecker, /) -> tuple[int, str, bytes, Exception | None]:
-    """Send ``spec`` and feed the answer's body to ``checker`` as it arrives; return the HTTP
+def _base_url(args: argparse.Namespace) -> str:
+    """``--url`` without the API's path, when it was given with it."""
+    return args.url.rstrip("/").removesuffix(api_format(args.api).path)
+
+
+def fetch(spec: RequestSpec, feed: Callable[[bytes], object], /) -> tuple[int, str, bytes, Exception | None]:
+    """Send ``spec`` and give the answer's body to ``feed`` as it arrives; return the HTTP
     status, the Content-Type, the error body (at most 64 KiB) of an answer of 400 or more, and the
     transport failure (a pycurl.error: refused, timed out, cut mid-stream) or None.
 
@@ -69,7 +76,7 @@ def fetch(spec: RequestSpec, checker: StreamChecker, /) -> tuple[int, str, bytes
             if len(body) < 65536:
                 body.extend(chunk)
         else:
-            checker.feed(chunk)
+            feed(chunk)
 
     failure: Exception | None = None
     curl = pycurl.Curl()
@@ -82,6 +89,43 @@ def fetch(spec: RequestSpec, checker: StreamChecker, /) -> tuple[int, str, bytes
     finally:
         curl.close()
     return response.status, response.content_type, bytes(body), failure
+
+
+def looks_like(head: bytes, /) -> tuple[str, str] | None:
+    """``looks_like(head) -> (api, evidence) | None``: the API whose stream ``head`` (the first
+    bytes of one) starts like, from its first events: ``"messages"`` or ``"responses"`` for their
+    event types (in ``event:`` lines or in the payloads' ``"type"``), ``"chat"`` for
+    ``chat.completion.chunk`` objects or chunks with ``choices``; None when no event tells."""
+    for event in Decoder().feed(head)[:HINT_EVENTS]:
+        for api, types in (("messages", MessagesChecker.types), ("responses", ResponsesChecker.types)):
+            if event.event in types:
+                return api, f"event: {event.event}"
+        try:
+            payload = orjson.loads(event.data)
+        except orjson.JSONDecodeError:
+            continue
+        if not isinstance(payload, dict):
+            continue
+        kind = payload.get("type")
+        for api, types in (("messages", MessagesChecker.types), ("responses", ResponsesChecker.types)):
+            if isinstance(kind, str) and kind in types:
+                return api, f'"type": "{kind}"'
+        if payload.get("object") == "chat.completion.chunk":
+            return "chat", '"object": "chat.completion.chunk"'
+        if isinstance(payload.get("choices"), list):
+            return "chat", 'chunks with "choices"'
+    return None
+
+
+def _hint(api: str, head: bytes, findings: list[Finding]) -> str | None:
+    """The --api hint: a stream with findings that starts like another API's, or None."""
+    if not findings:
+        return None
+    guess = looks_like(head)
+    if guess is None or guess[0] == api:
+        return None
+    other, evidence = guess
+    return f"it looks like a {_API_NAMES[other]} stream ({evidence}): try --api {other}"
 
 
 def _format(findings: list[Finding], source: str, size: int, events: int) -> str:
@@ -125,6 +169,14 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="require a usage chunk (with --url, also ask for it with stream_options.include_usage)",
     )
+    parser.add_argument(
+        "--max-event-bytes",
+        type=int,
+        default=MAX_EVENT_BYTES,
+        metavar="N",
+        help=f"report an event (or a line) larger than N bytes as event-too-large and skip it unread, so"
+        f" memory stays bounded (default {MAX_EVENT_BYTES} = 16 MiB)",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the report")
     parser.add_argument(
         "--api",
@@ -138,9 +190,17 @@ def main(argv: list[str] | None = None) -> int:
         return fail("check", "give exactly one of FILE, - or --url URL")
 
     if args.api != "chat" and args.expect_usage:
-        print("python -m fastsse check: --expect-usage applies to chat streams only", file=sys.stderr)
-        return 2
-    checker = make_checker(args.api, expect_usage=args.expect_usage)
+        return fail("check", "--expect-usage applies to chat streams only")
+    if args.max_event_bytes < 1:
+        return fail("check", "--max-event-bytes takes a positive number of bytes")
+    checker = make_checker(args.api, expect_usage=args.expect_usage, max_event_bytes=args.max_event_bytes)
+    head = bytearray()  # the stream's first bytes, for the --api hint
+
+    def feed(chunk: bytes) -> None:
+        if len(head) < HINT_BYTES:
+            head.extend(chunk[: HINT_BYTES - len(head)])
+        checker.feed(chunk)
+
     http_findings: list[Finding] = []
     cut: Finding | None = None
     if args.url is not None:
@@ -150,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
         except (TypeError, ValueError) as exc:
             return fail("check", str(exc))
         try:
-            status, content_type, body, failure = fetch(spec, checker)
+            status, content_type, body, failure = fetch(spec, feed)
         except ImportError:
             return fail("check", missing("pycurl", "check --url"))
         if failure is not None:
@@ -167,7 +227,8 @@ def main(argv: list[str] | None = None) -> int:
             )
         if status >= 400:
             text = body.decode("utf-8", "replace").strip()
-            return fail("check", f"{redact(spec.url)}: HTTP {status}: {text[:500]}")
+            hint = not_found(_base_url(args)) if status == 404 else ""
+            return fail("check", f"{redact(spec.url)}: HTTP {status}: {text[:500]}{hint}")
         if content_type.split(";")[0].strip().lower() != "text/event-stream":
             http_findings.append(
                 Finding(
@@ -183,16 +244,18 @@ def main(argv: list[str] | None = None) -> int:
             if args.file == "-":
                 stream = sys.stdin.buffer
                 while chunk := stream.read(65536):
-                    checker.feed(chunk)
+                    feed(chunk)
             else:
                 with open(args.file, "rb") as f:
                     while chunk := f.read(65536):
-                        checker.feed(chunk)
+                        feed(chunk)
         except OSError as exc:
             return fail("check", str(exc))
     size = checker.size
     checker.close()
     findings = http_findings + checker.findings + ([cut] if cut is not None else [])
+    foreign = [f.code for f in checker.findings] == ["not-sse"]
+    hint = None if foreign else _hint(args.api, bytes(head), checker.findings)
     if args.json:
         report = {
             "source": source,
@@ -201,14 +264,17 @@ def main(argv: list[str] | None = None) -> int:
             "errors": sum(f.severity == ERROR for f in findings),
             "warnings": sum(f.severity == WARNING for f in findings),
             "findings": [f.as_dict() for f in findings],
+            "hint": hint,
         }
         sys.stdout.buffer.write(orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
         sys.stdout.flush()
-    elif [f.code for f in checker.findings] == ["not-sse"]:
+    elif foreign:
         # one line: the other findings would only describe how an HTML page or a binary fails as SSE
         for finding in http_findings:
             print(f"{source}: {finding.severity} {finding.code}: {finding.message}")
         print(f"{source}: {checker.findings[0].message} ({size} bytes)")
     else:
         print(_format(findings, source, size, checker.events))
+        if hint is not None:
+            print(f"{source}: hint: {hint}")
     return 1 if any(f.severity == ERROR for f in findings) else 0

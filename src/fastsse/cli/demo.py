@@ -17,7 +17,7 @@ import orjson
 from .. import BACKEND
 from .._errors import TransportError
 from ..chat.lint import SNIFF_BYTES, not_sse, short
-from ._common import Parser, command, fail, prog, require, say
+from ._common import Parser, command, endpoint, fail, not_found, prog, require, say
 
 DESCRIPTION = """\
 Stream a chat answer and fold it. The text is printed as it arrives (reasoning
@@ -207,6 +207,7 @@ def main(argv: list[str] | None = None) -> int:
     require("pycurl", "demo")  # before a server is started for nothing
 
     from ..client import create_stream
+    from ..client._request import prepare
 
     model = args.model or ("demo" if not args.url else os.environ.get("OPENAI_MODEL", "gpt-4o-mini"))
     request = {
@@ -214,20 +215,21 @@ def main(argv: list[str] | None = None) -> int:
         "messages": [{"role": "user", "content": args.prompt}],
         "stream_options": {"include_usage": True},
     }
+    options: dict[str, Any] = {
+        "api_key": args.api_key or os.environ.get("OPENAI_API_KEY") or "sk-loopback",
+        "timeout": args.timeout,
+        "connect_timeout": 10,
+    }
     out = sys.stdout
     printer = Printer(out)
     cut: str | None = None  # why the transfer failed after the answer began
     with _endpoint(args.url) as base_url:
+        # create_stream's own checks, before the banner: a bad --url or --timeout is then the one
+        # line the dispatcher prints (fastsse.cli._common.bad_argument), with nothing above it
+        prepare(request, base_url=base_url, **options)
         print(f"fastsse demo (backend: {BACKEND}) -> {base_url} model={model}\n", file=sys.stderr)
         try:
-            result = create_stream(
-                request,
-                printer,
-                base_url=base_url,
-                api_key=args.api_key or os.environ.get("OPENAI_API_KEY") or "sk-loopback",
-                timeout=args.timeout,
-                connect_timeout=10,
-            )
+            result = create_stream(request, printer, base_url=base_url, **options)
         except TransportError as exc:
             result = exc.result  # the fold of what arrived before the failure
             if not (printer.choices or result.get("id") is not None or result.get("choices")):
@@ -236,7 +238,9 @@ def main(argv: list[str] | None = None) -> int:
                 out.flush()
                 return fail("demo", str(exc))  # no answer began: nothing to show
             cut = f"the transfer failed mid-stream: {exc}"
-    if "status" in result:  # an HTTP error (or a page instead of a stream): there is no answer to print
+    if isinstance(result.get("status"), int):  # an HTTP error (or a page instead of a stream): no answer to print
+        if result["status"] == 404:  # the URL tried, and the /v1 a base URL most often lacks
+            return fail("demo", f"{endpoint(base_url)}: {_http_error(result)}{not_found(base_url)}", 1)
         return fail("demo", f"{base_url}: {_http_error(result)}", 1)
     printer.finish(result)
     complete = bool((result.get("verdict") or {}).get("complete"))

@@ -9,7 +9,7 @@ import orjson
 
 from .. import Decoder, EventTooLarge
 from ..chat.lint import SNIFF_BYTES, NoFieldText, not_sse
-from ._common import Parser, fail, say
+from ._common import MAX_EVENT_BYTES, Parser, fail, say
 
 EPILOG = """\
 Exit status: 0 when the stream decoded, 1 when an event passed --max-event-bytes
@@ -22,10 +22,17 @@ def main(argv: list[str] | None = None) -> int:
     """Decode a captured SSE stream and print one JSON object per event."""
     parser = Parser("events", main.__doc__ or "", epilog=EPILOG)
     parser.add_argument("file", nargs="?", default="-", help="a captured stream; - or nothing reads stdin")
-    parser.add_argument("--max-event-bytes", type=int, default=None, help="drop events larger than this")
+    parser.add_argument(
+        "--max-event-bytes",
+        type=int,
+        default=MAX_EVENT_BYTES,
+        metavar="N",
+        help=f"drop an event (or a line) larger than N bytes, say so and exit 1, so memory stays bounded"
+        f" (default {MAX_EVENT_BYTES} = 16 MiB)",
+    )
     parser.add_argument("--chunk-size", type=int, default=65536, help="bytes read per feed (default 65536)")
     args = parser.parse_args(argv)
-    if args.max_event_bytes is not None and args.max_event_bytes < 1:
+    if args.max_event_bytes < 1:
         return fail("events", "--max-event-bytes takes a positive number of bytes")
     if args.chunk_size < 1:
         return fail("events", "--chunk-size takes a positive number of bytes")

@@ -22,18 +22,20 @@ import importlib.util
 import os
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
 import orjson
 
 from . import _load_ray, _peers
-from ._common import Parser, prog, say
+from ._common import Parser, endpoint, prog, say
 from ._load_plan import (
     APIS,
     CLIENTS,
     COMPLETE,
     DEFAULT_PROMPT,
+    FAILED,
     RAMPS,
     SCHEMA,
     SLOS,
@@ -451,8 +453,21 @@ def _missing(args: argparse.Namespace) -> str | None:
     return None
 
 
+def _unanswered(doc: dict[str, Any]) -> str | None:
+    """The line for a run none of whose requests got an answer (each refused, unresolved, or timed
+    out before its first byte), or None: such a run measured nothing, so the command failed (2)."""
+    records = doc["requests"]
+    if not records or any(r["outcome"] != FAILED or r["status"] for r in records):
+        return None
+    causes = Counter(str(r["cause"]) for r in records)
+    why = ", ".join(f"{n} x {cause}" for cause, n in causes.most_common())
+    config = doc["config"]
+    return f"no request got an answer from {endpoint(config['url'], config.get('api') or 'chat')}: {why}"
+
+
 def main(argv: list[str] | None = None) -> int:
-    """``python -m fastsse load``: run the load, print the summary; 0 when every request completed."""
+    """``python -m fastsse load``: run the load, print the summary; 0 when every request completed,
+    1 when some did not, 2 when none got an answer (or for bad arguments)."""
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["merge"]:
         return merge_main(argv[1:])
@@ -489,11 +504,13 @@ def main(argv: list[str] | None = None) -> int:
         else:
             doc = run(config, progress=progress if show else None)
     except (RuntimeError, ValueError, _peers.Unavailable, ImportError) as exc:
-        print(file=sys.stderr)
+        if show:
+            print(file=sys.stderr)  # end the progress line
         say("load", str(exc))
         return 2
     except KeyboardInterrupt:
-        print(file=sys.stderr)
+        if show:
+            print(file=sys.stderr)
         say("load", "interrupted")
         return 130
     finally:
@@ -502,10 +519,15 @@ def main(argv: list[str] | None = None) -> int:
     if show:
         sys.stderr.write("\n")
     runs = doc["runs"] if args.sweep else [doc]
-    print(format_sweep(doc) if args.sweep else format_summary(doc))
+    unanswered = None if args.sweep else _unanswered(doc)  # a sweep with none stops at its maximum
+    if unanswered is None:
+        print(format_sweep(doc) if args.sweep else format_summary(doc))
     if args.json:
         with open(args.json, "wb") as f:
             f.write(orjson.dumps(doc))
+    if unanswered is not None:  # nothing measured: no summary, no plot, the cause in one line
+        say("load", unanswered)
+        return 2
     if args.plot:
         (plot_sweep if args.sweep else plot)(doc, args.plot)
     complete = all(d["summary"]["outcomes"].get(COMPLETE, 0) == d["summary"]["requests"] for d in runs)

@@ -12,7 +12,7 @@ import sys
 
 from ..testing import scripted, server
 from ..testing.server import LoopbackServer
-from ._common import Parser, fail
+from ._common import Parser, fail, port
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -32,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
         "ITL, tokens per chunk, send stamps, thousands of streams (python -m fastsse serve --scripted --help).",
     )
     parser.add_argument(
-        "--port", type=int, default=8000, help="TCP port on 127.0.0.1; 0 picks a free one (default 8000)"
+        "--port", type=port, default=8000, help="TCP port on 127.0.0.1; 0 picks a free one (default 8000)"
     )
     parser.add_argument("--api-key", help="answer 401 unless requests carry Authorization: Bearer API_KEY")
     parser.add_argument("--write", choices=server.WRITE_MODES, help="force one write mode for every stream")
@@ -73,7 +73,7 @@ def _scripted(argv: list[str]) -> int:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
-        "--port", type=int, default=8000, help="TCP port on 127.0.0.1; 0 picks one (default 8000)"
+        "--port", type=port, default=8000, help="TCP port on 127.0.0.1; 0 picks one (default 8000)"
     )
     parser.add_argument(
         "--cpu", type=int, help="pin the server to this core (benchmarks: keep it off the client's)"

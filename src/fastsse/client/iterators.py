@@ -16,9 +16,20 @@ if TYPE_CHECKING:
 __all__ = ["ChunkIterator", "aiter_chunks", "aiter_events", "iter_chunks", "iter_events"]
 
 
+# The SDKs' stream objects iterate parsed events, not bytes; where their raw bytes are.
+_SDK_CALLS = {"openai": "client.chat.completions", "anthropic": "client.messages"}
+
+
 def _check_source(source: object, call: str, *, want_async: bool) -> None:
     """A TypeError at the call for a source the iterator cannot read, saying which call fits it."""
     kind = type(source).__name__
+    sdk = type(source).__module__.partition(".")[0]
+    if sdk in _SDK_CALLS and "Stream" in kind:
+        raise TypeError(
+            f"{call}() takes the response's bytes, not the {sdk} SDK's {kind} (it has parsed them "
+            f"already): use {_SDK_CALLS[sdk]}.with_streaming_response.create(..., stream=True) and "
+            f"pass its response.iter_bytes()"
+        )
     if isinstance(source, (bytes, bytearray, memoryview, str)):
         raise TypeError(
             f"{call}() takes an iterable of byte chunks (such as response.iter_bytes()), not {kind}; "
@@ -47,8 +58,10 @@ def iter_events(source: Iterable[bytes], /, *, max_event_bytes: int | None = Non
     """Yield the events of a stream given as an iterable of byte chunks (``httpx``'s
     ``response.iter_bytes()``, ``requests``' ``response.iter_content(None)``, a file opened ``rb``).
 
-    It raises TypeError at the call if ``source`` is bytes or str (not an iterable of chunks) or an
-    async iterable (use ``aiter_events``), and while iterating for a chunk that is not bytes;
+    It raises TypeError at the call if ``source`` is bytes or str (not an iterable of chunks), an
+    async iterable (use ``aiter_events``) or an openai / anthropic SDK stream (it yields parsed
+    events: pass ``with_streaming_response``'s ``response.iter_bytes()``), and while iterating for
+    a chunk that is not bytes;
     EventTooLarge after yielding every event completed before and beside the oversized one.
     """
     _check_source(source, "iter_events", want_async=False)

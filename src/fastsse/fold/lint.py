@@ -30,8 +30,8 @@ class GrammarChecker(StreamChecker):
     done_effect: str = ""  # what the API's SDK does with a data: [DONE], for the done-sentinel finding
     codes: dict[str, CodeInfo] = {}  # noqa: RUF012 (each API's CODES; never mutated)
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, *, max_event_bytes: int | None = None) -> None:
+        super().__init__(max_event_bytes=max_event_bytes)
         self._codes = self.codes
 
     def _report(self, code: str, offset: int | None, message: str) -> None:

@@ -73,10 +73,11 @@ class _Block:
 
 
 class MessagesChecker(GrammarChecker):
-    """``MessagesChecker()``: lint an Anthropic Messages event stream incrementally.
+    """``MessagesChecker(*, max_event_bytes=None)``: lint an Anthropic Messages event stream incrementally.
 
     ``feed(data)`` and ``close()`` return findings as ``StreamChecker``'s do; the codes are the
-    framing ones plus ``API_CODES["messages"]``. It raises what ``StreamChecker`` raises.
+    framing ones plus ``API_CODES["messages"]``; ``max_event_bytes`` bounds an event as there. It
+    raises what ``StreamChecker`` raises.
     """
 
     api = "messages"
@@ -84,8 +85,8 @@ class MessagesChecker(GrammarChecker):
     done_effect = "the anthropic SDK skips an event with no event: line and fastsse's fold skips it"
     codes = CODES
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, *, max_event_bytes: int | None = None) -> None:
+        super().__init__(max_event_bytes=max_event_bytes)
         self._started = False
         self._blocks: dict[int, _Block] = {}
         self._stop_reason = False

@@ -142,10 +142,11 @@ class _Item:
 
 
 class ResponsesChecker(GrammarChecker):
-    """``ResponsesChecker()``: lint an OpenAI Responses event stream incrementally.
+    """``ResponsesChecker(*, max_event_bytes=None)``: lint an OpenAI Responses event stream incrementally.
 
     ``feed(data)`` and ``close()`` return findings as ``StreamChecker``'s do; the codes are the
-    framing ones plus ``API_CODES["responses"]``. It raises what ``StreamChecker`` raises.
+    framing ones plus ``API_CODES["responses"]``; ``max_event_bytes`` bounds an event as there. It
+    raises what ``StreamChecker`` raises.
     """
 
     api = "responses"
@@ -153,8 +154,8 @@ class ResponsesChecker(GrammarChecker):
     done_effect = "the openai SDK stops reading there and fastsse's fold skips it"
     codes = CODES
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, *, max_event_bytes: int | None = None) -> None:
+        super().__init__(max_event_bytes=max_event_bytes)
         self._seq: int | None = None
         self._items: dict[int, _Item] = {}
         self._terminal: str | None = None
