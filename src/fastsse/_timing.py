@@ -50,6 +50,10 @@ class Timing(TypedDict):
 
     Chunks that carry no text are not tokens: the role chunk, a usage-only chunk (``choices: []``),
     an empty ``content: ""``, a chunk with only a finish reason.
+
+    A client's record also has ``attempts`` (the attempts the request took: 1 without a retry or
+    a resume) and ``retry_wait`` (ns spent waiting between them); the stamps above are those of
+    the last attempt, except ``queued`` and the reads of a resumed stream, which span them all.
     """
 
     queued: int | None
