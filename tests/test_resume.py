@@ -14,6 +14,8 @@ from fastsse.client._resume import Resumable
 
 BODY = {"input": "hi", "background": True}
 
+pytestmark = pytest.mark.usefixtures("library_defaults")
+
 
 def _text(result: dict[str, Any]) -> str:
     return result["output"][0]["content"][0]["text"]

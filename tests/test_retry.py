@@ -24,6 +24,8 @@ CHUNK = b'data: {"choices":[{"index":0,"delta":{"content":"Hi"}}]}\n\n'
 FINISH = b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n'
 GOOD = SSE_HEAD + b'data: {"choices":[{"index":0,"delta":{"role":"assistant"}}]}\n\n' + CHUNK + FINISH
 
+pytestmark = pytest.mark.usefixtures("library_defaults")
+
 
 def status(code: int, *headers: bytes, body: bytes = b'{"error":{"message":"no","type":"busy"}}') -> bytes:
     head = b"HTTP/1.1 %d X\r\nContent-Type: application/json\r\nConnection: close\r\n" % code
@@ -319,3 +321,13 @@ def test_json_error_bodies_name_the_status(stream_backend: Any) -> None:
     with RawServer(answers(status(503, b"retry-after-ms: 10", body=orjson.dumps({"error": "down"})))) as raw:
         result = call(raw, max_retries=0)
     assert result["verdict"]["why"] == "HTTP 503: down"
+
+
+def test_the_environment_sets_a_clients_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    with RawServer(answers(status(503, b"retry-after-ms: 10"))) as raw:
+        monkeypatch.setenv("FASTSSE_MAX_RETRIES", "1")
+        assert call(raw)["timing"]["attempts"] == 2  # read when create_stream makes its client
+        assert call(raw, max_retries=0)["timing"]["attempts"] == 1  # an explicit value wins
+        monkeypatch.setenv("FASTSSE_MAX_RETRIES", "two")
+        with pytest.raises(fastsse.InvalidRequest, match="FASTSSE_MAX_RETRIES"):
+            fastsse.Client()

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, TypedDict
 
@@ -156,7 +157,8 @@ OPTIONS: Final[tuple[Option, ...]] = (
     Option(
         "max_retries", "int", 2, BOTH,
         "retries of a request that failed before any of its answer reached the caller (a refused or "
-        "reset connection, a timeout, 408, 409, 429, 5xx); 0: none",
+        "reset connection, a timeout, 408, 409, 429, 5xx); 0: none; $FASTSSE_MAX_RETRIES sets the "
+        "default of a client made without it",
         _count,
     ),
     Option(
@@ -243,8 +245,24 @@ def client_options(given: Mapping[str, Any], what: str) -> tuple[RequestOptions,
     """A client constructor's keywords, checked: the ``RequestOptions`` its requests start from and
     the engine's own (``max_connections``, ``driver``). It raises what ``check_options`` raises."""
     options = check_options(given, CLIENT_NAMES, what)
+    if "max_retries" not in options:
+        retries = env_retries()
+        if retries is not None:
+            options["max_retries"] = retries
     engine = {name: options.pop(name) for name in ("max_connections", "driver") if name in options}
     return RequestOptions(**options), engine
+
+
+def env_retries() -> int | None:
+    """``$FASTSSE_MAX_RETRIES``, the default ``max_retries`` of a client made without one (read
+    when the client is made), or None when it is not set. It raises InvalidRequest for a value
+    that is not a count."""
+    value = os.environ.get("FASTSSE_MAX_RETRIES", "").strip()
+    if not value:
+        return None
+    if not value.isascii() or not value.isdigit():
+        raise InvalidRequest(f"FASTSSE_MAX_RETRIES must be a count (0, 1, 2...), not {value!r}")
+    return int(value)
 
 
 def with_self(signature: inspect.Signature) -> inspect.Signature:
