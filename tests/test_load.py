@@ -436,19 +436,9 @@ def test_http2_is_refused_for_a_peer() -> None:
         load.config_from_args(args)
 
 
-@pytest.fixture
-def format_backend(backend: SimpleNamespace, monkeypatch: pytest.MonkeyPatch) -> SimpleNamespace:
-    """Point the engine's Responses and Messages streams at one backend."""
-    import fastsse._backend
-
-    monkeypatch.setattr(fastsse._backend, "ResponsesStream", backend.ResponsesStream)
-    monkeypatch.setattr(fastsse._backend, "MessagesStream", backend.MessagesStream)
-    return backend
-
-
 @pytest.mark.parametrize("api", ["responses", "messages"])
 def test_responses_and_messages_are_timed_like_chat(
-    server: Any, format_backend: SimpleNamespace, api: str
+    server: Any, stream_backend: SimpleNamespace, api: str
 ) -> None:
     # the scripted server serves the same script translated; its events end with the send stamp
     doc = run(server, api=api, model="reasoning_chunks=4", requests=4)
@@ -467,7 +457,7 @@ def test_responses_and_messages_are_timed_like_chat(
 
 @pytest.mark.parametrize("api", ["responses", "messages"])
 def test_a_cut_or_failed_format_stream_is_never_a_success(
-    server: Any, format_backend: SimpleNamespace, api: str
+    server: Any, stream_backend: SimpleNamespace, api: str
 ) -> None:
     cut = run(server, api=api, model="truncate_after=3", requests=2)["summary"]
     assert cut["outcomes"] == {"incomplete": 2}

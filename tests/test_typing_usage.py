@@ -1,8 +1,8 @@
 """A typed user of the public API, checked by ``mypy --strict`` (nox -s typing) and run by pytest.
 
 Every annotation below states what a user may rely on; if a public signature loses or changes its
-types, mypy fails here first. The compiled backend is typed through its pure-Python twin
-(``_backend.py`` imports the ``_py`` modules under TYPE_CHECKING), so no ``.pyi`` is needed.
+types, mypy fails here first. The compiled backend is typed through its pure-Python twin (each
+package's ``__init__`` imports the ``_py`` module under TYPE_CHECKING), so no ``.pyi`` is needed.
 """
 
 from __future__ import annotations

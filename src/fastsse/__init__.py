@@ -8,30 +8,23 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ._backend import (
-    BACKEND,
-    ChatAggregator,
-    ChatStream,
-    Decoder,
-    Event,
-    MessagesAggregator,
-    MessagesStream,
-    Relay,
-    ResponsesAggregator,
-    ResponsesStream,
-    get_backend,
-)
+from ._backend import BACKEND
 from ._errors import EventTooLarge, SSEError, TransportError
 from ._timing import Timing
+from ._twins import get_backend
 from ._version import __version__
-from .chat._result import Verdict
+from .chat import ChatAggregator, ChatStream, Verdict
 from .chat.encode import ChatChunkEncoder, encode_event
 from .check import Finding, StreamChecker, check_stream
 from .client import Client, aiter_chunks, aiter_events, create_stream, iter_chunks, iter_events
-from .fold._base import FormatVerdict
+from .fold import FormatVerdict
+from .messages import MessagesAggregator, MessagesStream
 from .messages.encode import MessagesEncoder
+from .relay import Relay
 from .relay.normalize import Normalizer
+from .responses import ResponsesAggregator, ResponsesStream
 from .responses.encode import ResponsesEncoder
+from .sse import Decoder, Event
 from .translate import translator
 
 if TYPE_CHECKING:
