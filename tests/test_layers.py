@@ -27,7 +27,7 @@ def _layers() -> list[list[str]]:
     else:
         tomllib = pytest.importorskip("tomli")
     config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
-    (contract,) = config["tool"]["importlinter"]["contracts"]
+    (contract,) = [c for c in config["tool"]["importlinter"]["contracts"] if c["type"] == "layers"]
     return [[name.strip() for name in layer.split("|")] for layer in contract["layers"]]
 
 

@@ -17,7 +17,7 @@ from typing import Any, Final, NamedTuple
 
 import orjson
 
-from ..sse._fields import split_field
+from ..sse import split_field
 from ._result import INDEX_LIMIT
 
 __all__ = [

@@ -17,7 +17,7 @@ import orjson
 from .._formats import api_format
 from ..check import CODES, ERROR, WARNING, Finding, StreamChecker
 from ..check import checker as make_checker
-from ..client._request import RequestSpec, Response, apply, import_pycurl, prepare, redact
+from ..client import RequestSpec, Response, apply, import_pycurl, prepare, redact
 from ..client.sync import curl_failure
 from ._common import Parser, fail, missing
 

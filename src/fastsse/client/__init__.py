@@ -9,6 +9,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+# The one request setup, shared with the linter's --url fetch (fastsse.cli.check); not public API.
+from ._request import RequestSpec as RequestSpec
+from ._request import Response as Response
+from ._request import apply as apply
+from ._request import import_pycurl as import_pycurl
+from ._request import prepare as prepare
+from ._request import redact as redact
 from .iterators import ChunkIterator, aiter_chunks, aiter_events, iter_chunks, iter_events
 from .sync import Client, create_stream
 

@@ -53,7 +53,7 @@ from typing import Any
 import orjson
 
 from ..chat._fold_c import ChatAggregator
-from ..chat._result import Verdict, verdict_dict
+from ..chat import Verdict, verdict_dict
 from .._errors import too_large
 from ._core import READER_FIELDS, RelayCore, check_options
 

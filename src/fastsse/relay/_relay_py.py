@@ -11,8 +11,8 @@ from collections.abc import Collection
 from typing import Any
 
 from .._errors import too_large
+from ..chat import Verdict, verdict_dict
 from ..chat._fold_py import ChatAggregator
-from ..chat._result import Verdict, verdict_dict
 from ..sse._decoder_py import Decoder, as_bytes
 from ._core import OnChunk, RelayCore, check_options
 
