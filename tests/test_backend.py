@@ -139,3 +139,32 @@ def test_a_build_missing_one_compiled_module_runs_pure_python(tmp_path: Path) ->
     backend, *where = out.stdout.split()
     assert backend == "python"
     assert [m for m in where if not m.endswith("_py")] == []
+
+
+DONE_CHAT = (
+    b'data: {"choices":[{"index":0,"delta":{"content":"a"},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n'
+)
+AFTER = b'data: {"choices":[{"index":0,"delta":{"content":"b"}}]}\n\n'
+
+
+@pytest.mark.parametrize("name", ["ChatStream", "ResponsesStream", "MessagesStream"])
+def test_a_fused_streams_write_is_pycurls_protocol(backend: SimpleNamespace, name: str) -> None:
+    # WRITEFUNCTION: None goes on, 0 (or a short count) stops; once closed, every write is 0, and
+    # feed is write under the Decoder's name (events are folded, so it hands out none)
+    stream = getattr(backend, name)()
+    assert stream.write(b": a comment\n\n") is None
+    assert stream.feed(b": another\n\n") == []
+    stream.close()
+    closed = stream.result()
+    assert stream.write(AFTER) == 0
+    assert stream.feed(AFTER) == []
+    assert stream.result() == closed  # neither read the late bytes
+
+
+@pytest.mark.parametrize("name", ["Relay", "ChatToMessages", "ChatToResponses"])
+def test_a_relays_or_translators_write_returns_the_bytes_to_send(backend: SimpleNamespace, name: str) -> None:
+    relay = getattr(backend, name)()
+    sent = relay.write(DONE_CHAT)
+    assert isinstance(sent, bytes) and sent
+    assert isinstance(relay.close(), bytes)
+    assert not hasattr(relay, "feed")  # bytes in, bytes out: no events to hand out

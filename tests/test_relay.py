@@ -157,6 +157,22 @@ def test_normalizer_is_the_relay() -> None:
     assert Normalizer is fastsse.Relay
 
 
+def test_relay_has_no_feed_that_would_skip_writes_checks(backend: SimpleNamespace) -> None:
+    # The scanner's feed(data) -> list[Event] under a Relay scanned after close(), let an oversized
+    # event through without stopping the relay, and kept the bytes to send for the next write.
+    r = backend.Relay(max_event_bytes=64)
+    assert not hasattr(r, "feed")
+    with pytest.raises(AttributeError, match=r"write\(data\)"):
+        r.feed(chunk('{"index":0,"delta":{"content":"x"}}'))
+    with pytest.raises(EventTooLarge):
+        r.write(b"data: " + b"x" * 100 + b"\n\n")
+    assert r.verdict.too_large
+    r.close()
+    with pytest.raises(ValueError, match="after close"):
+        r.write(chunk('{"index":0,"delta":{"content":"x"}}'))
+    assert r.text() == ""
+
+
 # each repair, by hand ------------------------------------------------------------------------------
 
 ROLE = chunk('{"index":0,"delta":{"role":"assistant"},"finish_reason":null}')

@@ -263,6 +263,12 @@ Upstream bytes in, compliant bytes out, folded on the way: one per proxied strea
             return ""
         return "".join(parts)
 
+    @property
+    def feed(self):
+        """A Relay has no ``feed``: ``write(data)`` takes the upstream bytes and returns the bytes to
+        send. (The scanner's ``feed`` it is built on returns events and would skip ``write``'s checks.)"""
+        raise AttributeError("'Relay' object has no attribute 'feed': write(data) relays upstream bytes and returns the bytes to send")
+
     # Internals
 
     cdef bint _answered(self) except -1:
