@@ -18,7 +18,7 @@ from typing import Any, Final, NamedTuple
 import orjson
 
 from .._errors import event_limit
-from ..sse._fields import split_field
+from ..sse import split_field
 from ._result import INDEX_LIMIT
 
 __all__ = [

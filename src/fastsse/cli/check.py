@@ -19,7 +19,7 @@ from .. import Decoder
 from .._formats import api_format
 from ..check import CODES, ERROR, WARNING, Finding, MessagesChecker, ResponsesChecker
 from ..check import checker as make_checker
-from ..client._request import RequestSpec, Response, apply, import_pycurl, prepare, redact
+from ..client import RequestSpec, Response, apply, import_pycurl, prepare, redact
 from ..client.sync import curl_failure
 from ._common import MAX_EVENT_BYTES, Parser, fail, missing, not_found
 

@@ -207,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
     require("pycurl", "demo")  # before a server is started for nothing
 
     from ..client import create_stream
-    from ..client._request import prepare
+    from ..client import prepare
 
     model = args.model or ("demo" if not args.url else os.environ.get("OPENAI_MODEL", "gpt-4o-mini"))
     request = {
