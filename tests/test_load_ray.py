@@ -31,6 +31,7 @@ def ray() -> Any:
         "ray", reason="ray is not installed: pip install '.[test,ray]' runs the Ray mode's test"
     )
 
+
 SLACK_NS = 40_000_000  # two actors' clocks, each mapped onto the run's through one anchor pair
 LOADED_NS = 2_000_000_000  # how late a loaded two-core machine may wake an actor
 

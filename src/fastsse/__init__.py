@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from . import results
 from ._backend import BACKEND
 from ._errors import (
     ClientClosed,
@@ -24,7 +25,6 @@ from ._timing import Timing
 from ._twins import get_backend
 from ._verdict import Verdict
 from ._version import __version__
-from . import results
 from .chat import ChatAggregator, ChatStream, ChatVerdict
 from .chat.encode import ChatChunkEncoder, encode_event
 from .check import Finding, StreamChecker, check_stream

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._errors import ClientClosed
 from ._options import DEFAULT, OPTIONS, CallOptions, ClientOptions, Option
+
 # The one request setup, shared with the linter's --url fetch (fastsse.cli.check); not public API.
 from ._request import RequestSpec as RequestSpec
 from ._request import Response as Response

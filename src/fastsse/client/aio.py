@@ -19,7 +19,15 @@ from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from .._errors import ClientClosed, UsageError
-from ._options import CLIENT, RequestOptions, call_signature, client_options, client_signature, options_doc, with_self
+from ._options import (
+    CLIENT,
+    RequestOptions,
+    call_signature,
+    client_options,
+    client_signature,
+    options_doc,
+    with_self,
+)
 from .engine import _WAIT_SLICE, EpollSet, OnChunk, _Engine, _Job
 from .sync import Outcome, _concurrency, _jobs
 

@@ -13,7 +13,7 @@ import select
 import selectors
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from .._errors import ClientClosed, InvalidRequest, UsageError
@@ -270,7 +270,7 @@ class ChunkStream:
     def __next__(self) -> Any:
         pending = self._pending
         while not pending:
-            if self._result is not None or self._job.done and self._drive is None:
+            if self._result is not None or (self._job.done and self._drive is None):
                 raise StopIteration
             if self._drive is None:
                 self._drive = self._engine.drive([self._job], 1, ticks=True)
