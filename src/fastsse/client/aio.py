@@ -233,7 +233,7 @@ class AsyncChunkStream:
     the stream is closed or the client is.
     """
 
-    def __init__(self, client: AsyncClient, request: Mapping[str, Any], options: dict[str, Any]) -> None:
+    def __init__(self, client: AsyncClient, request: Mapping[str, Any], options: Mapping[str, Any]) -> None:
         self._client = client
         self._request = request
         self._options = options
