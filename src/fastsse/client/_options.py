@@ -240,7 +240,9 @@ def client_options(given: Mapping[str, Any], what: str) -> tuple[RequestOptions,
     """A client constructor's keywords, checked: the ``RequestOptions`` its requests start from and
     the engine's own (``max_connections``, ``driver``). It raises what ``check_options`` raises."""
     options = check_options(given, CLIENT_NAMES, what)
-    engine: dict[str, Any] = {name: options.pop(name) for name in ("max_connections", "driver") if name in options}
+    engine: dict[str, Any] = {
+        name: options.pop(name) for name in ("max_connections", "driver") if name in options
+    }
     return RequestOptions(**options), engine
 
 
