@@ -215,7 +215,9 @@ async def _stream(
         else:
             result = task.result()
             verdict = result["verdict"]
-            if isinstance(result.get("status"), int):  # no stream (an HTTP error...); Responses has its own str status
+            if isinstance(
+                result.get("status"), int
+            ):  # no stream (an HTTP error...); Responses has its own str status
                 failure: str | None = verdict["why"]
             elif verdict["complete"] or verdict["error"]:
                 failure = None

@@ -15,6 +15,12 @@ import fastsse
 
 PUBLIC_MODULES = (
     "fastsse",
+    "fastsse.sse",
+    "fastsse.chat",
+    "fastsse.fold",
+    "fastsse.responses",
+    "fastsse.messages",
+    "fastsse.relay",
     "fastsse.check",
     "fastsse.translate",
     "fastsse.client",

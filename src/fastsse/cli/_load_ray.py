@@ -17,6 +17,7 @@ import time
 from typing import Any, Final
 
 from ._load_plan import Config, Share
+from ._load_run import Counters, run_share
 
 INSTALL: Final = (
     "--ray needs ray, which is not installed: pip install 'fastsse-cython[ray]' (or pip install ray)"
@@ -35,8 +36,6 @@ class LoadActor:
 
     def run(self, config: Config, share: Share, start_epoch_ns: int) -> dict[str, Any]:
         """Run the share on a new event loop of the actor's thread; the worker's result as a dict."""
-        from ._load_run import Counters, run_share
-
         result = run_share(config, share, start_epoch_ns, Counters([0, 0, 0, 0], 0), "ray")
         return dataclasses.asdict(result)
 

@@ -10,10 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import multiprocessing
 import os
 import socket
-import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any, Final
@@ -33,10 +31,7 @@ from ._load_plan import (
     Config,
     Share,
     bodies,
-    prepare,
-    shares,
 )
-from ._load_report import assemble
 
 PROBE_S: Final = 0.01  # the event-loop probe's period
 
@@ -526,7 +521,8 @@ def run_share(
         loop.close()
 
 
-def _worker_main(config: Config, share: Share, start_epoch_ns: int, store: Any, conn: Any) -> None:
+def worker_main(config: Config, share: Share, start_epoch_ns: int, store: Any, conn: Any) -> None:
+    """A ``multiprocessing`` worker: run the share, send its result (or its error) down ``conn``."""
     try:
         result = run_share(config, share, start_epoch_ns, Counters(store, share.worker), "process")
         conn.send_bytes(orjson.dumps(dataclasses.asdict(result)))
@@ -534,75 +530,3 @@ def _worker_main(config: Config, share: Share, start_epoch_ns: int, store: Any, 
         conn.send_bytes(orjson.dumps({"error": f"{type(exc).__name__}: {exc}"}))
     finally:
         conn.close()
-
-
-def run(config: Config, *, progress: Callable[[list[int]], None] | None = None) -> dict[str, Any]:
-    """``run(config, *, progress=None) -> dict``: run the load and return the result (the ``--json`` document).
-
-    ``progress(counters)`` is called about twice a second with [done, failed, in flight, tokens]
-    (not with ``config.ray``: the actors report at the end). It raises ValueError for a bad dataset
-    line or tokenizer, RuntimeError if a worker fails, and ImportError for ``config.ray`` without ray.
-    """
-    config = prepare(config)
-    bodies(config)(0)  # a bad dataset or extra body fails here, before anything is sent
-    parts = shares(config)
-    started_epoch = time.time_ns()
-    results: list[dict[str, Any]] = []
-    if config.ray is not None:
-        from . import _load_ray
-
-        results = _load_ray.run_actors(config, parts)
-    elif config.workers == 1:
-        store = [0, 0, 0, 0]
-        stop = threading.Event()
-        ticker = _ticker(store, progress, stop) if progress else None
-        try:
-            outcome = run_share(config, parts[0], started_epoch, Counters(store, 0))
-        finally:
-            stop.set()
-            if ticker is not None:
-                ticker.join()
-        results.append(dataclasses.asdict(outcome))
-    else:
-        ctx = multiprocessing.get_context("spawn")
-        shared = ctx.Array("q", 4 * config.workers, lock=False)
-        # workers need the time to import before the agreed start
-        start = time.time_ns() + int(1.5e9)
-        procs = []
-        for share in parts:
-            parent, child = ctx.Pipe(duplex=False)
-            proc = ctx.Process(target=_worker_main, args=(config, share, start, shared, child), daemon=True)
-            proc.start()
-            child.close()
-            procs.append((proc, parent))
-        stop = threading.Event()
-        ticker = _ticker(shared, progress, stop, config.workers) if progress else None
-        try:
-            for proc, parent in procs:
-                data = orjson.loads(parent.recv_bytes())
-                proc.join()
-                if "error" in data:
-                    raise RuntimeError(f"a load worker failed: {data['error']}")
-                results.append(data)
-        finally:
-            stop.set()
-            if ticker is not None:
-                ticker.join()
-            for proc, _ in procs:
-                if proc.is_alive():
-                    proc.terminate()
-    return assemble(config, results, started_epoch)
-
-
-def _ticker(
-    store: Any, progress: Callable[[list[int]], None] | None, stop: threading.Event, workers: int = 1
-) -> threading.Thread:
-    def loop() -> None:
-        while not stop.wait(0.5):
-            totals = [sum(store[4 * w + i] for w in range(workers)) for i in range(4)]
-            if progress is not None:
-                progress(totals)
-
-    thread = threading.Thread(target=loop, name="fastsse-load-progress", daemon=True)
-    thread.start()
-    return thread

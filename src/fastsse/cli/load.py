@@ -8,8 +8,9 @@ exact definitions, beside vLLM ``bench serve``'s and AIPerf's, are in ``docs/loa
 ``--json`` schema.
 
 The work is split by job: ``_load_plan`` (the configuration, the arrival schedule, the datasets and
-bodies), ``_load_run`` (records, drivers, workers), ``_load_ray`` (the workers as Ray actors),
-``_load_report`` (summary, goodput, JSON, text, plots). This module is the command line, and sweeps.
+bodies), ``_load_run`` (records, drivers, a worker's run), ``_load_ray`` (the workers as Ray actors),
+``_load_report`` (summary, goodput, JSON, text, plots). This module is the command line, ``run`` (which
+deals the schedule out to the workers: this thread, processes or Ray actors) and sweeps.
 ``--client`` runs the same schedule through another HTTP client (``_peers``) so that its figures can
 be set beside fastsse's on the same server.
 """
@@ -19,8 +20,10 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import importlib.util
+import multiprocessing
 import os
 import sys
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -43,9 +46,12 @@ from ._load_plan import (
     Tokenizer,
     arrivals,
     bodies,
+    prepare,
     read_dataset,
+    shares,
 )
 from ._load_report import (
+    assemble,
     format_summary,
     format_sweep,
     itl_values,
@@ -56,7 +62,7 @@ from ._load_report import (
     summarize,
     sweep_row,
 )
-from ._load_run import Record, engine_available, run
+from ._load_run import Counters, Record, engine_available, run_share, worker_main
 
 __all__ = [
     "SCHEMA",
@@ -76,6 +82,76 @@ __all__ = [
     "summarize",
     "sweep",
 ]
+
+
+def run(config: Config, *, progress: Callable[[list[int]], None] | None = None) -> dict[str, Any]:
+    """``run(config, *, progress=None) -> dict``: run the load and return the result (the ``--json`` document).
+
+    ``progress(counters)`` is called about twice a second with [done, failed, in flight, tokens]
+    (not with ``config.ray``: the actors report at the end). It raises ValueError for a bad dataset
+    line or tokenizer, RuntimeError if a worker fails, and ImportError for ``config.ray`` without ray.
+    """
+    config = prepare(config)
+    bodies(config)(0)  # a bad dataset or extra body fails here, before anything is sent
+    parts = shares(config)
+    started_epoch = time.time_ns()
+    results: list[dict[str, Any]] = []
+    if config.ray is not None:
+        results = _load_ray.run_actors(config, parts)
+    elif config.workers == 1:
+        store = [0, 0, 0, 0]
+        stop = threading.Event()
+        ticker = _ticker(store, progress, stop) if progress else None
+        try:
+            outcome = run_share(config, parts[0], started_epoch, Counters(store, 0))
+        finally:
+            stop.set()
+            if ticker is not None:
+                ticker.join()
+        results.append(dataclasses.asdict(outcome))
+    else:
+        ctx = multiprocessing.get_context("spawn")
+        shared = ctx.Array("q", 4 * config.workers, lock=False)
+        # workers need the time to import before the agreed start
+        start = time.time_ns() + int(1.5e9)
+        procs = []
+        for share in parts:
+            parent, child = ctx.Pipe(duplex=False)
+            proc = ctx.Process(target=worker_main, args=(config, share, start, shared, child), daemon=True)
+            proc.start()
+            child.close()
+            procs.append((proc, parent))
+        stop = threading.Event()
+        ticker = _ticker(shared, progress, stop, config.workers) if progress else None
+        try:
+            for proc, parent in procs:
+                data = orjson.loads(parent.recv_bytes())
+                proc.join()
+                if "error" in data:
+                    raise RuntimeError(f"a load worker failed: {data['error']}")
+                results.append(data)
+        finally:
+            stop.set()
+            if ticker is not None:
+                ticker.join()
+            for proc, _ in procs:
+                if proc.is_alive():
+                    proc.terminate()
+    return assemble(config, results, started_epoch)
+
+
+def _ticker(
+    store: Any, progress: Callable[[list[int]], None] | None, stop: threading.Event, workers: int = 1
+) -> threading.Thread:
+    def loop() -> None:
+        while not stop.wait(0.5):
+            totals = [sum(store[4 * w + i] for w in range(workers)) for i in range(4)]
+            if progress is not None:
+                progress(totals)
+
+    thread = threading.Thread(target=loop, name="fastsse-load-progress", daemon=True)
+    thread.start()
+    return thread
 
 
 def sweep(

@@ -11,6 +11,14 @@ from typing import TYPE_CHECKING, Any
 
 from .._errors import ClientClosed
 from ._options import DEFAULT, OPTIONS, CallOptions, ClientOptions, Option
+
+# The one request setup, shared with the linter's --url fetch (fastsse.cli.check); not public API.
+from ._request import RequestSpec as RequestSpec
+from ._request import Response as Response
+from ._request import apply as apply
+from ._request import import_pycurl as import_pycurl
+from ._request import prepare as prepare
+from ._request import redact as redact
 from .iterators import ChunkIterator, aiter_chunks, aiter_events, iter_chunks, iter_events
 from .sync import ChunkStream, Client, create_stream
 

@@ -123,97 +123,154 @@ class Option:
 
 OPTIONS: Final[tuple[Option, ...]] = (
     Option(
-        "api", "str", "chat", BOTH,
+        "api",
+        "str",
+        "chat",
+        BOTH,
         '"chat", "responses" or "messages": the API spoken, its default path and auth header',
         _choice("chat", "responses", "messages"),
     ),
     Option(
-        "base_url", "str | None", None, BOTH,
+        "base_url",
+        "str | None",
+        None,
+        BOTH,
         "default OPENAI_BASE_URL (ANTHROPIC_BASE_URL for messages), then the API's endpoint; http(s) only",
     ),
     Option(
-        "api_key", "str | None", None, BOTH,
+        "api_key",
+        "str | None",
+        None,
+        BOTH,
         "default OPENAI_API_KEY (ANTHROPIC_API_KEY); sent as Authorization: Bearer (x-api-key)",
     ),
-    Option("path", "str | None", None, BOTH, 'the API\'s own ("/chat/completions", "/responses", "/messages")'),
-    Option("headers", "Mapping[str, str] | Sequence[str] | None", None, BOTH, 'a mapping or "Name: value" lines'),
     Option(
-        "timeout", "float | None", None, BOTH,
+        "path", "str | None", None, BOTH, 'the API\'s own ("/chat/completions", "/responses", "/messages")'
+    ),
+    Option(
+        "headers", "Mapping[str, str] | Sequence[str] | None", None, BOTH, 'a mapping or "Name: value" lines'
+    ),
+    Option(
+        "timeout",
+        "float | None",
+        None,
+        BOTH,
         "seconds for the whole call, the wait for a free connection included",
     ),
     Option("connect_timeout", "float | None", None, BOTH, "seconds to connect"),
     Option(
-        "idle_timeout", "float | None", None, BOTH,
+        "idle_timeout",
+        "float | None",
+        None,
+        BOTH,
         "seconds without a byte from the server (keep-alive comments count) before giving up",
     ),
     Option("proxy", "str | None", None, BOTH, 'a proxy URL, "" for none; None follows the environment'),
     Option("ca_bundle", "str | None", None, BOTH, "a PEM file of CAs to trust"),
-    Option("client_cert", "str | tuple[str, str] | None", None, BOTH, "a PEM certificate file, or (cert, key)"),
     Option(
-        "max_event_bytes", "int | None", None, BOTH,
+        "client_cert", "str | tuple[str, str] | None", None, BOTH, "a PEM certificate file, or (cert, key)"
+    ),
+    Option(
+        "max_event_bytes",
+        "int | None",
+        None,
+        BOTH,
         "bound on a line or an event (EventTooLarge past it); None: none",
         _event_limit,
     ),
     Option(
-        "max_retries", "int", 2, BOTH,
+        "max_retries",
+        "int",
+        2,
+        BOTH,
         "retries of a request that failed before any of its answer reached the caller (a refused or "
         "reset connection, a timeout, 408, 409, 429, 5xx); 0: none; $FASTSSE_MAX_RETRIES sets the "
         "default of a client made without it",
         _count,
     ),
     Option(
-        "first_chunk_gate", "bool", False, BOTH,
+        "first_chunk_gate",
+        "bool",
+        False,
+        BOTH,
         "hold the stream until its first content-bearing event, so an error event before it "
         "(overloaded_error, an error chunk, response.failed) is retried too",
         _bool,
     ),
     Option(
-        "fallbacks", "Sequence[str | tuple[str, str]] | None", None, BOTH,
+        "fallbacks",
+        "Sequence[str | tuple[str, str]] | None",
+        None,
+        BOTH,
         "base URLs (or (base_url, api_key) pairs) tried in order after a retryable failure; "
         'the result\'s "upstream" names the one that answered',
         _fallbacks,
     ),
     Option(
-        "resume", "bool", True, BOTH,
+        "resume",
+        "bool",
+        True,
+        BOTH,
         'a Responses stream of a "background": true request cut after content resumes from its '
         "last sequence number (GET /responses/{id}?stream=true&starting_after=N)",
         _bool,
     ),
     Option(
-        "raise_for_status", "bool", False, BOTH,
+        "raise_for_status",
+        "bool",
+        False,
+        BOTH,
         "raise HTTPStatusError for an answer that is no stream (an HTTP error...) instead of "
         "returning it as the result",
         _bool,
     ),
     Option(
-        "http2", "bool", False, BOTH,
+        "http2",
+        "bool",
+        False,
+        BOTH,
         "HTTP/2 (prior knowledge on http://, ALPN on https://), requests multiplexed on shared "
         "connections; False: curl's defaults",
         _bool,
     ),
     Option(
-        "timing", "bool", True, BOTH,
+        "timing",
+        "bool",
+        True,
+        BOTH,
         'result["timing"], a fastsse.Timing; False drops the record and its cost '
         "(fastsse.create_stream defaults to False: the seed's contract, the answer and its verdict)",
         _bool,
     ),
     Option(
-        "format", "str | None", None, CALL,
+        "format",
+        "str | None",
+        None,
+        CALL,
         'None: the API\'s fold; "relay" (chat) or "to-chat" / "to-responses" / "to-messages": '
         "on_chunk receives the bytes to send downstream",
     ),
     Option(
-        "curl", "Any", None, CALL,
+        "curl",
+        "Any",
+        None,
+        CALL,
         "a pycurl.Curl of your own, used for the transfer and left open (needs the pycurl driver)",
     ),
     Option(
-        "driver", "str | None", None, BOTH,
+        "driver",
+        "str | None",
+        None,
+        BOTH,
         '"compiled" (libcurl driven from C, Linux) or "pycurl"; None: $FASTSSE_DRIVER, else '
         "compiled where it loads. Per call only the client's own",
         _choice(None, "compiled", "pycurl"),
     ),
     Option(
-        "max_connections", "int", 100, CLIENT,
+        "max_connections",
+        "int",
+        100,
+        CLIENT,
         "transfers at once; more requests wait in a queue (timing started - queued)",
         _positive_int,
     ),
@@ -249,7 +306,9 @@ def client_options(given: Mapping[str, Any], what: str) -> tuple[RequestOptions,
         retries = env_retries()
         if retries is not None:
             options["max_retries"] = retries
-    engine = {name: options.pop(name) for name in ("max_connections", "driver") if name in options}
+    engine: dict[str, Any] = {
+        name: options.pop(name) for name in ("max_connections", "driver") if name in options
+    }
     return RequestOptions(**options), engine
 
 
@@ -274,7 +333,9 @@ def with_self(signature: inspect.Signature) -> inspect.Signature:
 def _signature(names: Sequence[str], leading: Sequence[inspect.Parameter]) -> inspect.Signature:
     params = list(leading)
     params += [
-        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=DEFAULT, annotation=BY_NAME[name].annotation)
+        inspect.Parameter(
+            name, inspect.Parameter.KEYWORD_ONLY, default=DEFAULT, annotation=BY_NAME[name].annotation
+        )
         for name in names
     ]
     return inspect.Signature(params, return_annotation="dict[str, Any]")
@@ -302,11 +363,16 @@ def options_doc(where: str) -> str:
     """The options as text for a docstring: ``"call"`` for a ``create_stream``, ``"client"`` for a
     client's constructor."""
     names = CALL_NAMES if where == CALL else CLIENT_NAMES
-    lines = ["", "    Options (keyword-only; DEFAULT means not given, so the client's value, else the default, holds):"]
+    lines = [
+        "",
+        "    Options (keyword-only; DEFAULT means not given, so the client's value, else the default, holds):",
+    ]
     for name in names:
         option = BY_NAME[name]
         scope = {BOTH: "", CALL: " [per call only]", CLIENT: " [client only]"}[option.where]
-        lines.append(f"      ``{name}`` ({option.annotation}, default {option.default!r}){scope}: {option.doc}.")
+        lines.append(
+            f"      ``{name}`` ({option.annotation}, default {option.default!r}){scope}: {option.doc}."
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -355,7 +421,9 @@ class RequestOptions:
 REQUEST_FIELDS: Final = tuple(field.name for field in dataclasses.fields(RequestOptions))
 # What ``prepare`` reads of them (the rest is the engine's, per request).
 PREPARE_FIELDS: Final = tuple(
-    name for name in REQUEST_FIELDS if name not in ("timing", "max_retries", "first_chunk_gate", "fallbacks", "resume")
+    name
+    for name in REQUEST_FIELDS
+    if name not in ("timing", "max_retries", "first_chunk_gate", "fallbacks", "resume")
 )
 
 
@@ -410,4 +478,3 @@ class ClientOptions(TypedDict, total=False):
     timing: bool
     driver: str | None
     max_connections: int
-

@@ -190,7 +190,9 @@ def _check_header(name: Any, value: Any) -> str:
     if not isinstance(name, str) or not isinstance(value, str):
         raise TypeError(f"header names and values must be str, not {name!r}: {type(value).__name__}")
     if not _TOKEN.match(name):
-        raise InvalidRequest(f"header name {name!r} is not an HTTP token (no colon, space or control character)")
+        raise InvalidRequest(
+            f"header name {name!r} is not an HTTP token (no colon, space or control character)"
+        )
     if _FORBIDDEN_IN_VALUE.search(value):
         raise InvalidRequest(f"header {name!r}: its value holds CR, LF or NUL (header injection)")
     value = value.strip(" \t")
@@ -233,7 +235,9 @@ def _seconds(value: Any, what: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(f"{what} must be a number of seconds or None, not {type(value).__name__}")
     if not math.isfinite(value) or value <= 0:
-        raise InvalidRequest(f"{what} must be a finite number of seconds > 0 (or None for none), not {value!r}")
+        raise InvalidRequest(
+            f"{what} must be a finite number of seconds > 0 (or None for none), not {value!r}"
+        )
     return float(value)
 
 
@@ -365,7 +369,9 @@ def _prepare(
         if not isinstance(proxy, str):
             raise TypeError(f"proxy must be a str, not {type(proxy).__name__}")
         if proxy and (_CONTROL.search(proxy) or urlsplit(proxy).scheme.lower() not in PROXY_SCHEMES):
-            raise InvalidRequest(f"proxy must be an http, https or socks URL, or '' for none: {redact(proxy)!r}")
+            raise InvalidRequest(
+                f"proxy must be an http, https or socks URL, or '' for none: {redact(proxy)!r}"
+            )
     cert, cert_key = (client_cert, None) if not isinstance(client_cert, tuple) else client_cert
     for what, file in (("ca_bundle", ca_bundle), ("client_cert", cert), ("client_cert key", cert_key)):
         if file is not None and not isinstance(file, (str, os.PathLike)):
@@ -727,7 +733,9 @@ class Response:
         value = headers.get("retry-after")
         return None if value is None else _retry_after(value)
 
-    def _not_a_stream(self, status: int, error: Any, why: str, body: bytes = b"", **extra: Any) -> dict[str, Any]:
+    def _not_a_stream(
+        self, status: int, error: Any, why: str, body: bytes = b"", **extra: Any
+    ) -> dict[str, Any]:
         """The result of an answer that is no stream: the stream's (empty) fold, with the error,
         the status and ``retry_after``, and a verdict that says ``why``; or HTTPStatusError."""
         result = dict(self.stream.result())

@@ -61,7 +61,9 @@ def format_for(api: str, name: object, /) -> str:
             f"to translate it, use format='to-{name}'"
         )
     if name == "relay" and api != "chat":
-        raise InvalidRequest(f"format='relay' repairs chat streams; api={api!r} takes 'to-chat' or its own fold")
+        raise InvalidRequest(
+            f"format='relay' repairs chat streams; api={api!r} takes 'to-chat' or its own fold"
+        )
     if name == f"to-{api}":
         raise InvalidRequest(f"format {name!r}: the request's API is {api!r} already")
     return name

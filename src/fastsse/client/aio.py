@@ -19,7 +19,15 @@ from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from .._errors import ClientClosed, UsageError
-from ._options import CLIENT, RequestOptions, call_signature, client_options, client_signature, options_doc, with_self
+from ._options import (
+    CLIENT,
+    RequestOptions,
+    call_signature,
+    client_options,
+    client_signature,
+    options_doc,
+    with_self,
+)
 from .engine import _WAIT_SLICE, EpollSet, OnChunk, _Engine, _Job
 from .sync import Outcome, _concurrency, _jobs
 
@@ -225,7 +233,7 @@ class AsyncChunkStream:
     the stream is closed or the client is.
     """
 
-    def __init__(self, client: AsyncClient, request: Mapping[str, Any], options: dict[str, Any]) -> None:
+    def __init__(self, client: AsyncClient, request: Mapping[str, Any], options: Mapping[str, Any]) -> None:
         self._client = client
         self._request = request
         self._options = options

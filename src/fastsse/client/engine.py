@@ -240,7 +240,9 @@ class _Engine:
             )
         if own["curl"] is not None and merged.client_cert is not None:
             # pycurl cannot unset a certificate, so it would outlive the request on the caller's handle
-            raise InvalidRequest("client_cert cannot be used with curl=: set SSLCERT / SSLKEY on your own handle")
+            raise InvalidRequest(
+                "client_cert cannot be used with curl=: set SSLCERT / SSLKEY on your own handle"
+            )
         job = _Job(spec, own, index)
         job.timing = merged.timing
         job.retries = merged.max_retries

@@ -13,7 +13,7 @@ import select
 import selectors
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from .._errors import ClientClosed, InvalidRequest, UsageError
@@ -261,7 +261,7 @@ class ChunkStream:
         self._pending: collections.deque[Any] = collections.deque()
         self._job = client._engine.make_job(request, self._pending.append, options)
         self._engine = client._engine
-        self._drive: Iterator[_Job | None] | None = None
+        self._drive: Generator[_Job | None, None, None] | None = None
         self._result: dict[str, Any] | None = None
 
     def __iter__(self) -> ChunkStream:
@@ -270,7 +270,7 @@ class ChunkStream:
     def __next__(self) -> Any:
         pending = self._pending
         while not pending:
-            if self._result is not None or self._job.done and self._drive is None:
+            if self._result is not None or (self._job.done and self._drive is None):
                 raise StopIteration
             if self._drive is None:
                 self._drive = self._engine.drive([self._job], 1, ticks=True)
@@ -390,7 +390,9 @@ class _SyncEngine(_Engine):
         for key, mask in self.selector.select(timeout):
             action(key.fd, (cselect_in if mask & _READ else 0) | (cselect_out if mask & _WRITE else 0))
 
-    def drive(self, jobs: list[_Job], concurrency: int, *, ticks: bool = False) -> Iterator[_Job | None]:
+    def drive(
+        self, jobs: list[_Job], concurrency: int, *, ticks: bool = False
+    ) -> Generator[_Job | None, None, None]:
         """Run ``jobs`` with at most ``concurrency`` in flight; yield each as it settles (and, with
         ``ticks``, None after every wait, so a consumer can take what its callbacks received).
 

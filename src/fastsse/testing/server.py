@@ -428,7 +428,11 @@ class _Handler(BaseHTTPRequestHandler):
     # plumbing
 
     def _send(
-        self, status: int, body: bytes, content_type: str = "application/json", headers: dict[str, str] | None = None
+        self,
+        status: int,
+        body: bytes,
+        content_type: str = "application/json",
+        headers: dict[str, str] | None = None,
     ) -> None:
         self.send_response(status)
         for name, value in (headers or {}).items():
