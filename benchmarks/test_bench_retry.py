@@ -30,7 +30,9 @@ CASES = {
 @pytest.fixture(scope="module")
 def server() -> Iterator[str]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "fastsse", "serve", "--port", "0", "--quiet"], stdout=subprocess.PIPE, text=True
+        [sys.executable, "-m", "fastsse", "serve", "--port", "0", "--quiet"],
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         line = proc.stdout.readline() if proc.stdout else ""

@@ -19,8 +19,8 @@ import pytest
 # default (tests/test_retry.py, test_resume.py and test_readme.py remove this variable).
 os.environ.setdefault("FASTSSE_MAX_RETRIES", "0")
 
-import fastsse  # noqa: E402
-import fastsse._backend  # noqa: E402
+import fastsse
+import fastsse._backend
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

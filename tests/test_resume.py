@@ -24,10 +24,15 @@ def _text(result: dict[str, Any]) -> str:
 def test_a_cut_background_stream_resumes_to_the_uncut_answer(stream_backend: Any, server: Any) -> None:
     seen: list[int] = []
     result = fastsse.create_stream(
-        {"model": "cut-resume", **BODY}, lambda e: seen.append(e["sequence_number"]),
-        api="responses", base_url=server.base_url, timing=True,
+        {"model": "cut-resume", **BODY},
+        lambda e: seen.append(e["sequence_number"]),
+        api="responses",
+        base_url=server.base_url,
+        timing=True,
     )
-    whole = fastsse.create_stream({"model": "plain", "input": "hi"}, api="responses", base_url=server.base_url)
+    whole = fastsse.create_stream(
+        {"model": "plain", "input": "hi"}, api="responses", base_url=server.base_url
+    )
     verdict = result.pop("verdict")
     assert verdict["complete"] and verdict["resumes"] == 1 and verdict["repeated_events"] == 0
     assert _text(result) == _text(whole) and result["usage"] == whole["usage"]
@@ -46,16 +51,26 @@ def test_the_resume_asks_from_the_last_whole_event(stream_backend: Any, server: 
 
 
 def test_a_repeated_event_is_not_folded_twice(stream_backend: Any, server: Any) -> None:
-    result = fastsse.create_stream({"model": "cut-resume-repeat", **BODY}, api="responses", base_url=server.base_url)
-    whole = fastsse.create_stream({"model": "plain", "input": "hi"}, api="responses", base_url=server.base_url)
+    result = fastsse.create_stream(
+        {"model": "cut-resume-repeat", **BODY}, api="responses", base_url=server.base_url
+    )
+    whole = fastsse.create_stream(
+        {"model": "plain", "input": "hi"}, api="responses", base_url=server.base_url
+    )
     assert result["verdict"]["complete"] and result["verdict"]["repeated_events"] == 1
     assert _text(result) == _text(whole)
 
 
 def test_a_skipped_event_makes_the_answer_incomplete(stream_backend: Any, server: Any) -> None:
-    result = fastsse.create_stream({"model": "cut-resume-skip", **BODY}, api="responses", base_url=server.base_url)
+    result = fastsse.create_stream(
+        {"model": "cut-resume-skip", **BODY}, api="responses", base_url=server.base_url
+    )
     verdict = result["verdict"]
-    assert not verdict["complete"] and "skipped events" in verdict["why"] and "sequence_gap" in verdict["departures"]
+    assert (
+        not verdict["complete"]
+        and "skipped events" in verdict["why"]
+        and "sequence_gap" in verdict["departures"]
+    )
 
 
 def test_resume_false_leaves_the_cut_to_the_caller(stream_backend: Any, server: Any) -> None:
@@ -69,7 +84,9 @@ def test_resume_false_leaves_the_cut_to_the_caller(stream_backend: Any, server: 
 def test_a_foreground_request_is_never_resumed(stream_backend: Any, server: Any) -> None:
     before = len([m for m, _ in server.requested if m == "GET"])
     with pytest.raises(fastsse.TransportError):
-        fastsse.create_stream({"model": "disconnect", "input": "hi"}, api="responses", base_url=server.base_url)
+        fastsse.create_stream(
+            {"model": "disconnect", "input": "hi"}, api="responses", base_url=server.base_url
+        )
     assert len([m for m, _ in server.requested if m == "GET"]) == before
 
 
@@ -77,7 +94,9 @@ def test_resume_through_a_translator_and_the_async_client(stream_backend: Any, s
     async def main() -> tuple[list[bytes], dict[str, Any]]:
         sent: list[bytes] = []
         async with fastsse.AsyncClient(base_url=server.base_url, api="responses") as client:
-            result = await client.create_stream({"model": "cut-resume", **BODY}, sent.append, format="to-chat")
+            result = await client.create_stream(
+                {"model": "cut-resume", **BODY}, sent.append, format="to-chat"
+            )
         return sent, result
 
     sent, result = asyncio.run(main())
@@ -96,7 +115,7 @@ def test_the_pass_through_keeps_whole_events_only(stream_backend: Any, cut: int)
         b'event: response.created\ndata: {"type":"response.created","sequence_number":0,"response":{"id":"r1"}}\r\n\r\n'
         b'event: response.output_text.delta\ndata: {"type":"response.output_text.delta","sequence_number":1,'
         b'"output_index":0,"content_index":0,"delta":"Hi"}\r\r'
-        b': ping\n\n'
+        b": ping\n\n"
         b'data: {"type":"response.output_text.delta","sequence_number":2,"output_index":0,"content_index":0,"delta":"!"}\n\n'
     )
     seen: list[bytes] = []

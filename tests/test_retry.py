@@ -154,7 +154,9 @@ def test_fallbacks_in_order_then_backoff_rounds(stream_backend: Any) -> None:
         RawServer(answers(status(503, b"retry-after-ms: 10"))) as a,
         RawServer(answers(status(502, b"retry-after-ms: 10"), GOOD)) as b,
     ):
-        result = fastsse.create_stream(CHAT, base_url=a.base_url, api_key="x", fallbacks=[b.base_url], timing=True)
+        result = fastsse.create_stream(
+            CHAT, base_url=a.base_url, api_key="x", fallbacks=[b.base_url], timing=True
+        )
     # round 0: a, b (502); round 1: a (503), b (good)
     assert (len(a.requests), len(b.requests)) == (2, 2)
     assert result["upstream"] == b.base_url and result["timing"]["attempts"] == 4
@@ -181,7 +183,11 @@ def test_an_error_event_after_content_is_not_retried(stream_backend: Any) -> Non
     late = SSE_HEAD + CHUNK + b'data: {"error":{"type":"overloaded_error","message":"busy"}}\n\n'
     with RawServer(answers(late, GOOD)) as raw:
         result = call(raw, first_chunk_gate=True)
-    assert len(raw.requests) == 1 and result["verdict"]["error"] and result["choices"][0]["message"]["content"] == "Hi"
+    assert (
+        len(raw.requests) == 1
+        and result["verdict"]["error"]
+        and result["choices"][0]["message"]["content"] == "Hi"
+    )
 
 
 OVERLOADED = (
@@ -207,8 +213,12 @@ def test_the_gate_retries_an_overloaded_error_before_content(stream_backend: Any
     seen: list[str] = []
     with RawServer(answers(OVERLOADED, MESSAGE)) as raw:
         result = fastsse.create_stream(
-            body, lambda e: seen.append(e["type"]), api="messages", base_url=raw.base_url,
-            api_key="x", first_chunk_gate=True,
+            body,
+            lambda e: seen.append(e["type"]),
+            api="messages",
+            base_url=raw.base_url,
+            api_key="x",
+            first_chunk_gate=True,
         )
     assert len(raw.requests) == 2 and result["verdict"]["complete"] and result["id"] == "m2"
     assert result["content"] == [{"type": "text", "text": "Hi"}]
@@ -306,9 +316,10 @@ def test_many_failing_at_once_spread_their_retries(stream_backend: Any) -> None:
 
 
 def test_the_sync_client_retries_too(stream_backend: Any) -> None:
-    with RawServer(answers(status(429, b"retry-after-ms: 20"), GOOD)) as raw, fastsse.Client(
-        base_url=raw.base_url, api_key="x"
-    ) as client:
+    with (
+        RawServer(answers(status(429, b"retry-after-ms: 20"), GOOD)) as raw,
+        fastsse.Client(base_url=raw.base_url, api_key="x") as client,
+    ):
         result = client.create_stream(CHAT)
         outcomes = client.run([CHAT])
     assert result["timing"]["attempts"] == 2 and result["verdict"]["complete"]

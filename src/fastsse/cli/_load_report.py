@@ -328,7 +328,9 @@ def format_summary(doc: dict[str, Any]) -> str:
     for cause, n in s["failures_by_cause"].items():
         lines.append(f"    {n} x {cause}")
     if s.get("retried_requests"):
-        lines.append(f"  retried: {s['retried_requests']} requests, {s['attempts']} attempts in all (--retries)")
+        lines.append(
+            f"  retried: {s['retried_requests']} requests, {s['attempts']} attempts in all (--retries)"
+        )
     rps = s["requests_per_s"]
     tps = s["output_tokens_per_s"]
     lines.append(

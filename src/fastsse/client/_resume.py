@@ -92,7 +92,8 @@ class Resumable:
         self.tail = buf[start:]
         if not out:
             return None
-        return self.inner.write(b"".join(out))
+        answer: int | None = self.inner.write(b"".join(out))
+        return answer
 
     def _keep(self, block: bytes) -> bool:
         data = _data(block)

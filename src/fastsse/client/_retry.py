@@ -84,7 +84,9 @@ def backoff(retry: int, rand: Callable[[], float] = random.random) -> float:
     return rand() * min(BACKOFF_CAP, BACKOFF_BASE * 2.0 ** min(retry, 32))
 
 
-def wait_for(retry: int, retry_after: float | None, rand: Callable[[], float] = random.random) -> float | None:
+def wait_for(
+    retry: int, retry_after: float | None, rand: Callable[[], float] = random.random
+) -> float | None:
     """Seconds to wait before retry number ``retry``: the server's ``retry_after`` when it is
     between 0 and ``MAX_RETRY_AFTER``, None when it asks for longer (give up), else ``backoff``."""
     if retry_after is not None:
@@ -93,7 +95,15 @@ def wait_for(retry: int, retry_after: float | None, rand: Callable[[], float] = 
 
 
 # What counts as content, per API: the first such event opens the gate.
-_CHAT_DELTA: Final = ("content", "reasoning_content", "reasoning", "refusal", "tool_calls", "function_call", "audio")
+_CHAT_DELTA: Final = (
+    "content",
+    "reasoning_content",
+    "reasoning",
+    "refusal",
+    "tool_calls",
+    "function_call",
+    "audio",
+)
 _RESPONSES_OPEN: Final = frozenset(
     {
         "response.output_text.delta",

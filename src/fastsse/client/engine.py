@@ -27,7 +27,6 @@ from typing import Any
 from .._errors import ClientClosed, HTTPStatusError, InvalidRequest, TransportError, UsageError
 from .._timing import anchor_pair
 from . import _retry, _streams
-from ._resume import MAX_RESUMES, Resumable
 from ._options import CALL_NAMES, RequestOptions, check_options
 from ._request import (
     Preparer,
@@ -40,6 +39,7 @@ from ._request import (
     release,
     reset,
 )
+from ._resume import MAX_RESUMES, Resumable
 
 OnChunk = Callable[[dict[str, Any]], "bool | None"]
 
@@ -256,7 +256,9 @@ class _Engine:
         if merged.fallbacks:
             specs = [spec]
             for base, key in merged.fallbacks:
-                other = merged.replace({"base_url": base, "fallbacks": None, **({"api_key": key} if key else {})})
+                other = merged.replace(
+                    {"base_url": base, "fallbacks": None, **({"api_key": key} if key else {})}
+                )
                 specs.append(self.prepare(request, other))
             job.specs = tuple(specs)
             bases = [merged.base_url or spec.display_url] + [base for base, _ in merged.fallbacks]
@@ -458,9 +460,8 @@ class _Engine:
         self.alive -= 1
         outcome: Any
         assert job.response is not None
-        if job.resume is not None or isinstance(job.stream, Resumable):
-            if self._resumed(job, handle, code):
-                return
+        if (job.resume is not None or isinstance(job.stream, Resumable)) and self._resumed(job, handle, code):
+            return
         try:
             outcome = job.response.finish(code, message)
         except BaseException as exc:
@@ -554,7 +555,7 @@ class _Engine:
         delayed = self.delayed
         now = time.monotonic()
         while delayed and delayed[0][0] <= now and not self.closed:
-            due, _, job = heapq.heappop(delayed)
+            _, _, job = heapq.heappop(delayed)
             if job.done:  # cancelled during its wait
                 continue
             job.waited += int((now - job.since) * 1e9)

@@ -582,7 +582,9 @@ class _Handler(BaseHTTPRequestHandler):
         scenario = base.replace("cut-resume-repeat", "plain").replace("cut-resume-skip", "plain")
         scenario = scenario.replace("cut-resume", "plain")
         chat = _translated.chat_request("responses", request, scenario)
-        body = b"".join(item for item in _translated.format_events("responses", _events(chat)) if isinstance(item, bytes))
+        body = b"".join(
+            item for item in _translated.format_events("responses", _events(chat)) if isinstance(item, bytes)
+        )
         events = _split_events(body)
         app = self.server.app
         scenario_id = next((_response_id(data) for _, data in events if b'"response.created"' in data), None)
@@ -590,8 +592,8 @@ class _Handler(BaseHTTPRequestHandler):
             app.background_made += 1
             rid = f"resp_bg_{app.background_made}"  # one stream per request, resumable by its own id
         if scenario_id:
-            old, new = b'"id":"%s"' % scenario_id.encode(), b'"id":"%s"' % rid.encode()
-            events = [(seq, data.replace(old, new)) for seq, data in events]
+            was, now = b'"id":"%s"' % scenario_id.encode(), b'"id":"%s"' % rid.encode()
+            events = [(seq, data.replace(was, now)) for seq, data in events]
         with app._lock:
             app.background[rid] = events
             app.broken_resume[rid] = base.split(":")[0]
@@ -599,7 +601,7 @@ class _Handler(BaseHTTPRequestHandler):
                 old, _ = app.background.popitem(last=False)
                 app.broken_resume.pop(old, None)
         sent = events[: len(events) // 2] if cut else events
-        items = [data for _, data in sent]
+        items: list[Any] = [data for _, data in sent]
         if cut:
             half = events[len(events) // 2][1]
             items += [half[: len(half) // 2], _CUT]
@@ -616,7 +618,9 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(404, f"No response with id {rid!r}.", code="not_found")
             return
         if query.get("stream", [""])[0] != "true":
-            self._error(400, "The fastsse loopback server resumes background responses with stream=true only.")
+            self._error(
+                400, "The fastsse loopback server resumes background responses with stream=true only."
+            )
             return
         after_text = query.get("starting_after", ["-1"])[0]
         after = int(after_text) if after_text.lstrip("-").isdigit() else -1
@@ -703,7 +707,12 @@ class _Handler(BaseHTTPRequestHandler):
 
 def _overloaded(request: dict[str, Any]) -> list[bytes]:
     """A role chunk, then an overloaded error before any content (what a busy provider sends)."""
-    head = {"id": "chatcmpl-flaky", "object": "chat.completion.chunk", "created": CREATED, "model": request.get("model")}
+    head = {
+        "id": "chatcmpl-flaky",
+        "object": "chat.completion.chunk",
+        "created": CREATED,
+        "model": request.get("model"),
+    }
     role = {**head, "choices": [{"index": 0, "delta": {"role": "assistant"}, "finish_reason": None}]}
     error = {"error": {"type": "overloaded_error", "message": "Overloaded (the fastsse loopback server)"}}
     return [b"data: " + orjson.dumps(role) + b"\n\n", b"data: " + orjson.dumps(error) + b"\n\n"]
@@ -711,7 +720,7 @@ def _overloaded(request: dict[str, Any]) -> list[bytes]:
 
 def _split_events(body: bytes) -> list[tuple[int, bytes]]:
     """A compliant Responses stream (LF framing) as (sequence_number, the event's bytes) pairs."""
-    out = []
+    out: list[tuple[int, bytes]] = []
     for block in body.split(b"\n\n"):
         if not block.strip():
             continue
