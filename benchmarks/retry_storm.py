@@ -29,9 +29,9 @@ def serve(sock: socket.socket, arrivals: list[float], stop: threading.Event) -> 
             head, _, body = data.partition(b"\r\n\r\n")
             length = next(
                 (
-                    int(l.split(b":")[1])
-                    for l in head.split(b"\r\n")
-                    if l.lower().startswith(b"content-length:")
+                    int(line.split(b":")[1])
+                    for line in head.split(b"\r\n")
+                    if line.lower().startswith(b"content-length:")
                 ),
                 0,
             )
