@@ -544,3 +544,34 @@ def test_a_404_says_which_url_was_tried_and_hints_at_v1(capsys: Any, stream_back
         f"  hint: 2 request(s) got HTTP 404 from {root}/chat/completions; "
         f"the base URL usually ends in /v1 ({root}/v1)"
     )
+
+
+def test_retries_only_when_asked_and_counted(capsys: Any, tmp_path: Any, monkeypatch: Any) -> None:
+    from fastsse.testing import serve_in_thread
+
+    monkeypatch.delenv("FASTSSE_MAX_RETRIES", raising=False)  # load's own default, not the suite's
+    with serve_in_thread() as server:
+        plain = tmp_path / "plain.json"
+        load.main(
+            [server.base_url, "--model", "http-500", "--requests", "2", "--quiet", "--json", str(plain)]
+        )
+        retried = tmp_path / "retried.json"
+        args = [
+            server.base_url,
+            "--model",
+            "http-500",
+            "--requests",
+            "2",
+            "--retries",
+            "1",
+            "--json",
+            str(retried),
+        ]
+        load.main(args)
+        got = [path for method, path in server.requested if method == "POST"]
+    printed = capsys.readouterr().out
+    before, after = (orjson.loads(p.read_bytes()) for p in (plain, retried))
+    assert before["summary"]["attempts"] == 2 and before["summary"]["retried_requests"] == 0
+    assert after["summary"]["attempts"] == 4 and after["summary"]["retried_requests"] == 2
+    assert [r["attempts"] for r in after["requests"]] == [2, 2]
+    assert len(got) == 2 + 4 and "retried: 2 requests, 4 attempts in all" in printed

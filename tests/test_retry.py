@@ -342,3 +342,21 @@ def test_the_environment_sets_a_clients_default(monkeypatch: pytest.MonkeyPatch)
         monkeypatch.setenv("FASTSSE_MAX_RETRIES", "two")
         with pytest.raises(fastsse.InvalidRequest, match="FASTSSE_MAX_RETRIES"):
             fastsse.Client()
+
+
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+def test_no_retry_is_stranded_by_an_early_timer(stream_backend: Any, loop: str) -> None:
+    # uvloop may fire a timer a little before time.monotonic() reaches its due time: the waits
+    # between attempts are re-armed until they are really due, so every request ends
+    if loop == "uvloop":
+        uvloop = pytest.importorskip("uvloop")
+    with RawServer(answers(status(503, b"retry-after-ms: 7")), threaded=True, backlog=64) as raw:
+
+        async def main() -> list[Any]:
+            async with fastsse.AsyncClient(base_url=raw.base_url, api_key="x", max_connections=32) as client:
+                calls = [client.create_stream(CHAT, max_retries=3) for _ in range(32)]
+                return await asyncio.wait_for(asyncio.gather(*calls), 20)
+
+        results = uvloop.run(main()) if loop == "uvloop" else asyncio.run(main())
+    assert len(results) == 32 and all(r["timing"]["attempts"] == 4 for r in results)
+    assert len(raw.requests) == 32 * 4

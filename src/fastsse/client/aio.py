@@ -15,6 +15,7 @@ import contextlib
 import select
 import socket
 import threading
+import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -342,6 +343,8 @@ class _AsyncEngine(_Engine):
         self.timer_due = 0.0  # loop time the timer fires at
         self.wanted: float | None = None  # loop time curl last asked to be woken at
         self.idle_timer: asyncio.TimerHandle | None = None
+        self.retry_timer: asyncio.TimerHandle | None = None  # the waits between attempts
+        self.retry_due = 0.0  # time.monotonic() it fires at
         self.binding = threading.Lock()
         # Where there is epoll, curl's sockets go into one set and the loop watches its one fd:
         # a wake-up is one callback (``drain``) however many sockets are ready. Elsewhere each
@@ -459,13 +462,25 @@ class _AsyncEngine(_Engine):
         self._tick_soon()
 
     def _wake_in(self, wait: float) -> None:
-        if self.loop is not None:
-            self.loop.call_later(wait, self._due)
+        # one timer for every wait between attempts, armed for the earliest
+        if self.loop is None:
+            return
+        due = time.monotonic() + wait
+        if self.retry_timer is not None:
+            if self.retry_due <= due:
+                return
+            self.retry_timer.cancel()
+        self.retry_due = due
+        self.retry_timer = self.loop.call_later(wait, self._due)
 
     def _due(self) -> None:
-        if not self.closed:
-            self.run_due()  # a failure to start settles that job: nothing to raise here
-            self._tick_soon()
+        self.retry_timer = None
+        if self.closed:
+            return
+        self.run_due()  # a failure to start settles that job: nothing to raise here
+        if self.delayed:  # not due yet (a loop's timer may fire early: uvloop's can): wait on
+            self._wake_in(max(0.001, self.delayed[0][0] - time.monotonic()))
+        self._tick_soon()
 
     def _finished(self, job: _Job) -> None:
         waiter = job.waiter
@@ -484,10 +499,10 @@ class _AsyncEngine(_Engine):
                     )
                 )
         super().close()
-        for timer in (self.timer, self.idle_timer):
+        for timer in (self.timer, self.idle_timer, self.retry_timer):
             if timer is not None:
                 timer.cancel()
-        self.timer = self.idle_timer = None
+        self.timer = self.idle_timer = self.retry_timer = None
         if self.sockets is not None:
             if self.loop is not None and not self.loop.is_closed():
                 self.loop.remove_reader(self.sockets.fileno())

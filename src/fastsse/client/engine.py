@@ -123,7 +123,6 @@ class _Job:
         "specs",
         "started",
         "stream",
-        "timer",
         "timing",
         "upstream",
         "waited",
@@ -159,7 +158,6 @@ class _Job:
         self.attempts = 1
         self.waited = 0  # ns spent waiting between attempts
         self.gate: _retry.Gate | None = None  # first_chunk_gate: this attempt's
-        self.timer: Any = None  # AsyncClient: the loop timer of a retry's wait
         self.since = 0.0  # when the wait before the next attempt began (monotonic s)
         self.resume: Resumable | None = None  # a background Responses stream kept across a cut
 
