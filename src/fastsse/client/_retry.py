@@ -153,7 +153,16 @@ def _messages_content(event: Any) -> bool:
     return False
 
 
-CONTENT_TESTS: Final = {"chat": _chat_content, "responses": _responses_content, "messages": _messages_content}
+def _any_event(event: Any) -> bool:
+    return True  # an event stream of no known API: any event is the answer's content
+
+
+CONTENT_TESTS: Final = {
+    "chat": _chat_content,
+    "responses": _responses_content,
+    "messages": _messages_content,
+    "events": _any_event,
+}
 
 # the byte-out formats: what a piece of the bytes sent downstream holds once content is out
 _BYTES_OPEN: Final = (

@@ -309,12 +309,15 @@ class _Engine:
                     api=spec.api,
                     max_event_bytes=spec.max_event_bytes,
                     timing=job.timing,
+                    decoder=options.get("decoder"),
                 )
                 if options.get("resumable"):
                     stream = Resumable(stream)
             response = Response(spec, stream)
-            if self.driver == "compiled":
-                response.direct = handle.direct  # reads of an event stream go to it from C
+            # reads of a compiled fold go to it from C; an events stream's take the write
+            # callback (the direct feed knows only the folds, and each Event needs Python)
+            if self.driver == "compiled" and options["format"] != "events":
+                response.direct = handle.direct
             transport = None if job.own_handle else spec.transport
             if transport is not None and self.applied.get(id(handle)) == transport:
                 apply_body(handle, spec, response)  # a pooled handle that holds the rest already
