@@ -265,6 +265,14 @@ class _Engine:
             job.bases = tuple(redact(base) for base in bases)
         return job
 
+    def source_job(self, spec: RequestSpec, on_event: Any, decoder: Any) -> _Job:
+        """A job for one connection of an event source: ``spec`` from ``prepare_get``, read with
+        the ``events`` format through ``decoder``, with no retries and no timing record (what
+        comes after the connection is the source's to decide)."""
+        job = _Job(spec, {"on_chunk": on_event, "format": "events", "curl": None, "decoder": decoder})
+        job.timing = False
+        return job
+
     def submit(self, job: _Job) -> None:
         if self.closed:
             raise ClientClosed("the client is closed")
