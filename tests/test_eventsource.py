@@ -531,3 +531,12 @@ def test_the_two_sources_mirror_each_other() -> None:
         0,
     )
     source.close()
+
+
+def test_the_loopback_server_serves_numbered_events(server: Any) -> None:
+    # fastsse.testing's /events: cut every 3 events, resumed from Last-Event-ID, a 204 at the end
+    with fastsse.EventSource(server.url + "/events?count=7&cut=3&retry=10") as source:
+        got = pairs(list(source))
+    assert got == [(str(n), f"event {n}") for n in range(1, 8)] and source.reconnects == 3
+    with fastsse.EventSource(server.url + "/events?count=3&retry=10", last_event_id="1") as source:
+        assert [e.id for e in source] == ["2", "3"] and source.reconnects == 1
