@@ -448,6 +448,7 @@ def test_one_stream_table_builds_every_format_on_the_switched_backend(
     assert type(built["to-messages"].translator) is stream_backend.ChatToMessages
     assert type(built["to-responses"].translator) is stream_backend.ChatToResponses
     assert type(built["to-chat"].translator) is stream_backend.MessagesToChat
+    assert type(built["events"].decoder) is stream_backend.Decoder
     with pytest.raises(ValueError, match="unknown format"):
         _streams.new_stream("completions", None, api="chat", max_event_bytes=None, timing=False)
 

@@ -34,6 +34,7 @@ from .client import (
     ChunkStream,
     Client,
     ClientOptions,
+    EventSource,
     aiter_chunks,
     aiter_events,
     create_stream,
@@ -53,12 +54,14 @@ from .translate import translator
 if TYPE_CHECKING:
     from .client.aio import AsyncChunkStream as AsyncChunkStream
     from .client.aio import AsyncClient as AsyncClient
+    from .client.aio import AsyncEventSource as AsyncEventSource
 
 __all__ = [
     "BACKEND",
     "DEFAULT",
     "AsyncChunkStream",
     "AsyncClient",
+    "AsyncEventSource",
     "CallOptions",
     "ChatAggregator",
     "ChatChunkEncoder",
@@ -70,6 +73,7 @@ __all__ = [
     "ClientOptions",
     "Decoder",
     "Event",
+    "EventSource",
     "EventTooLarge",
     "FastSSEError",
     "Finding",
@@ -107,7 +111,7 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     # AsyncClient brings asyncio with it: loaded on first use, not by ``import fastsse``.
-    if name in ("AsyncClient", "AsyncChunkStream"):
+    if name in ("AsyncClient", "AsyncChunkStream", "AsyncEventSource"):
         from .client import aio
 
         return getattr(aio, name)

@@ -9,6 +9,11 @@ prepared from (a client's, with a request's own laid on top); ``CallOptions`` / 
 are the same names as TypedDicts, for type checkers (``tests/test_options.py`` holds the three
 together). Adding an option is one row here, one field in ``RequestOptions`` if a request reads
 it, and one line in each TypedDict.
+
+``EventSource(...)`` and ``AsyncEventSource(...)`` take the rows of ``OPTIONS`` that apply to a
+GET of an event stream (``SOURCE_SHARED``) and their own rows, ``SOURCE_OPTIONS``, kept apart so
+that no call of the clients takes them (``source_signature``, ``source_doc``, ``SourceOptions``;
+``tests/test_eventsource.py`` holds them together).
 """
 
 from __future__ import annotations
@@ -20,19 +25,24 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, TypedDict
 
 from .._errors import InvalidRequest, event_limit
+from ._retry import RECONNECT_FLOOR
 
 __all__ = [
     "DEFAULT",
     "OPTIONS",
+    "SOURCE_OPTIONS",
     "CallOptions",
     "ClientOptions",
     "Option",
     "RequestOptions",
+    "SourceOptions",
     "call_signature",
     "check_options",
     "client_options",
     "client_signature",
     "options_doc",
+    "source_doc",
+    "source_signature",
     "with_self",
 ]
 
@@ -53,6 +63,7 @@ class _Default:
 DEFAULT: Final = _Default()
 
 CLIENT, CALL, BOTH = "client", "call", "both"
+SOURCE = "source"  # an EventSource's own (SOURCE_OPTIONS)
 
 
 def _bool(value: Any, name: str) -> bool:
@@ -91,6 +102,35 @@ def _fallbacks(value: Any, name: str) -> tuple[tuple[str, str | None], ...] | No
         else:
             raise TypeError(f"{name}: each entry is a base URL or a (base_url, api_key) pair, not {entry!r}")
     return tuple(out)
+
+
+def _optional_count(value: Any, name: str) -> int | None:
+    return None if value is None else _count(value, name)
+
+
+# An EventSource's least wait between two connections: a cap below it would let an endless run of
+# empty answers reconnect in a loop.
+MIN_RETRY_DELAY: Final = RECONNECT_FLOOR
+
+
+def _retry_delay(value: Any, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} must be a number of seconds, not {type(value).__name__}")
+    if not MIN_RETRY_DELAY <= value < float("inf"):
+        raise InvalidRequest(
+            f"{name} must be a finite number of seconds of at least {MIN_RETRY_DELAY}, not {value!r}"
+        )
+    return float(value)
+
+
+def _event_id(value: Any, name: str) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str or None, not {type(value).__name__}")
+    if any(c in value for c in "\r\n\x00"):
+        raise InvalidRequest(f"{name} holds CR, LF or NUL (no SSE id can, and it would inject a header)")
+    return value
 
 
 def _choice(*allowed: Any) -> Callable[[Any, str], Any]:
@@ -276,9 +316,55 @@ OPTIONS: Final[tuple[Option, ...]] = (
     ),
 )
 
-BY_NAME: Final = {option.name: option for option in OPTIONS}
+# ``fastsse.EventSource`` / ``AsyncEventSource``: the transport rows of OPTIONS that apply to a GET
+# of an event stream, then the source's own rows.
+SOURCE_OPTIONS: Final[tuple[Option, ...]] = (
+    Option(
+        "last_event_id",
+        "str | None",
+        None,
+        SOURCE,
+        "the id of the last event you already have: sent as Last-Event-ID from the first "
+        "connection on, and an event with that id is not delivered again",
+        _event_id,
+    ),
+    Option(
+        "max_reconnects",
+        "int | None",
+        None,
+        SOURCE,
+        "connections made after the first one; then the source ends (raising the last failure if "
+        "the last connection failed); None: no limit, 0: never reconnect",
+        _optional_count,
+    ),
+    Option(
+        "max_retry_delay",
+        "float",
+        30.0,
+        SOURCE,
+        "seconds, the longest wait before a reconnection: the server's retry:, a Retry-After and "
+        f"the backoff are all capped by it (at least {MIN_RETRY_DELAY})",
+        _retry_delay,
+    ),
+)
+SOURCE_SHARED: Final = (
+    "headers", "timeout", "connect_timeout", "idle_timeout", "proxy", "ca_bundle", "client_cert",
+    "max_event_bytes", "http2", "driver",
+)  # fmt: skip
+# What the shared rows mean for a source, where their text speaks of one call.
+_SOURCE_DOCS: Final = {
+    "timeout": "seconds for the whole source, every connection and every wait between them; "
+    "TransportError (code 28) when it runs out",
+    "idle_timeout": "seconds without a byte from the server (comments count) before the connection "
+    "is given up and made again",
+    "max_event_bytes": "bound on a line or an event (EventTooLarge past it, which ends the source); "
+    "None: none, else at least 32",
+}
+
+BY_NAME: Final = {option.name: option for option in OPTIONS + SOURCE_OPTIONS}
 CALL_NAMES: Final = tuple(option.name for option in OPTIONS if option.where != CLIENT)
 CLIENT_NAMES: Final = tuple(option.name for option in OPTIONS if option.where != CALL)
+SOURCE_NAMES: Final = SOURCE_SHARED + tuple(option.name for option in SOURCE_OPTIONS)
 
 
 def check_options(given: Mapping[str, Any], names: Sequence[str], what: str) -> dict[str, Any]:
@@ -373,6 +459,32 @@ def options_doc(where: str) -> str:
         lines.append(
             f"      ``{name}`` ({option.annotation}, default {option.default!r}){scope}: {option.doc}."
         )
+    return "\n".join(lines) + "\n"
+
+
+def source_signature() -> inspect.Signature:
+    """``(url, /, *, headers=None, ..., max_retry_delay=30.0)``: the signature of
+    ``EventSource(...)`` and ``AsyncEventSource(...)``, each option with its table default."""
+    params = [inspect.Parameter("url", inspect.Parameter.POSITIONAL_ONLY, annotation="str")]
+    params += [
+        inspect.Parameter(
+            name,
+            inspect.Parameter.KEYWORD_ONLY,
+            default=BY_NAME[name].default,
+            annotation=BY_NAME[name].annotation,
+        )
+        for name in SOURCE_NAMES
+    ]
+    return inspect.Signature(params, return_annotation="None")
+
+
+def source_doc() -> str:
+    """The options of an event source as text for its docstring."""
+    lines = ["", "    Options (keyword-only):"]
+    for name in SOURCE_NAMES:
+        option = BY_NAME[name]
+        doc = _SOURCE_DOCS.get(name, option.doc)
+        lines.append(f"      ``{name}`` ({option.annotation}, default {option.default!r}): {doc}.")
     return "\n".join(lines) + "\n"
 
 
@@ -478,3 +590,21 @@ class ClientOptions(TypedDict, total=False):
     timing: bool
     driver: str | None
     max_connections: int
+
+
+class SourceOptions(TypedDict, total=False):
+    """The keywords of ``EventSource(...)`` and ``AsyncEventSource(...)``, for type checkers."""
+
+    headers: Mapping[str, str] | Sequence[str] | None
+    timeout: float | None
+    connect_timeout: float | None
+    idle_timeout: float | None
+    proxy: str | None
+    ca_bundle: str | None
+    client_cert: str | tuple[str, str] | None
+    max_event_bytes: int | None
+    http2: bool
+    driver: str | None
+    last_event_id: str | None
+    max_reconnects: int | None
+    max_retry_delay: float

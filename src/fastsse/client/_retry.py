@@ -17,6 +17,10 @@ most ``MAX_RETRY_AFTER``; else exponential backoff with full jitter, a uniform d
 ``min(BACKOFF_CAP, BACKOFF_BASE * 2**n)`` for the n-th retry (0.5 s, 1 s, 2 s ... 8 s).
 A move to a fallback upstream waits for nothing; a request's ``timeout`` bounds every attempt
 and every wait together.
+
+An EventSource (``client/_source.py``) reconnects by the same status and curl rules
+(``retryable_status``, ``RETRY_CODES``), after ``reconnect_wait``: the server's ``retry:`` (WHATWG's
+reconnection time), with a floor, the caller's cap and backoff once connections deliver nothing.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from typing import Any, Final
 
 from .._errors import TransportError
 
-__all__ = ["Gate", "backoff", "retryable", "wait_for"]
+__all__ = ["Gate", "backoff", "reconnect_wait", "retryable", "wait_for"]
 
 BACKOFF_BASE: Final = 0.5
 BACKOFF_CAP: Final = 8.0
@@ -94,6 +98,39 @@ def wait_for(
     return backoff(retry, rand)
 
 
+# An EventSource's reconnection time when the server sent no ``retry:`` (WHATWG leaves it to the
+# user agent; browsers take 3 to 5 s), and the least it waits whatever the server says: ``retry: 0``
+# reconnects after 100 ms, not in a loop.
+RECONNECT_DEFAULT: Final = 3.0
+RECONNECT_FLOOR: Final = 0.1
+
+
+def reconnect_wait(
+    retry_ms: int | None,
+    empty: int,
+    cap: float,
+    retry_after: float | None = None,
+    rand: Callable[[], float] = random.random,
+) -> float:
+    """Seconds an EventSource waits before it reconnects, at most ``cap`` (``max_retry_delay``).
+
+    ``retry_ms`` is the server's reconnection time (its last ``retry:``, ms; None: none sent, so
+    ``RECONNECT_DEFAULT``), waited for as it is after a connection that delivered events, never
+    less than ``RECONNECT_FLOOR``. ``empty`` counts the connections in a row that delivered none (a
+    200 closed at once, a refusal, a 5xx): the wait is then drawn between half and all of the
+    larger of that and ``BACKOFF_BASE * 2**(empty-1)`` (0.5 s, 1 s, 2 s ...; equal jitter: spread,
+    yet never near zero, so an endless run of empty answers is a bounded rate). A 429's or 5xx's
+    ``retry_after`` is waited for in full, up to ``cap``.
+    """
+    wait = max(RECONNECT_FLOOR, RECONNECT_DEFAULT if retry_ms is None else retry_ms / 1000)
+    if empty:
+        wait = min(cap, max(wait, BACKOFF_BASE * 2.0 ** min(empty - 1, 32)))
+        wait -= rand() * wait / 2
+    if retry_after is not None:
+        wait = max(wait, retry_after)
+    return min(cap, max(RECONNECT_FLOOR, wait))
+
+
 # What counts as content, per API: the first such event opens the gate.
 _CHAT_DELTA: Final = (
     "content",
@@ -153,7 +190,16 @@ def _messages_content(event: Any) -> bool:
     return False
 
 
-CONTENT_TESTS: Final = {"chat": _chat_content, "responses": _responses_content, "messages": _messages_content}
+def _any_event(event: Any) -> bool:
+    return True  # an event stream of no known API: any event is the answer's content
+
+
+CONTENT_TESTS: Final = {
+    "chat": _chat_content,
+    "responses": _responses_content,
+    "messages": _messages_content,
+    "events": _any_event,
+}
 
 # the byte-out formats: what a piece of the bytes sent downstream holds once content is out
 _BYTES_OPEN: Final = (

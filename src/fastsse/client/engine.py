@@ -263,6 +263,14 @@ class _Engine:
             job.bases = tuple(redact(base) for base in bases)
         return job
 
+    def source_job(self, spec: RequestSpec, on_event: Any, decoder: Any) -> _Job:
+        """A job for one connection of an event source: ``spec`` from ``prepare_get``, read with
+        the ``events`` format through ``decoder``, with no retries and no timing record (what
+        comes after the connection is the source's to decide)."""
+        job = _Job(spec, {"on_chunk": on_event, "format": "events", "curl": None, "decoder": decoder})
+        job.timing = False
+        return job
+
     def submit(self, job: _Job) -> None:
         if self.closed:
             raise ClientClosed("the client is closed")
@@ -307,12 +315,15 @@ class _Engine:
                     api=spec.api,
                     max_event_bytes=spec.max_event_bytes,
                     timing=job.timing,
+                    decoder=options.get("decoder"),
                 )
                 if options.get("resumable"):
                     stream = Resumable(stream)
             response = Response(spec, stream)
-            if self.driver == "compiled":
-                response.direct = handle.direct  # reads of an event stream go to it from C
+            # reads of a compiled fold go to it from C; an events stream's take the write
+            # callback (the direct feed knows only the folds, and each Event needs Python)
+            if self.driver == "compiled" and options["format"] != "events":
+                response.direct = handle.direct
             transport = None if job.own_handle else spec.transport
             if transport is not None and self.applied.get(id(handle)) == transport:
                 apply_body(handle, spec, response)  # a pooled handle that holds the rest already

@@ -7,6 +7,10 @@
 
 Endpoints: ``POST /v1/chat/completions`` (``"stream": true`` streams, false returns the full
 ``chat.completion`` of the same scenario) and ``GET /v1/models`` (the scenario names).
+``GET /events?count=N&cut=K&retry=MS`` is a plain event stream for an EventSource: events
+``id: n`` / ``data: event n`` for n from the request's ``Last-Event-ID`` + 1 up to N (default 10),
+after ``retry: MS`` when asked; with ``cut=K`` the connection is cut after every K events (the
+last one ends the body cleanly instead), and once the client has event N it is answered 204.
 ``POST /v1/responses`` and ``POST /v1/messages`` stream the same scenarios as OpenAI Responses and
 Anthropic Messages events, translated from the chat stream as it is produced (``stream: true``
 only; ``x-api-key`` is accepted for the api key), plus broken models listed in
@@ -459,6 +463,9 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         self.server.app.requested.append(("GET", self.path))
         path, _, query = self.path.partition("?")
+        if path.rstrip("/") == "/events":
+            self._events(query)
+            return
         if path.startswith("/v1/responses/"):
             if self._authorized():
                 self._resume(path[len("/v1/responses/") :].strip("/"), urllib.parse.parse_qs(query))
@@ -529,6 +536,44 @@ class _Handler(BaseHTTPRequestHandler):
         if write is None:
             write = self.server.app.write or ("event" if name in ("long", "huge") else "small")
         self._stream(request, model, write)
+
+    def _events(self, query: str) -> None:
+        """``GET /events``: numbered events from the client's ``Last-Event-ID`` on (module docstring)."""
+        params = {name: values[-1] for name, values in urllib.parse.parse_qs(query).items()}
+        try:
+            count, cut = int(params.get("count", 10)), int(params.get("cut", 0))
+            retry = int(params["retry"]) if "retry" in params else None
+        except ValueError:
+            self._error(400, "count, cut and retry must be integers")
+            return
+        last = self.headers.get("Last-Event-ID", "").strip()
+        n = int(last) if last.isdigit() else 0
+        if n >= count:
+            self.send_response(204)  # WHATWG: "no more", so the client stops reconnecting
+            self.end_headers()
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        try:
+            if retry is not None:
+                self._chunk(b"retry: %d\n\n" % retry)
+            sent = 0
+            while n < count:
+                if self.server.app._stopping.is_set():
+                    self._cut()
+                    return
+                n += 1
+                self._chunk(b"id: %d\ndata: event %d\n\n" % (n, n))
+                sent += 1
+                if cut and sent >= cut and n < count:
+                    self._cut()  # mid-body, as a server that crashed or a proxy that timed out
+                    return
+            self.wfile.write(b"0\r\n\r\n")
+        except OSError:
+            self.close_connection = True
 
     def _round_trip(self, via: str, request: dict[str, Any], model: str) -> None:
         """``via-messages/NAME``, ``via-responses/NAME``: the chat scenario translated there and back."""
