@@ -110,7 +110,7 @@ def lint(session: nox.Session) -> None:
 
 @nox.session(python=PYTHONS)
 def typing(session: nox.Session) -> None:
-    """mypy --strict; the compiled modules are typed through their _py twins (see _backend.py)."""
+    """mypy --strict; the compiled modules are typed through their _py twins (each __init__ says so)."""
     session.install("-r", "requirements/typing.txt")
     session.run("mypy", *session.posargs)
 

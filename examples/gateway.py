@@ -215,7 +215,9 @@ async def _stream(
         else:
             result = task.result()
             verdict = result["verdict"]
-            if "status" in result:  # the upstream answered no stream (an HTTP error...)
+            if isinstance(
+                result.get("status"), int
+            ):  # no stream (an HTTP error...); Responses has its own str status
                 failure: str | None = verdict["why"]
             elif verdict["complete"] or verdict["error"]:
                 failure = None
@@ -277,7 +279,7 @@ async def _whole(
         log.warning("%s model=%s cut: %s", note["rid"], note["model"], exc)
         _record(app, note, exc.result, failure=str(exc))
         return _error(502, f"upstream failed: {exc}", caller, kind="upstream_error")
-    if "status" in result:  # the upstream answered no stream (an HTTP error...): the verdict says why
+    if isinstance(result.get("status"), int):  # no stream (an HTTP error...): the verdict says why
         _record(app, note, result, failure=result["verdict"]["why"])
         failed = _failed_result(result, caller)
         log.warning("%s model=%s upstream answered HTTP %d", note["rid"], note["model"], failed.status_code)

@@ -11,20 +11,30 @@ from __future__ import annotations
 import socket
 import ssl
 import threading
+import time
 from collections.abc import Callable
 
 
 class RawServer:
     """Accepts connections on 127.0.0.1, reads each request, then runs ``script(conn)`` on it."""
 
-    def __init__(self, script: Callable[[socket.socket], None], *, tls: ssl.SSLContext | None = None) -> None:
+    def __init__(
+        self,
+        script: Callable[[socket.socket], None],
+        *,
+        tls: ssl.SSLContext | None = None,
+        threaded: bool = False,
+        backlog: int = 4,
+    ) -> None:
         self.script = script
         self.tls = tls
+        self.threaded = threaded  # each connection on a thread of its own (for many at once)
+        self.arrivals: list[float] = []  # time.monotonic() as each request was read in full
         self.peer_certs: list[dict[str, str] | None] = []  # subject of each TLS client certificate
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(4)
+        self.sock.listen(backlog)
         self.sock.settimeout(0.2)
         self.port = self.sock.getsockname()[1]
         self.base_url = f"http://127.0.0.1:{self.port}/v1"
@@ -43,21 +53,27 @@ class RawServer:
             except OSError:
                 return
             self.connections += 1
-            if self.tls is not None:
-                try:
-                    conn = self._handshake(conn)
-                except (OSError, ssl.SSLError):
-                    conn.close()
-                    continue  # a refused handshake is what some tests want
-            with conn:
-                conn.settimeout(10)
-                try:
-                    self._read_request(conn)
-                    self.script(conn)
-                except OSError:
-                    pass  # the client went away: that is what most scripts wait for
-                except BaseException as exc:
-                    self.errors.append(exc)
+            if self.threaded:
+                threading.Thread(target=self._handle, args=(conn,), daemon=True).start()
+            else:
+                self._handle(conn)
+
+    def _handle(self, conn: socket.socket) -> None:
+        if self.tls is not None:
+            try:
+                conn = self._handshake(conn)
+            except (OSError, ssl.SSLError):
+                conn.close()
+                return  # a refused handshake is what some tests want
+        with conn:
+            conn.settimeout(10)
+            try:
+                self._read_request(conn)
+                self.script(conn)
+            except OSError:
+                pass  # the client went away: that is what most scripts wait for
+            except BaseException as exc:
+                self.errors.append(exc)
 
     def _handshake(self, conn: socket.socket) -> socket.socket:
         assert self.tls is not None
@@ -85,6 +101,7 @@ class RawServer:
             if not more:
                 break
             body += more
+        self.arrivals.append(time.monotonic())
         self.requests.append(head + b"\r\n\r\n" + body)
 
     def headers(self, index: int = -1) -> list[tuple[str, str]]:

@@ -14,6 +14,11 @@ from typing import Any
 
 import pytest
 
+# The failures most tests provoke (a refused port, a 503, a cut) are about one attempt: the
+# suite runs with retries off by default, and the retry rules are tested with the library's own
+# default (tests/test_retry.py, test_resume.py and test_readme.py remove this variable).
+os.environ.setdefault("FASTSSE_MAX_RETRIES", "0")
+
 import fastsse
 import fastsse._backend
 
@@ -85,3 +90,9 @@ def driver(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> s
             raise RuntimeError(f"the compiled driver does not load: {module}")
     monkeypatch.setenv("FASTSSE_DRIVER", request.param)
     return str(request.param)
+
+
+@pytest.fixture
+def library_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The library's own default ``max_retries`` (2), not the suite's (0)."""
+    monkeypatch.delenv("FASTSSE_MAX_RETRIES", raising=False)

@@ -383,12 +383,14 @@ def test_error_value_forms(backend: SimpleNamespace) -> None:
 
 
 def test_verdict_is_shared_type(backend: SimpleNamespace) -> None:
-    from fastsse.chat._result import Verdict
+    from fastsse import ChatVerdict, Verdict
 
     agg = backend.ChatAggregator()
     verdict = agg.verdict
-    assert type(verdict) is Verdict
-    assert verdict == Verdict(complete=False, done=False, finish_reasons=(), usage=False, error=False)
+    assert type(verdict) is ChatVerdict and isinstance(verdict, Verdict)
+    assert verdict == ChatVerdict(
+        complete=False, why="no choice arrived", done=False, finish_reasons=(), usage=False, error=False
+    )
     with pytest.raises(AttributeError):
         verdict.done = True  # type: ignore[misc]
 

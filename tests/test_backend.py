@@ -3,14 +3,20 @@ forces Python, and both expose the same names and signatures."""
 
 from __future__ import annotations
 
+import importlib.machinery
 import inspect
 import os
+import shutil
 import subprocess
 import sys
+from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 import fastsse
+import fastsse._backend
+import fastsse.translate
 
 
 @pytest.mark.c_extension
@@ -74,3 +80,91 @@ def test_same_public_api(cls: str) -> None:
     c_cls = getattr(fastsse.get_backend("cython"), cls)
     py_cls = getattr(fastsse.get_backend("python"), cls)
     assert _public(c_cls) == _public(py_cls)
+
+
+NAMESPACE = (
+    "Decoder",
+    "Event",
+    "ChatAggregator",
+    "ChatStream",
+    "ResponsesAggregator",
+    "ResponsesStream",
+    "MessagesAggregator",
+    "MessagesStream",
+    "Relay",
+    "ChatToMessages",
+    "ChatToResponses",
+    "MessagesToChat",
+    "ResponsesToChat",
+)
+
+
+def test_a_backend_is_never_a_mix(backend: SimpleNamespace) -> None:
+    suffix = "_c" if backend.name == "cython" else "_py"
+    assert sorted(vars(backend)) == sorted(("name", *NAMESPACE))
+    assert {name: getattr(backend, name).__module__.endswith(suffix) for name in NAMESPACE} == dict.fromkeys(
+        NAMESPACE, True
+    )
+
+
+def test_the_selected_backend_is_what_fastsse_exports() -> None:
+    selected = fastsse.get_backend(fastsse.BACKEND)
+    for name in NAMESPACE[:9]:
+        assert getattr(fastsse, name) is getattr(selected, name), name
+    for name in NAMESPACE[9:]:
+        assert getattr(fastsse.translate, name) is getattr(selected, name), name
+    assert vars(fastsse._backend.current) == vars(selected)
+
+
+@pytest.mark.c_extension
+def test_a_build_missing_one_compiled_module_runs_pure_python(tmp_path: Path) -> None:
+    # A partial build (one extension failed to compile) must not mix: the switch sees the missing
+    # file and every domain takes its twin, the compiled ones that are there included.
+    copy = tmp_path / "fastsse"
+    shutil.copytree(Path(fastsse.__file__).parent, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    (lost,) = [
+        p for suffix in importlib.machinery.EXTENSION_SUFFIXES for p in copy.glob(f"messages/_fold_c{suffix}")
+    ]
+    lost.unlink()
+    code = (
+        "import fastsse, fastsse.translate as t\n"
+        f"print(fastsse.BACKEND, *sorted({{getattr(fastsse, n).__module__ for n in {NAMESPACE[:9]!r}}}"
+        f" | {{getattr(t, n).__module__ for n in {NAMESPACE[9:]!r}}}))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(tmp_path), "FASTSSE_NO_EXTENSIONS": "0"}
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    backend, *where = out.stdout.split()
+    assert backend == "python"
+    assert [m for m in where if not m.endswith("_py")] == []
+
+
+DONE_CHAT = (
+    b'data: {"choices":[{"index":0,"delta":{"content":"a"},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n'
+)
+AFTER = b'data: {"choices":[{"index":0,"delta":{"content":"b"}}]}\n\n'
+
+
+@pytest.mark.parametrize("name", ["ChatStream", "ResponsesStream", "MessagesStream"])
+def test_a_fused_streams_write_is_pycurls_protocol(backend: SimpleNamespace, name: str) -> None:
+    # WRITEFUNCTION: None goes on, 0 (or a short count) stops; once closed, every write is 0, and
+    # feed is write under the Decoder's name (events are folded, so it hands out none)
+    stream = getattr(backend, name)()
+    assert stream.write(b": a comment\n\n") is None
+    assert stream.feed(b": another\n\n") == []
+    stream.close()
+    closed = stream.result()
+    assert stream.write(AFTER) == 0
+    assert stream.feed(AFTER) == []
+    assert stream.result() == closed  # neither read the late bytes
+
+
+@pytest.mark.parametrize("name", ["Relay", "ChatToMessages", "ChatToResponses"])
+def test_a_relays_or_translators_write_returns_the_bytes_to_send(backend: SimpleNamespace, name: str) -> None:
+    relay = getattr(backend, name)()
+    sent = relay.write(DONE_CHAT)
+    assert isinstance(sent, bytes) and sent
+    assert isinstance(relay.close(), bytes)
+    assert not hasattr(relay, "feed")  # bytes in, bytes out: no events to hand out

@@ -337,8 +337,7 @@ def test_result_is_json_data(backend: SimpleNamespace) -> None:
     assert orjson.loads(orjson.dumps(result)) == result
     assert result["verdict"] == {
         "complete": True,
-        "done": True,
-        "finish_reasons": ["stop"],
+        "why": None,
         "usage": False,
         "error": False,
         "aborted": False,
@@ -347,6 +346,8 @@ def test_result_is_json_data(backend: SimpleNamespace) -> None:
         "skipped": 0,
         "ignored": 0,
         "malformed": 0,
+        "done": True,
+        "finish_reasons": ["stop"],
         "unknown_parts": 0,
     }
 

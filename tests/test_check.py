@@ -436,13 +436,21 @@ RESPONSES_STREAM = (
             "messages",
             'it looks like a chat completions stream (chunks with "choices"): try --api chat',
         ),
-        (MESSAGES_STREAM, "chat", "it looks like a Messages stream (event: message_start): try --api messages"),
+        (
+            MESSAGES_STREAM,
+            "chat",
+            "it looks like a Messages stream (event: message_start): try --api messages",
+        ),
         (
             MESSAGES_STREAM.replace(b"event: message_start\n", b""),  # no event: line, the payload's type
             "responses",
             'it looks like a Messages stream ("type": "message_start"): try --api messages',
         ),
-        (RESPONSES_STREAM, "chat", "it looks like a Responses stream (event: response.created): try --api responses"),
+        (
+            RESPONSES_STREAM,
+            "chat",
+            "it looks like a Responses stream (event: response.created): try --api responses",
+        ),
     ],
 )
 def test_cli_hints_at_the_api_the_stream_looks_like(

@@ -405,7 +405,9 @@ def test_the_dispatcher_makes_any_commands_refused_argument_one_line(
     monkeypatch.setattr(fastsse.cli.events, "main", main)
     code, out, err = run(capsys, "events")
     assert (code, out) == (2, "")
-    assert err == "fastsse events: base_url must be an http:// or https:// URL, not 'ftp://127.0.0.1:8000/v1'\n"
+    assert (
+        err == "fastsse events: base_url must be an http:// or https:// URL, not 'ftp://127.0.0.1:8000/v1'\n"
+    )
 
 
 def test_a_commands_own_type_error_keeps_its_traceback(
@@ -440,13 +442,17 @@ def test_demo_404_names_the_url_and_the_missing_v1(
 
 
 @pytest.mark.parametrize("argv", [("serve",), ("serve", "--scripted")])
-def test_a_port_out_of_range_is_a_usage_error(capsys: pytest.CaptureFixture[str], argv: tuple[str, ...]) -> None:
+def test_a_port_out_of_range_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str], argv: tuple[str, ...]
+) -> None:
     # a socket refused 70000 with a traceback; asyncio's server quietly listened on 70000 - 65536
     code, out, err = run(capsys, *argv, "--port", "70000")
     assert (code, out) == (2, "")
     assert err.splitlines()[-1].endswith("argument --port: a TCP port is 0 to 65535, not 70000")
 
 
-def test_check_expect_usage_with_another_api_speaks_in_the_one_voice(capsys: pytest.CaptureFixture[str]) -> None:
+def test_check_expect_usage_with_another_api_speaks_in_the_one_voice(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     code, out, err = run(capsys, "check", "--api", "messages", "--expect-usage", "-")
     assert (code, out, err) == (2, "", "fastsse check: --expect-usage applies to chat streams only\n")

@@ -15,6 +15,12 @@ import fastsse
 
 PUBLIC_MODULES = (
     "fastsse",
+    "fastsse.sse",
+    "fastsse.chat",
+    "fastsse.fold",
+    "fastsse.responses",
+    "fastsse.messages",
+    "fastsse.relay",
     "fastsse.check",
     "fastsse.translate",
     "fastsse.client",
@@ -54,8 +60,10 @@ def test_clients_show_their_options_in_help() -> None:
     # the class docstrings are plain literals (help() shows them) with the shared options appended
     for cls in (fastsse.Client, fastsse.AsyncClient):
         doc = inspect.getdoc(cls) or ""
-        assert doc.startswith(f"``{cls.__name__}(*, base_url=None"), doc[:80]
-        assert "max_connections" in doc and "idle_timeout" in doc and "http2" in doc
+        assert doc.startswith(f"``{cls.__name__}(*, api=DEFAULT, base_url=DEFAULT"), doc[:80]
+        for option in fastsse.client.OPTIONS:  # the table's rows, each in help()
+            if option.where != "call":
+                assert f"``{option.name}``" in doc, option.name
 
 
 def test_each_backends_public_classes_are_documented(backend: SimpleNamespace) -> None:

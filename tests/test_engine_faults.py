@@ -198,7 +198,7 @@ def test_async_result_is_delivered_when_it_ends_not_when_another_does(
                 task.cancel()
             return took
 
-    assert run(main()) < 1.0
+    assert run(main()) < 2.0  # not the other stream's end, 3.6 s away (slack for a loaded machine)
 
 
 # 2. Client.as_completed used again from inside its own loop
@@ -423,7 +423,7 @@ def test_timeout_counts_the_wait_for_a_connection_async(srv: Scripted, stream_ba
     exc, took = run(main())
     assert isinstance(exc, fastsse.TransportError) and exc.code == 28, exc
     assert "waiting for a free connection" in str(exc)
-    assert 0.9 < took < 1.6
+    assert 0.9 < took < 3.0  # the 1 s timeout, not 1 s after the 4 s stream frees the connection
 
 
 def test_timeout_counts_the_wait_for_a_connection_sync(srv: Scripted, stream_backend: Any) -> None:
@@ -435,7 +435,7 @@ def test_timeout_counts_the_wait_for_a_connection_sync(srv: Scripted, stream_bac
             out[index] = (outcome, time.monotonic() - start)
     queued, took = out[1]
     assert isinstance(queued, fastsse.TransportError) and queued.code == 28, queued
-    assert took < 1.6
+    assert took < 3.0  # the 1 s timeout, not 1 s after the 4 s stream frees the connection
 
 
 def test_a_huge_response_header_is_said_in_words(srv: Scripted, stream_backend: Any) -> None:
@@ -541,4 +541,4 @@ def test_a_held_transfer_is_not_idle_but_its_timeout_runs(
     exc, took = run(main())
     assert isinstance(exc, fastsse.TransportError) and exc.code == 28, exc
     assert "idle_timeout" not in str(exc)
-    assert 0.9 < took < 1.6
+    assert 0.9 < took < 3.0  # the 1 s timeout, with slack for a loaded machine

@@ -5,6 +5,7 @@ client, an untranslatable body) and caught the way a user would."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 from typing import Any
 
@@ -26,10 +27,8 @@ def _free_port() -> int:
 def _silent(conn: socket.socket) -> None:
     conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n")
     conn.settimeout(5)
-    try:
+    with contextlib.suppress(OSError):
         conn.recv(1)  # nothing more: hold the connection until the client hangs up (or 5 s)
-    except OSError:
-        pass
 
 
 def _cut(conn: socket.socket) -> None:
@@ -58,8 +57,12 @@ def _cases(stream_backend: Any) -> dict[str, BaseException]:
         )
     with RawServer(_cut) as raw:
         cases["cut"] = _raised(lambda: fastsse.create_stream(REQUEST, base_url=raw.base_url, api_key="x"))
-    cases["bad bytes"] = _raised(lambda: stream_backend.Decoder().feed("text, not bytes"))  # TypeError: caller
-    cases["oversized"] = _raised(lambda: stream_backend.Decoder(max_event_bytes=8).feed(b"data: 0123456789\n\n"))
+    cases["bad bytes"] = _raised(
+        lambda: stream_backend.Decoder().feed("text, not bytes")
+    )  # TypeError: caller
+    cases["oversized"] = _raised(
+        lambda: stream_backend.Decoder(max_event_bytes=8).feed(b"data: 0123456789\n\n")
+    )
     client = fastsse.Client()
     client.close()
     cases["closed"] = _raised(lambda: client.create_stream(REQUEST, base_url="http://127.0.0.1:9/v1"))
@@ -101,7 +104,9 @@ def test_the_tree() -> None:
     for cls in (fastsse.TransportError, fastsse.HTTPStatusError, fastsse.ClientClosed, fastsse.UsageError):
         assert issubclass(cls, root) and not issubclass(cls, ValueError), cls
     assert issubclass(fastsse.UsageError, RuntimeError) and issubclass(fastsse.ClientClosed, RuntimeError)
-    assert issubclass(fastsse.Untranslatable, ValueError) and not issubclass(fastsse.Untranslatable, fastsse.SSEError)
+    assert issubclass(fastsse.Untranslatable, ValueError) and not issubclass(
+        fastsse.Untranslatable, fastsse.SSEError
+    )
     assert fastsse.client.ClientClosed is fastsse.ClientClosed
     assert translate.Untranslatable is fastsse.Untranslatable
 
@@ -125,6 +130,7 @@ def test_an_async_client_closed_in_flight_raises_client_closed() -> None:
 
 def test_misuse_is_a_usage_error(server: Any) -> None:
     with fastsse.Client(base_url=server.base_url) as client:
+
         def nested(chunk: Any) -> None:
             client.create_stream(REQUEST)
 

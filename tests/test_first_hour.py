@@ -247,9 +247,11 @@ HI = [{"role": "user", "content": "Hi"}]
 def test_an_sdk_stream_is_refused_with_the_way_to_its_bytes(server: Any, call: Any) -> None:
     openai = pytest.importorskip("openai")
     client = openai.OpenAI(base_url=server.base_url, api_key="sk-test")
-    with client.chat.completions.create(model="plain", messages=HI, stream=True) as stream:
-        with pytest.raises(TypeError) as info:
-            call(stream)
+    with (
+        client.chat.completions.create(model="plain", messages=HI, stream=True) as stream,
+        pytest.raises(TypeError) as info,
+    ):
+        call(stream)
     assert str(info.value) == f"{call.__name__}() " + SDK_HINT.format(kind="Stream")
     client.close()
 

@@ -31,7 +31,9 @@ def ray() -> Any:
         "ray", reason="ray is not installed: pip install '.[test,ray]' runs the Ray mode's test"
     )
 
-SLACK_NS = 40_000_000  # two actors' anchors and wake-ups on a shared 2-core machine
+
+SLACK_NS = 40_000_000  # two actors' clocks, each mapped onto the run's through one anchor pair
+LOADED_NS = 2_000_000_000  # how late a loaded two-core machine may wake an actor
 
 
 @pytest.fixture(scope="module")
@@ -66,7 +68,7 @@ def test_two_ray_actors_return_every_record_on_one_clock(server: Any) -> None:
     # after the agreed start, on the run's one clock
     for r in doc["requests"]:
         assert r["worker"] == r["index"] % 2
-        assert abs(r["queued"] - (r["index"] + 1) * 50_000_000) <= SLACK_NS, r["index"]
+        assert -SLACK_NS <= r["queued"] - (r["index"] + 1) * 50_000_000 <= LOADED_NS, r["index"]
         assert r["started"] >= r["queued"] - SLACK_NS
         assert r["end"] > r["first_token"] > r["started"]
         assert r["first_token"] - r["started"] >= 50_000_000  # the server is never early

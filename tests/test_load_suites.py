@@ -35,6 +35,10 @@ def server() -> Iterator[Any]:
         yield srv
 
 
+ANCHOR_NS = 40_000_000  # two processes' clocks, each mapped onto the run's through one anchor pair
+LOADED_NS = 2_000_000_000  # how late a loaded two-core machine may wake a worker
+
+
 def config(server: Any, **options: Any) -> load.Config:
     settings: dict[str, Any] = {"concurrency": 4, "requests": 8, "loop": "asyncio", "model": "chunks=5"}
     settings.update(options)
@@ -138,12 +142,18 @@ def test_worker_processes_send_the_one_schedule(server: Any) -> None:
     # constant arrivals at 20/s dealt to two processes: request i is due (i + 1) x 50 ms after the
     # agreed start on the run's one clock, whichever process sent it (before, each process ran its
     # own stream at R/K: two constant streams in step, so requests came in pairs)
-    doc = load.run(config(server, rate=20.0, arrival="constant", concurrency=None, requests=6, workers=2))
+    cfg = config(server, rate=20.0, arrival="constant", concurrency=None, requests=6, workers=2)
+    due = {i: (i + 1) * 50_000_000 for i in range(6)}
+    dealt = _load_plan.shares(_load_plan.prepare(cfg))
+    assert [s.arrivals for s in dealt] == [[(i, due[i]) for i in range(w, 6, 2)] for w in (0, 1)]
+    doc = load.run(cfg)
     assert doc["summary"]["outcomes"] == {"complete": 6}
     assert [w["runner"] for w in doc["workers"]] == ["process", "process"]
     for r in doc["requests"]:
         assert r["worker"] == r["index"] % 2
-        assert abs(r["queued"] - (r["index"] + 1) * 50_000_000) <= 40_000_000, r["index"]
+        # never early (but for the anchors that map each worker's clock onto the run's), late only
+        # as far as a loaded machine explains: the schedule itself is the one dealt out above
+        assert -ANCHOR_NS <= r["queued"] - due[r["index"]] <= LOADED_NS, r["index"]
 
 
 def test_arrival_arguments_are_checked() -> None:

@@ -19,11 +19,7 @@ REQUEST = {"model": "plain", "messages": [{"role": "user", "content": "Hi"}]}
 
 
 def _keywords(signature: inspect.Signature) -> list[tuple[str, Any, Any]]:
-    return [
-        (p.name, p.kind, p.default)
-        for p in signature.parameters.values()
-        if p.name != "self"
-    ]
+    return [(p.name, p.kind, p.default) for p in signature.parameters.values() if p.name != "self"]
 
 
 def test_the_three_create_stream_signatures_match() -> None:
@@ -46,7 +42,10 @@ def test_the_client_constructors_match_and_differ_only_by_the_call_options() -> 
     sync = _keywords(inspect.signature(fastsse.Client))
     aio = _keywords(inspect.signature(fastsse.AsyncClient))
     assert sync == aio
-    call = {name for name, _, _ in _keywords(inspect.signature(fastsse.create_stream))} - {"input", "on_chunk"}
+    call = {name for name, _, _ in _keywords(inspect.signature(fastsse.create_stream))} - {
+        "input",
+        "on_chunk",
+    }
     client = {name for name, _, _ in sync}
     assert client - call == {"max_connections"} and call - client == {"format", "curl"}
 
@@ -63,7 +62,9 @@ def test_the_typed_dicts_and_the_request_fields_follow_the_table() -> None:
     for option in OPTIONS:  # the docs are made from the same rows
         where = "call" if option.where != "client" else "client"
         assert f"``{option.name}``" in _options.options_doc(where)
-        assert f"``{option.name}``" in (fastsse.create_stream.__doc__ if where == "call" else fastsse.Client.__doc__)
+        assert f"``{option.name}``" in (
+            fastsse.create_stream.__doc__ if where == "call" else fastsse.Client.__doc__
+        )
 
 
 def test_the_clients_mirror_each_other_name_for_name() -> None:
@@ -106,7 +107,10 @@ def test_every_create_stream_checks_the_same_way_before_sending(
     base = {"base_url": "http://127.0.0.1:9/v1", "api_key": "x", **options}
     with pytest.raises(error, match=words.replace("(", r"\(").replace(")", r"\)")):
         fastsse.create_stream(REQUEST, **base)
-    with fastsse.Client() as client, pytest.raises(error, match=words.replace("(", r"\(").replace(")", r"\)")):
+    with (
+        fastsse.Client() as client,
+        pytest.raises(error, match=words.replace("(", r"\(").replace(")", r"\)")),
+    ):
         client.create_stream(REQUEST, **base)
 
     async def main() -> None:

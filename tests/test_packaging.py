@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 import fastsse
+import fastsse._backend
 
 COMPILED = (
     "sse._decoder_c",
@@ -48,6 +49,11 @@ def test_the_compiled_list_is_the_builds() -> None:
         if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "MODULES" for t in node.targets)
     )
     assert tuple(built) == COMPILED
+
+
+def test_the_switch_looks_for_every_compiled_module() -> None:
+    # fastsse._backend chooses the compiled backend only when every one of these is built
+    assert fastsse._backend.COMPILED_MODULES == COMPILED
 
 
 def test_py_typed_is_installed() -> None:

@@ -65,6 +65,7 @@ def _env(backend: str) -> dict[str, str]:
     src = str(Path(fastsse.__file__).resolve().parent.parent)
     env["PYTHONPATH"] = os.pathsep.join([src, *filter(None, [env.get("PYTHONPATH")])])
     env.pop("FASTSSE_NO_EXTENSIONS", None)
+    env.pop("FASTSSE_MAX_RETRIES", None)  # the README describes the library's defaults
     if backend == "python":
         env["FASTSSE_NO_EXTENSIONS"] = "1"
     return env

@@ -150,11 +150,34 @@ def test_compiled_relay_forwards_content_chunks_without_the_core() -> None:
     assert r.aggregator._fast_folds == 2  # "Hi" and " there" went through the reader's plan only
 
 
-def test_normalizer_is_the_relay() -> None:
-    assert fastsse.Normalizer is fastsse.Relay
+def test_the_deprecated_name_still_relays() -> None:
+    # code written for Normalizer (fastsse.Normalizer, fastsse.relay.normalize.Normalizer) still
+    # relays: a whole answer that never sent [DONE] gets it, and nothing else changes
     from fastsse.relay.normalize import Normalizer
 
-    assert Normalizer is fastsse.Relay
+    whole = chunk('{"index":0,"delta":{"role":"assistant","content":"Hi"},"finish_reason":null}') + chunk(
+        '{"index":0,"delta":{},"finish_reason":"stop"}'
+    )
+    for cls in (fastsse.Normalizer, Normalizer):
+        old = cls()
+        assert old.write(whole) + old.close() == whole + b"data: [DONE]\n\n"
+        assert old.text() == "Hi" and old.verdict.complete
+
+
+def test_relay_has_no_feed_that_would_skip_writes_checks(backend: SimpleNamespace) -> None:
+    # The scanner's feed(data) -> list[Event] under a Relay scanned after close(), let an oversized
+    # event through without stopping the relay, and kept the bytes to send for the next write.
+    r = backend.Relay(max_event_bytes=64)
+    assert not hasattr(r, "feed")
+    with pytest.raises(AttributeError, match=r"write\(data\)"):
+        r.feed(chunk('{"index":0,"delta":{"content":"x"}}'))
+    with pytest.raises(EventTooLarge):
+        r.write(b"data: " + b"x" * 100 + b"\n\n")
+    assert r.verdict.too_large
+    r.close()
+    with pytest.raises(ValueError, match="after close"):
+        r.write(chunk('{"index":0,"delta":{"content":"x"}}'))
+    assert r.text() == ""
 
 
 # each repair, by hand ------------------------------------------------------------------------------

@@ -194,7 +194,10 @@ def test_gateway_relay_from_a_real_server() -> None:
     assert relay.truncated is True and not relay.verdict.complete
 
 
-def test_normalizer_is_the_relay_with_the_limit() -> None:
-    assert Normalizer is fastsse.Relay
-    with pytest.raises(EventTooLarge):
-        Normalizer(max_event_bytes=10).write(b"data: " + b"x" * 20 + b"\n\n")
+def test_the_deprecated_name_keeps_the_limit() -> None:
+    # the event is over the limit before anything was sent: the one bytes to send is empty
+    old = Normalizer(max_event_bytes=10)
+    with pytest.raises(EventTooLarge) as info:
+        old.write(b"data: " + b"x" * 20 + b"\n\n")
+    assert (info.value.limit, info.value.events) == (10, [b""])
+    assert old.verdict.too_large and not old.verdict.complete

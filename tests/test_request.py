@@ -16,7 +16,8 @@ import pytest
 import fastsse
 from _chat_helpers import not_a_stream
 from _raw_server import RawServer
-from fastsse.client._request import RequestSpec, Response, apply, prepare, redact, reset
+from fastsse.client._request import RequestSpec, Response, apply, prepare, prepare_get, redact, reset
+from fastsse.client._streams import EventsStream
 
 REQUEST = {"model": "m", "messages": []}
 
@@ -197,3 +198,71 @@ def test_apply_and_reset_on_a_real_handle(backend: Any) -> None:
 
 def test_spec_type_is_exported_for_the_engine() -> None:
     assert isinstance(prepare(REQUEST), RequestSpec)
+
+
+def test_prepare_get_builds_an_event_stream_request() -> None:
+    spec = prepare_get(
+        "https://u:pw@h.test/feed?x=1", headers={"Authorization": "Bearer k"}, last_event_id="41", timeout=2
+    )
+    assert (spec.method, spec.body, spec.api, spec.raise_for_status) == ("GET", b"", "events", True)
+    assert spec.headers == (
+        "Accept: text/event-stream",
+        "Cache-Control: no-cache",
+        "Authorization: Bearer k",
+        "Last-Event-ID: 41",
+    )
+    assert spec.timeout_ms == 2000 and "pw" not in repr(spec) and repr(spec).startswith("RequestSpec(GET ")
+    assert prepare_get("http://h.test/", last_event_id="").headers[-1] == "Cache-Control: no-cache"
+    assert (
+        prepare_get("http://h.test/", last_event_id="\u00e9").headers[-1] == "Last-Event-ID: \u00e9".encode()
+    )
+    mine = prepare_get("http://h.test/", headers=["accept: text/event-stream;v=2"]).headers
+    assert mine == ("Cache-Control: no-cache", "accept: text/event-stream;v=2")
+    assert spec.transport != prepare(REQUEST, base_url="https://u:pw@h.test/feed?x=1").transport
+    for bad, words in (
+        ({"last_event_id": "a\nb"}, "CR, LF or NUL"),
+        ({"headers": {"last-event-id": "3"}}, "last_event_id="),
+        ({"timeout": -1}, "timeout"),
+    ):
+        with pytest.raises(fastsse.InvalidRequest, match=words):
+            prepare_get("http://h.test/", **bad)
+    with pytest.raises(fastsse.InvalidRequest, match="http:// or https://"):
+        prepare_get("ftp://h.test/")
+
+
+def test_an_event_stream_get_reads_only_a_200_of_text_event_stream(backend: Any) -> None:
+    def answer(*lines: bytes, body: bytes = b"") -> Any:
+        resp = Response(prepare_get("http://h.test/"), EventsStream(decoder=backend.Decoder()))
+        for line in lines:
+            resp.header(line + b"\r\n")
+        if body:
+            resp.write(body)
+        return resp
+
+    ok = answer(b"HTTP/1.1 200 OK", b"Content-Type: text/event-stream; charset=utf-8", body=b"data: 1\n\n")
+    assert ok.finish() == {"events": 1, "verdict": ok.stream.result()["verdict"]}
+    for lines, body, words in (
+        ((b"HTTP/1.1 200 OK", b"Content-Type: text/html"), b"<html>", "not text/event-stream"),
+        ((b"HTTP/1.1 200 OK",), b"data: 1\n\n", "not text/event-stream"),  # no sniffing
+        ((b"HTTP/1.1 200 OK", b"Content-Type: application/json"), b'{"a": 1}', "not text/event-stream"),
+        ((b"HTTP/1.1 200 OK", b"Content-Type: text/event-streams"), b"", "not text/event-stream"),
+        ((b"HTTP/1.1 201 Created", b"Content-Type: text/event-stream"), b"data: 1\n\n", "comes with a 200"),
+        ((b"HTTP/1.1 404 No", b"Content-Type: text/plain"), b"gone", "HTTP 404: gone"),
+        ((b"HTTP/1.1 204 No Content",), b"", "HTTP 204"),
+    ):
+        resp = answer(*lines, body=body)
+        with pytest.raises(fastsse.HTTPStatusError, match=words) as info:
+            resp.finish()
+        assert info.value.body == body
+        assert "/v1" not in str(info.value)  # no base_url hint for a whole URL
+
+
+def test_the_events_format_reads_a_post_too(backend: Any) -> None:
+    # format="events" on any request: on_chunk gets each Event, the result counts them
+    seen: list[Any] = []
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
+    with RawServer(lambda conn: conn.sendall(head + b"id: 1\ndata: a\n\nevent: x\ndata: {}\n\n")) as raw:
+        result = fastsse.create_stream(REQUEST, seen.append, base_url=raw.base_url, format="events")
+    assert [(e.id, e.event, e.data) for e in seen] == [("1", "message", "a"), ("1", "x", "{}")]
+    assert result["events"] == 2 and result["verdict"]["complete"]
+    assert raw.requests[0].startswith(b"POST /v1/chat/completions ")

@@ -26,9 +26,10 @@ from fastsse.testing import (
 )
 
 # The server writes a chunk when its due time has passed, never before; how late depends on the
-# event loop's timer (whole milliseconds with epoll) and on what else the machine runs. The bound
-# is generous because CI machines are shared; the lower bound (never early) is exact.
-LATE_NS = 50_000_000
+# event loop's timer (whole milliseconds with epoll) and on what else the machine runs: this server
+# is a thread of the test process, and on a loaded two-core box it was seen hundreds of ms late. The
+# lower bound (never early) is exact; the upper one only catches a schedule read in the wrong unit.
+LATE_NS = 1_000_000_000
 MESSAGES = [{"role": "user", "content": "one two three"}]
 
 
@@ -122,7 +123,8 @@ def test_first_token_and_spacing_follow_the_script(scripted: Any) -> None:
         assert 0 <= chunk[STAMP_FIELD] - due < LATE_NS, k
     role = chunks[0]
     assert role["choices"][0]["delta"] == {"role": "assistant"}
-    assert 0 <= role[STAMP_FIELD] - start < LATE_NS  # the role goes out at once, well before the first token
+    assert 0 <= role[STAMP_FIELD] - start < LATE_NS  # the role goes out at once, before the first token
+    assert role[STAMP_FIELD] <= tokens[0][STAMP_FIELD]
 
 
 def test_events_per_write_share_one_write_and_one_stamp(scripted: Any) -> None:
@@ -324,7 +326,12 @@ def test_responses_and_messages_are_the_script_translated_and_stamped(
 
 def test_completions_stream_the_script_as_text_chunks(scripted: Any, stream_backend: SimpleNamespace) -> None:
     conn = http.client.HTTPConnection("127.0.0.1", scripted.port, timeout=20)
-    request = {"model": "reasoning_chunks=2,chunks=none", "prompt": "one two three", "max_tokens": 5, "stream": True}
+    request = {
+        "model": "reasoning_chunks=2,chunks=none",
+        "prompt": "one two three",
+        "max_tokens": 5,
+        "stream": True,
+    }
     try:
         body = orjson.dumps({**request, "stream_options": {"include_usage": True}})
         conn.request("POST", "/v1/completions", body, {"Content-Type": "application/json"})
@@ -343,6 +350,8 @@ def test_completions_stream_the_script_as_text_chunks(scripted: Any, stream_back
     assert chunks[-2]["usage"] == {"prompt_tokens": 3, "completion_tokens": 5, "total_tokens": 8}
     # the chat fold reads them (a choice's text, as chat's legacy field)
     again = {**request, "model": "chunks=none"}
-    result = fastsse.create_stream(again, base_url=scripted.base_url, path="/completions", api_key="x", timeout=20)
+    result = fastsse.create_stream(
+        again, base_url=scripted.base_url, path="/completions", api_key="x", timeout=20
+    )
     assert result["verdict"]["complete"] is True
     assert result["choices"][0]["text"] == scripted_text(0, 5)

@@ -428,7 +428,9 @@ def test_retry_after_seconds_is_exposed(stream_backend: Any) -> None:
 def test_a_429_raises_with_raise_for_status(stream_backend: Any, api: str) -> None:
     error = {"error": {"message": "slow down", "type": "rate_limit_error"}}
     head = b"HTTP/1.1 429 Too Many Requests\r\nContent-Type: application/json\r\nRetry-After: 2\r\n"
-    body = {"model": "m", "messages": [], "max_tokens": 5} if api == "messages" else {"model": "m", "input": "x"}
+    body = (
+        {"model": "m", "messages": [], "max_tokens": 5} if api == "messages" else {"model": "m", "input": "x"}
+    )
     with RawServer(answer(head, orjson.dumps(error))) as raw:
         kept = fastsse.create_stream(body, api=api, base_url=raw.base_url, api_key="x", timeout=5)
         with pytest.raises(fastsse.HTTPStatusError) as info:

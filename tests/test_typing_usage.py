@@ -1,13 +1,16 @@
 """A typed user of the public API, checked by ``mypy --strict`` (nox -s typing) and run by pytest.
 
 Every annotation below states what a user may rely on; if a public signature loses or changes its
-types, mypy fails here first. The compiled backend is typed through its pure-Python twin
-(``_backend.py`` imports the ``_py`` modules under TYPE_CHECKING), so no ``.pyi`` is needed.
+types, mypy fails here first. The compiled backend is typed through its pure-Python twin (each
+package's ``__init__`` imports the ``_py`` module under TYPE_CHECKING), so no ``.pyi`` is needed.
 """
 
 from __future__ import annotations
 
+import importlib.metadata
+import re
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -70,12 +73,30 @@ def test_errors_are_value_errors() -> None:
 
 
 def test_backend_names() -> None:
+    # BACKEND names the backend whose classes fastsse exports, and get_backend(BACKEND) is that one
     backend: str = fastsse.BACKEND
-    assert backend in ("cython", "python")
+    suffix = {"cython": "_c", "python": "_py"}[backend]
+    assert fastsse.Decoder.__module__ == f"fastsse.sse._decoder{suffix}"
+    selected = fastsse.get_backend(backend)
+    assert (selected.name, selected.Decoder, selected.ChatStream) == (
+        backend,
+        fastsse.Decoder,
+        fastsse.ChatStream,
+    )
     python = fastsse.get_backend("python")
     assert python.Decoder().feed(STREAM) == fastsse.Decoder().feed(STREAM)
+
+
+def test_version() -> None:
+    # a release string, and the one the installed distribution reports when this is that install
     version: str = fastsse.__version__
-    assert version
+    assert re.fullmatch(r"\d+\.\d+\.\d+((a|b|rc)\d+)?(\.post\d+)?(\.dev\d+)?", version), version
+    try:
+        dist = importlib.metadata.distribution("fastsse-cython")
+    except importlib.metadata.PackageNotFoundError:
+        return
+    if Path(str(dist.locate_file("fastsse/__init__.py"))).resolve() == Path(fastsse.__file__).resolve():
+        assert dist.version == version
 
 
 def test_chat_aggregator_types() -> None:
@@ -159,4 +180,4 @@ def test_relay_types() -> None:
     result: dict[str, Any] = relay.result()
     text: str = relay.text(0)
     assert verdict.complete and result["model"] == "gw" and text == "Hello"
-    assert sent.endswith(b"data: [DONE]\n\n") and fastsse.Normalizer is fastsse.Relay
+    assert sent.endswith(b"data: [DONE]\n\n")

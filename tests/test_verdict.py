@@ -14,7 +14,18 @@ import pytest
 import fastsse
 from _raw_server import RawServer
 
-SHARED = ["complete", "why", "usage", "error", "aborted", "too_large", "truncated", "skipped", "ignored", "malformed"]
+SHARED = [
+    "complete",
+    "why",
+    "usage",
+    "error",
+    "aborted",
+    "too_large",
+    "truncated",
+    "skipped",
+    "ignored",
+    "malformed",
+]
 
 FINISHED = b'data: {"choices":[{"index":0,"delta":{"content":"Hi"},"finish_reason":"stop"}]}\n\n'
 OPEN = b'data: {"choices":[{"index":0,"delta":{"content":"Hi"}}]}\n\n'
@@ -42,7 +53,11 @@ def test_every_verdict_type_has_the_shared_fields_first() -> None:
         (TWO + b"data: [DONE]\n\n", True, "choice 1 has no finish_reason"),
         (FINISHED + b"data: {", True, "the stream was cut before [DONE]"),
         (OPEN + b"data: {", True, "the stream was cut (no finish_reason)"),
-        (b'data: {"error":{"type":"overloaded_error","message":"busy"}}\n\n', True, "error: overloaded_error"),
+        (
+            b'data: {"error":{"type":"overloaded_error","message":"busy"}}\n\n',
+            True,
+            "error: overloaded_error",
+        ),
         (b'data: {"error":"busy"}\n\n', True, "error"),
     ],
 )
@@ -100,7 +115,9 @@ ANSWERS = {
                 "message": {
                     "role": "assistant",
                     "content": None,
-                    "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}],
+                    "tool_calls": [
+                        {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+                    ],
                 },
                 "finish_reason": "tool_calls",
             }
@@ -129,7 +146,10 @@ ANSWERS = {
         "type": "message",
         "role": "assistant",
         "model": "m",
-        "content": [{"type": "text", "text": "Hi"}, {"type": "tool_use", "id": "t1", "name": "f", "input": {"a": 1}}],
+        "content": [
+            {"type": "text", "text": "Hi"},
+            {"type": "tool_use", "id": "t1", "name": "f", "input": {"a": 1}},
+        ],
         "stop_reason": "tool_use",
         "stop_sequence": None,
         "usage": {"input_tokens": 1, "output_tokens": 2},
@@ -146,7 +166,9 @@ def _json(answer: dict[str, Any]) -> Any:
     body = orjson.dumps(answer)
 
     def script(conn: socket.socket) -> None:
-        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body))
+        conn.sendall(
+            b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body)
+        )
         conn.sendall(body)
 
     return script

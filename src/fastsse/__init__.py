@@ -8,19 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ._backend import (
-    BACKEND,
-    ChatAggregator,
-    ChatStream,
-    Decoder,
-    Event,
-    MessagesAggregator,
-    MessagesStream,
-    Relay,
-    ResponsesAggregator,
-    ResponsesStream,
-    get_backend,
-)
+from . import results
+from ._backend import BACKEND
 from ._errors import (
     ClientClosed,
     EventTooLarge,
@@ -33,10 +22,10 @@ from ._errors import (
     UsageError,
 )
 from ._timing import Timing
+from ._twins import get_backend
 from ._verdict import Verdict
 from ._version import __version__
-from . import results
-from .chat._result import ChatVerdict
+from .chat import ChatAggregator, ChatStream, ChatVerdict
 from .chat.encode import ChatChunkEncoder, encode_event
 from .check import Finding, StreamChecker, check_stream
 from .client import (
@@ -45,27 +34,34 @@ from .client import (
     ChunkStream,
     Client,
     ClientOptions,
+    EventSource,
     aiter_chunks,
     aiter_events,
     create_stream,
     iter_chunks,
     iter_events,
 )
-from .fold._base import FormatVerdict
+from .fold import FormatVerdict
+from .messages import MessagesAggregator, MessagesStream
 from .messages.encode import MessagesEncoder
+from .relay import Relay
 from .relay.normalize import Normalizer
+from .responses import ResponsesAggregator, ResponsesStream
 from .responses.encode import ResponsesEncoder
+from .sse import Decoder, Event
 from .translate import translator
 
 if TYPE_CHECKING:
     from .client.aio import AsyncChunkStream as AsyncChunkStream
     from .client.aio import AsyncClient as AsyncClient
+    from .client.aio import AsyncEventSource as AsyncEventSource
 
 __all__ = [
     "BACKEND",
     "DEFAULT",
     "AsyncChunkStream",
     "AsyncClient",
+    "AsyncEventSource",
     "CallOptions",
     "ChatAggregator",
     "ChatChunkEncoder",
@@ -77,6 +73,7 @@ __all__ = [
     "ClientOptions",
     "Decoder",
     "Event",
+    "EventSource",
     "EventTooLarge",
     "FastSSEError",
     "Finding",
@@ -114,7 +111,7 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     # AsyncClient brings asyncio with it: loaded on first use, not by ``import fastsse``.
-    if name in ("AsyncClient", "AsyncChunkStream"):
+    if name in ("AsyncClient", "AsyncChunkStream", "AsyncEventSource"):
         from .client import aio
 
         return getattr(aio, name)

@@ -23,7 +23,7 @@ COMMANDS = {
 
 
 def _usage() -> str:
-    from .cli._common import prog
+    from .cli import prog
 
     lines = [
         f"usage: {prog()} COMMAND [ARGS]   (fastsse {__version__}, backend: {BACKEND})",
@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     if argv[0] in ("-V", "--version"):
         print(f"fastsse {__version__} (backend: {BACKEND})")
         return 0
-    from .cli._common import EXTRAS, CommandError, bad_argument, fail, missing
+    from .cli import EXTRAS, CommandError, bad_argument, fail, missing
 
     command, rest = argv[0], argv[1:]
     if command not in COMMANDS:

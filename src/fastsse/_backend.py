@@ -1,123 +1,54 @@
-"""The one place that picks the compiled or the pure-Python backend, for every hot module at once.
+"""The one switch between the compiled and the pure-Python backend, below every domain it decides for.
 
-``FASTSSE_NO_EXTENSIONS=1`` (also true/yes/on) forces the Python backend; otherwise the compiled
-modules are imported together (never a mix) and any ImportError falls back to Python silently.
-``fastsse.BACKEND`` says which one won. Both stay importable side by side through ``get_backend``.
+``FASTSSE_NO_EXTENSIONS=1`` (also true/yes/on), or an interpreter other than CPython, forces the
+Python backend. Otherwise the compiled backend is used when every one of its modules is built here,
+and the pure one when any is missing, silently: never a mix. This module only looks for the built
+files; it imports none of them. Each domain imports its own twin under ``COMPILED`` (``sse`` picks
+``_decoder_c`` or ``_decoder_py``, ``chat`` ``_fold_c`` or ``_fold_py``, ...), so the imports run
+downward only. A compiled module that is built but cannot be loaded is an ImportError, not a mix.
+
+``BACKEND`` says which one won. ``fastsse.get_backend(name)`` (``_twins``, above the domains) gathers
+either backend into one namespace, and sets ``current`` to the selected one: what the transports and
+``translator()`` build their streams from, the one name a test replaces to switch every format.
 """
 
 from __future__ import annotations
 
-import importlib
+import importlib.machinery
 import os
 import sys
 from types import SimpleNamespace
-from typing import TYPE_CHECKING
+from typing import Final
 
-_NAMES = {
-    "cython": (
-        "sse._decoder_c",
-        "chat._fold_c",
-        "responses._fold_c",
-        "messages._fold_c",
-        "relay._relay_c",
-        "translate._from_chat_c",
-    ),
-    "python": (
-        "sse._decoder_py",
-        "chat._fold_py",
-        "responses._fold_py",
-        "messages._fold_py",
-        "relay._relay_py",
-        "translate._translate_py",
-    ),
-}
+# The compiled backend, as setup.py's MODULES builds it (tests/test_packaging.py holds the two alike).
+COMPILED_MODULES: Final = (
+    "sse._decoder_c",
+    "chat._fold_c",
+    "fold._stream_c",
+    "responses._fold_c",
+    "messages._fold_c",
+    "relay._relay_c",
+    "translate._to_chat_c",
+    "translate._from_chat_c",
+)
 
 
 def _flag(name: str) -> bool:
     return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on", "y")
 
 
-NO_EXTENSIONS: bool = _flag("FASTSSE_NO_EXTENSIONS") or sys.implementation.name != "cpython"
+def _built(module: str) -> bool:
+    # Found where the import system would find it, without importing its package (that would run
+    # the domain's __init__, which reads this module's COMPILED).
+    *package, _ = module.split(".")
+    where = os.path.join(os.path.dirname(os.path.abspath(__file__)), *package)
+    spec = importlib.machinery.PathFinder.find_spec(f"{__package__}.{module}", [where])
+    return spec is not None and isinstance(spec.loader, importlib.machinery.ExtensionFileLoader)
 
 
-def get_backend(name: str) -> SimpleNamespace:
-    """Return the namespace of one backend: ``name``, ``Decoder``, ``Event``, ``ChatAggregator``,
-    ``ChatStream``, ``ResponsesAggregator``, ``ResponsesStream``, ``MessagesAggregator``, ``MessagesStream``, ``Relay``,
-    and the translators ``ChatToMessages``, ``ChatToResponses``, ``MessagesToChat``, ``ResponsesToChat``.
+NO_EXTENSIONS: Final[bool] = _flag("FASTSSE_NO_EXTENSIONS") or sys.implementation.name != "cpython"
+COMPILED: Final[bool] = not NO_EXTENSIONS and all(_built(m) for m in COMPILED_MODULES)
+BACKEND: Final[str] = "cython" if COMPILED else "python"
 
-    It raises ValueError for a name other than ``"cython"`` or ``"python"`` and ImportError if that
-    backend cannot be loaded (e.g. the package was built without its extensions).
-    """
-    try:
-        decoder_mod, aggregator_mod, responses_mod, messages_mod, relay_mod, translate_mod = _NAMES[name]
-    except KeyError:
-        raise ValueError(f"unknown backend {name!r}; expected 'cython' or 'python'") from None
-    decoder = importlib.import_module(f"fastsse.{decoder_mod}")
-    aggregator = importlib.import_module(f"fastsse.{aggregator_mod}")
-    responses = importlib.import_module(f"fastsse.{responses_mod}")
-    messages = importlib.import_module(f"fastsse.{messages_mod}")
-    relay = importlib.import_module(f"fastsse.{relay_mod}")
-    translate = importlib.import_module(f"fastsse.{translate_mod}")
-    return SimpleNamespace(
-        name=name,
-        Decoder=decoder.Decoder,
-        Event=decoder.Event,
-        ChatAggregator=aggregator.ChatAggregator,
-        ChatStream=aggregator.ChatStream,
-        ResponsesAggregator=responses.ResponsesAggregator,
-        ResponsesStream=responses.ResponsesStream,
-        MessagesAggregator=messages.MessagesAggregator,
-        MessagesStream=messages.MessagesStream,
-        Relay=relay.Relay,
-        ChatToMessages=translate.ChatToMessages,
-        ChatToResponses=translate.ChatToResponses,
-        MessagesToChat=translate.MessagesToChat,
-        ResponsesToChat=translate.ResponsesToChat,
-    )
-
-
-if TYPE_CHECKING:
-    # "X as X" marks the names as re-exported for mypy --strict (no implicit re-export).
-    from .chat._fold_py import ChatAggregator as ChatAggregator
-    from .chat._fold_py import ChatStream as ChatStream
-    from .messages._fold_py import MessagesAggregator as MessagesAggregator
-    from .messages._fold_py import MessagesStream as MessagesStream
-    from .relay._relay_py import Relay as Relay
-    from .responses._fold_py import ResponsesAggregator as ResponsesAggregator
-    from .responses._fold_py import ResponsesStream as ResponsesStream
-    from .sse._decoder_py import Decoder as Decoder
-    from .sse._decoder_py import Event as Event
-    from .translate._translate_py import ChatToMessages as ChatToMessages
-    from .translate._translate_py import ChatToResponses as ChatToResponses
-    from .translate._translate_py import MessagesToChat as MessagesToChat
-    from .translate._translate_py import ResponsesToChat as ResponsesToChat
-
-    BACKEND = "python"
-    current: SimpleNamespace
-else:
-    _selected = None
-    if not NO_EXTENSIONS:
-        try:
-            _selected = get_backend("cython")
-        except ImportError:
-            _selected = None
-    if _selected is None:
-        _selected = get_backend("python")
-    BACKEND: str = _selected.name
-    Decoder = _selected.Decoder
-    Event = _selected.Event
-    ChatAggregator = _selected.ChatAggregator
-    ChatStream = _selected.ChatStream
-    ResponsesAggregator = _selected.ResponsesAggregator
-    ResponsesStream = _selected.ResponsesStream
-    MessagesAggregator = _selected.MessagesAggregator
-    MessagesStream = _selected.MessagesStream
-    Relay = _selected.Relay
-    ChatToMessages = _selected.ChatToMessages
-    ChatToResponses = _selected.ChatToResponses
-    MessagesToChat = _selected.MessagesToChat
-    ResponsesToChat = _selected.ResponsesToChat
-    # What the transports and translator() build their streams from: one namespace, so the tests
-    # switch every stream format to one backend by replacing this name alone.
-    current = _selected
-    del _selected
+# The selected backend's namespace; ``fastsse._twins`` sets it when ``import fastsse`` loads it.
+current: SimpleNamespace

@@ -11,9 +11,9 @@ from typing import Any
 
 import orjson
 
-from .fold._base import CONTENT, REASONING
-from .messages._result import token_kind as _messages_kind
-from .responses._result import token_kind as _responses_kind
+from ._timing import CONTENT, REASONING
+from .messages import token_kind as _messages_kind
+from .responses import token_kind as _responses_kind
 
 __all__ = ["API_FORMATS", "CONTENT", "REASONING", "ApiFormat", "api_format"]
 

@@ -50,6 +50,11 @@ class Timing(TypedDict):
 
     Chunks that carry no text are not tokens: the role chunk, a usage-only chunk (``choices: []``),
     an empty ``content: ""``, a chunk with only a finish reason.
+
+    - ``attempts``: the attempts the request took (1 without a retry or a resume; a stream's own
+      record says 1), and ``retry_wait``: the ns spent waiting between them. The stamps above are
+      those of the last attempt, except ``queued`` and the reads of a resumed stream, which span
+      them all.
     """
 
     queued: int | None
@@ -65,6 +70,8 @@ class Timing(TypedDict):
     token_reads: list[int]
     tokens: list[int]
     token_kinds: list[int]
+    attempts: int
+    retry_wait: int
 
 
 def anchor_pair() -> list[int]:
@@ -102,6 +109,8 @@ def build_timing(
         "token_reads": token_reads,
         "tokens": tokens,
         "token_kinds": token_kinds,
+        "attempts": 1,
+        "retry_wait": 0,
     }
 
 

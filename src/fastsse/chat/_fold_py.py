@@ -19,8 +19,8 @@ from ..sse._decoder_py import Decoder, Event, as_bytes
 from ._result import (
     INDEX_LIMIT,
     Annotations,
-    ReasoningDetails,
     ChatVerdict,
+    ReasoningDetails,
     build_result,
     content_parts,
     joined,

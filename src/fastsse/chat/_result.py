@@ -112,8 +112,13 @@ class ChatVerdict(_Base):
 
 
 def chat_why(
-    done: bool, reasons: tuple[str | None, ...], failed: object, aborted: bool, too_large: bool,
-    truncated: bool, ended: bool,
+    done: bool,
+    reasons: tuple[str | None, ...],
+    failed: object,
+    aborted: bool,
+    too_large: bool,
+    truncated: bool,
+    ended: bool,
 ) -> str | None:
     """The first reason a chat answer is not complete (``ChatVerdict``'s rule), or None."""
     if aborted:

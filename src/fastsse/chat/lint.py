@@ -13,12 +13,12 @@ same WHATWG rules, and the tests hold the two to the same events on any input an
 from __future__ import annotations
 
 import re
-from typing import Any, Final, NamedTuple
+from typing import Any, Final, NamedTuple, cast
 
 import orjson
 
 from .._errors import event_limit
-from ..sse._fields import split_field
+from ..sse import split_field
 from ._result import INDEX_LIMIT
 
 __all__ = [
@@ -297,7 +297,8 @@ class _Lines:
                 if self._limit is not None and len(self._partial) > self._limit:
                     # too long already, and dropped whole: its end is not needed, and joining it
                     # would copy the limit's worth of bytes twice more
-                    line, self._partial = self._partial, bytearray()
+                    # (read only, as bytes would be)
+                    line, self._partial = cast(bytes, self._partial), bytearray()
                 else:
                     line = bytes(self._partial) + chunk[i:end]
                     self._partial.clear()

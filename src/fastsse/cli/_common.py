@@ -108,7 +108,7 @@ def endpoint(base_url: str, api: str = "chat") -> str:
     It raises ValueError for an unknown ``api``.
     """
     from .._formats import api_format
-    from ..client._request import redact
+    from ..client import redact
 
     # the legacy completions stream has no API of its own: load reads it with chat's fold
     path = "/completions" if api == "completions" else api_format(api).path

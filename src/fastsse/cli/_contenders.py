@@ -57,7 +57,7 @@ def _fastsse_version() -> str:
 
 
 def _backend(name: str) -> Any:
-    from .._backend import get_backend
+    from .._twins import get_backend
 
     try:
         return get_backend(name)

@@ -70,6 +70,7 @@ class Config:
     seed: int = 0
     client: str = "fastsse"
     timeout: float = 600.0
+    retries: int = 0  # max_retries of the fastsse client (peers never retry)
     lag: bool = True
     lag_field: str = STAMP  # fastsse.load/2: the send stamp's field (--lag-field)
     metrics_url: str | None = None  # the server's Prometheus page, read before and after (--metrics-url)
@@ -522,9 +523,9 @@ def bodies(config: Config) -> Callable[..., dict[str, Any]]:
         limit = config.max_tokens
         ignore_eos = False
         if prompts is not None:  # a trace's request: its input length in words, its output length
-            row = trace[i % len(trace)]
-            out = ask(prefix + prompts(row, i))
-            limit, ignore_eos = max(1, row.output_length), True
+            traced = trace[i % len(trace)]
+            out = ask(prefix + prompts(traced, i))
+            limit, ignore_eos = max(1, traced.output_length), True
         elif rows:
             row = rows[i % len(rows)]
             text = row.get("prompt")

@@ -16,6 +16,7 @@ import time
 from typing import Any, Final
 
 from ._load_plan import Config, Share
+from ._load_run import Counters, Interrupt, on_sigint, run_share
 
 INSTALL: Final = (
     "--ray needs ray, which is not installed: pip install 'fastsse-cython[ray]' (or pip install ray)"
@@ -29,8 +30,6 @@ class LoadActor:
     threads, so that ``stop`` is heard while ``run`` runs)."""
 
     def __init__(self) -> None:
-        from ._load_run import Interrupt
-
         self.interrupt = Interrupt()
 
     def ready(self) -> tuple[str, int]:
@@ -41,8 +40,6 @@ class LoadActor:
 
     def run(self, config: Config, share: Share, start_epoch_ns: int) -> dict[str, Any]:
         """Run the share on a new event loop of the actor's thread; the worker's result as a dict."""
-        from ._load_run import Counters, run_share
-
         counters = Counters([0, 0, 0, 0], 0)
         return run_share(config, share, start_epoch_ns, counters, "ray", self.interrupt).to_dict()
 
@@ -98,8 +95,6 @@ def run_actors(config: Config, shares: list[Share]) -> list[dict[str, Any]]:
     assert config.ray is not None
     connect(config.ray, len(shares))
     ray = _ray()
-
-    from ._load_run import on_sigint
 
     remote = ray.remote(num_cpus=1, max_concurrency=2)(LoadActor)
     actors = [remote.options(scheduling_strategy="SPREAD").remote() for _ in shares]

@@ -225,6 +225,8 @@ def summarize(
         "output_tokens_per_s": output / span if span else None,
         "input_tokens": sum(prompts) if prompts else None,
         "goodput": good,
+        "retried_requests": sum(1 for r in measured if r.get("attempts", 1) > 1),
+        "attempts": sum(r.get("attempts", 1) for r in measured),
         "token_chunks": sum(len(r["tokens"]) for r in measured),
         "token_chunks_sharing_a_read": reads_shared,
         "ttft_ms": _stats(ttft, percentiles),
@@ -397,6 +399,10 @@ def format_summary(doc: dict[str, Any]) -> str:
     )
     for cause, n in s["failures_by_cause"].items():
         lines.append(f"    {n} x {cause}")
+    if s.get("retried_requests"):
+        lines.append(
+            f"  retried: {s['retried_requests']} requests, {s['attempts']} attempts in all (--retries)"
+        )
     rps = s["requests_per_s"]
     tps = s["output_tokens_per_s"]
     lines.append(

@@ -92,6 +92,7 @@ class Record:
     conversation: int | None = None  # with --turns: which conversation, and which turn (from 0)
     turn: int | None = None
     answer: str | None = dataclasses.field(default=None, repr=False)  # the next turn's history only
+    attempts: int = 1  # with --retries: the attempts the request took
 
     @property
     def output_tokens(self) -> int:
@@ -184,6 +185,7 @@ def _from_result(index: int, result: dict[str, Any], sent_stamps: list[int], que
     timing = result.get("timing") or {}
     for key in ("started", "sent", "first_byte", "end"):
         setattr(out, key, timing.get(key))
+    out.attempts = timing.get("attempts") or 1
     out.reads = array(NS_TYPE, timing.get("reads") or ())
     out.token_reads = array(COUNT_TYPE, timing.get("token_reads") or ())
     out.tokens = array(COUNT_TYPE, timing.get("tokens") or ())
@@ -247,7 +249,7 @@ class _EngineDriver:
     label = "fastsse AsyncClient"
 
     def __init__(self, config: Config, concurrency: int) -> None:
-        from .. import DEFAULT, AsyncClient
+        from .. import AsyncClient
 
         key_header = "x-api-key" if config.api == "messages" else "authorization"
         own_auth = any(name.lower() == key_header for name, _ in config.headers)
@@ -255,12 +257,13 @@ class _EngineDriver:
         self.client = AsyncClient(
             base_url=config.url,
             api="chat" if legacy else config.api,
-            path=COMPLETIONS_PATH if legacy else DEFAULT,
+            path=COMPLETIONS_PATH if legacy else None,  # None: the API's own path
             api_key=None if own_auth else config.api_key,  # both at once is refused by the request setup
             headers=dict(config.headers) or None,
             max_connections=concurrency,
             timeout=config.timeout,
             http2=config.http2,
+            max_retries=config.retries,
         )
         self.lag = config.lag
         self.lag_field = config.lag_field
@@ -461,7 +464,7 @@ async def _phase(
         await _cancel(users)
 
 
-async def _cancel(tasks: Iterable[asyncio.Task[None]]) -> None:
+async def _cancel(tasks: Iterable[asyncio.Future[Any]]) -> None:
     """Cancel the tasks still running and wait until they have ended."""
     left = [t for t in tasks if not t.done()]
     for task in left:
@@ -593,10 +596,19 @@ async def _run_share(
         if not stopped and (share.warmup or share.warmup_arrivals):
             stopped = await interrupt.until(
                 _phase(
-                    driver, body, share, config, origin, counters, records,
-                    schedule=share.warmup_arrivals, indexes=indexes, count=share.warmup, duration=None,
+                    driver,
+                    body,
+                    share,
+                    config,
+                    origin,
+                    counters,
+                    records,
+                    schedule=share.warmup_arrivals,
+                    indexes=indexes,
+                    count=share.warmup,
+                    duration=None,
                     warmup=True,
-                )  # fmt: skip
+                )
             )
         if not stopped:
             stop = asyncio.Event()
@@ -606,10 +618,19 @@ async def _run_share(
             try:
                 await interrupt.until(
                     _phase(
-                        driver, body, share, config, origin, counters, records,
-                        schedule=share.arrivals, indexes=indexes, count=share.requests,
-                        duration=config.duration, warmup=False,
-                    )  # fmt: skip
+                        driver,
+                        body,
+                        share,
+                        config,
+                        origin,
+                        counters,
+                        records,
+                        schedule=share.arrivals,
+                        indexes=indexes,
+                        count=share.requests,
+                        duration=config.duration,
+                        warmup=False,
+                    )
                 )
             finally:
                 cpu, wall = time.process_time() - cpu0, time.monotonic() - wall0
@@ -718,12 +739,21 @@ def _quiet_sigint() -> Iterator[None]:
         signal.signal(signal.SIGINT, previous)
 
 
-def run(config: Config, *, progress: Callable[[list[int]], None] | None = None) -> dict[str, Any]:
-    """``run(config, *, progress=None) -> dict``: run the load and return the result (the ``--json`` document).
+def run(
+    config: Config,
+    *,
+    progress: Callable[[list[int]], None] | None = None,
+    actors: Callable[[Config, list[Share]], list[dict[str, Any]]] | None = None,
+) -> dict[str, Any]:
+    """``run(config, *, progress=None, actors=None) -> dict``: run the load and return the result
+    (the ``--json`` document).
 
     ``progress(counters)`` is called about twice a second with [done, failed, in flight, tokens]
-    (not with ``config.ray``: the actors report at the end). It raises ValueError for a bad dataset
-    line or tokenizer, RuntimeError if a worker fails, and ImportError for ``config.ray`` without ray.
+    (not with ``config.ray``: the actors report at the end). ``actors(config, shares)`` runs the
+    shares on Ray actors for ``config.ray`` (``_load_ray.run_actors``, handed in by the command so
+    that this module, which the actors import, does not import theirs). It raises ValueError for
+    a bad dataset line or tokenizer, RuntimeError if a worker fails, and ImportError for
+    ``config.ray`` without ray.
     """
     config = prepare(config)
     bodies(config)(0)  # a bad dataset or extra body fails here, before anything is sent
@@ -733,9 +763,9 @@ def run(config: Config, *, progress: Callable[[list[int]], None] | None = None) 
     results: list[dict[str, Any]] = []
     interrupted = Interrupt()  # what the parent of process workers saw (each worker reports its own)
     if config.ray is not None:
-        from . import _load_ray
-
-        results = _load_ray.run_actors(config, parts)
+        if actors is None:
+            raise RuntimeError("run(config) with config.ray needs actors= (_load_ray.run_actors)")
+        results = actors(config, parts)
     elif config.workers == 1:
         store = [0, 0, 0, 0]
         stop = threading.Event()

@@ -19,7 +19,7 @@ from .. import Decoder
 from .._formats import api_format
 from ..check import CODES, ERROR, WARNING, Finding, MessagesChecker, ResponsesChecker
 from ..check import checker as make_checker
-from ..client._request import RequestSpec, Response, apply, import_pycurl, prepare, redact
+from ..client import RequestSpec, Response, apply, import_pycurl, prepare, redact
 from ..client.sync import curl_failure
 from ._common import MAX_EVENT_BYTES, Parser, fail, missing, not_found
 
@@ -57,7 +57,8 @@ def _spec(args: argparse.Namespace) -> RequestSpec:
 
 def _base_url(args: argparse.Namespace) -> str:
     """``--url`` without the API's path, when it was given with it."""
-    return args.url.rstrip("/").removesuffix(api_format(args.api).path)
+    url: str = args.url
+    return url.rstrip("/").removesuffix(api_format(args.api).path)
 
 
 def fetch(spec: RequestSpec, feed: Callable[[bytes], object], /) -> tuple[int, str, bytes, Exception | None]:
@@ -255,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
     checker.close()
     findings = http_findings + checker.findings + ([cut] if cut is not None else [])
     foreign = [f.code for f in checker.findings] == ["not-sse"]
-    hint = None if foreign else _hint(args.api, bytes(head), checker.findings)
+    guess = None if foreign else _hint(args.api, bytes(head), checker.findings)
     if args.json:
         report = {
             "source": source,
@@ -264,7 +265,7 @@ def main(argv: list[str] | None = None) -> int:
             "errors": sum(f.severity == ERROR for f in findings),
             "warnings": sum(f.severity == WARNING for f in findings),
             "findings": [f.as_dict() for f in findings],
-            "hint": hint,
+            "hint": guess,
         }
         sys.stdout.buffer.write(orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
         sys.stdout.flush()
@@ -275,6 +276,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{source}: {checker.findings[0].message} ({size} bytes)")
     else:
         print(_format(findings, source, size, checker.events))
-        if hint is not None:
-            print(f"{source}: hint: {hint}")
+        if guess is not None:
+            print(f"{source}: hint: {guess}")
     return 1 if any(f.severity == ERROR for f in findings) else 0

@@ -206,8 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     require("pycurl", "demo")  # before a server is started for nothing
 
-    from ..client import create_stream
-    from ..client._request import prepare
+    from ..client import create_stream, prepare
 
     model = args.model or ("demo" if not args.url else os.environ.get("OPENAI_MODEL", "gpt-4o-mini"))
     request = {
@@ -238,7 +237,9 @@ def main(argv: list[str] | None = None) -> int:
                 out.flush()
                 return fail("demo", str(exc))  # no answer began: nothing to show
             cut = f"the transfer failed mid-stream: {exc}"
-    if "status" in result:  # an HTTP error (or a page instead of a stream): there is no answer to print
+    if isinstance(
+        result.get("status"), int
+    ):  # an HTTP error (or a page instead of a stream): no answer to print
         if result["status"] == 404:  # the URL tried, and the /v1 a base URL most often lacks
             return fail("demo", f"{endpoint(base_url)}: {_http_error(result)}{not_found(base_url)}", 1)
         return fail("demo", f"{base_url}: {_http_error(result)}", 1)

@@ -30,6 +30,7 @@ import orjson
 
 from . import _load_compare, _load_ray, _peers
 from ._common import Parser, endpoint, prog, say
+from ._load_metrics import metrics_url
 from ._load_plan import (
     APIS,
     CLIENTS,
@@ -59,7 +60,6 @@ from ._load_report import (
     sweep_row,
 )
 from ._load_run import Record, engine_available, run
-from ._load_metrics import metrics_url
 from ._load_trace import read_trace
 
 __all__ = [
@@ -84,6 +84,11 @@ __all__ = [
 ]
 
 
+def _run(config: Any, *, progress: Any = None) -> dict[str, Any]:
+    """``run`` with the Ray actors handed in when the config asks for them."""
+    return run(config, progress=progress, actors=_load_ray.run_actors if config.ray is not None else None)
+
+
 def sweep(
     config: Config, points: int, *, progress: Callable[[list[int]], None] | None = None
 ) -> dict[str, Any]:
@@ -95,7 +100,7 @@ def sweep(
     and what ``run`` raises.
     """
     closed = dataclasses.replace(config, rate=None, ramp=None, concurrency=config.concurrency or 1)
-    top = run(closed, progress=progress)
+    top = _run(closed, progress=progress)
     peak = top["summary"]["requests_per_s"]
     if not peak and not top["interrupted"]:
         raise RuntimeError("the closed-loop run completed no request: there is no maximum to sweep up to")
@@ -105,7 +110,7 @@ def sweep(
         if runs[-1]["interrupted"]:  # Ctrl-C: the rows so far
             break
         rate = peak * k / points
-        doc = run(dataclasses.replace(config, rate=rate, ramp=None, concurrency=None), progress=progress)
+        doc = _run(dataclasses.replace(config, rate=rate, ramp=None, concurrency=None), progress=progress)
         runs.append(doc)
         rows.append(sweep_row(rate, doc))
     settings = dict(top["config"])
@@ -136,7 +141,7 @@ def repeat(
     """
     runs: list[dict[str, Any]] = []
     for _ in range(times):
-        runs.append(run(config, progress=progress))
+        runs.append(_run(config, progress=progress))
         if runs[-1]["interrupted"] or _unanswered(runs[-1]) is not None:
             break
     top = runs[0]
@@ -270,6 +275,14 @@ def _parser() -> argparse.ArgumentParser:
     )
     client.add_argument(
         "--timeout", type=float, default=600.0, help="seconds a request may take in all (default 600)"
+    )
+    client.add_argument(
+        "--retries",
+        type=int,
+        default=0,
+        metavar="N",
+        help="retry a request that failed before its answer began, N times at most (the client's rules; "
+        "default 0: a load run measures failures, it does not hide them)",
     )
     client.add_argument(
         "--client", choices=CLIENTS, default="fastsse", help="the HTTP client (peers: for comparisons)"
@@ -497,6 +510,7 @@ def config_from_args(args: argparse.Namespace) -> Config:
         seed=args.seed,
         client=args.client,
         timeout=args.timeout,
+        retries=args.retries,
         lag=not args.no_lag,
         lag_field=args.lag_field,
         metrics_url=None if args.metrics_url is None else args.metrics_url or metrics_url(args.url),
@@ -557,7 +571,7 @@ def compare_main(argv: list[str]) -> int:
     p = Parser(
         "load compare",
         "Set the metrics of --json results side by side: each against the first, with the ratio "
-        "and whether the difference is significant (docs/load.md, \"Comparing runs\").",
+        'and whether the difference is significant (docs/load.md, "Comparing runs").',
     )
     p.add_argument(
         "files", nargs="+", help="--json documents of runs (or of --repeat), the first the baseline"
@@ -651,7 +665,7 @@ def main(argv: list[str] | None = None) -> int:
         elif args.repeat > 1:
             doc = repeat(config, args.repeat, progress=progress if show else None)
         else:
-            doc = run(config, progress=progress if show else None)
+            doc = _run(config, progress=progress if show else None)
     except (RuntimeError, ValueError, _peers.Unavailable, ImportError) as exc:
         if show:
             print(file=sys.stderr)  # end the progress line

@@ -1,8 +1,9 @@
 """The HTTP side: request setup, the many-streams engine (``Client``, ``AsyncClient``),
-``create_stream`` over pycurl, and the byte-iterator adapters.
+``create_stream`` over pycurl, ``EventSource`` / ``AsyncEventSource`` for any SSE endpoint, and the
+byte-iterator adapters.
 
 Everything here is importable from ``fastsse`` itself; pycurl is imported only when a transfer runs,
-and asyncio only when ``AsyncClient`` is first looked up.
+and asyncio only when ``AsyncClient`` (or ``AsyncEventSource``) is first looked up.
 """
 
 from __future__ import annotations
@@ -10,26 +11,41 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .._errors import ClientClosed
-from ._options import DEFAULT, OPTIONS, CallOptions, ClientOptions, Option
+from ._options import DEFAULT, OPTIONS, SOURCE_OPTIONS, CallOptions, ClientOptions, Option, SourceOptions
+
+# The one request setup, shared with the linter's --url fetch (fastsse.cli.check); not public API.
+from ._request import RequestSpec as RequestSpec
+from ._request import Response as Response
+from ._request import apply as apply
+from ._request import import_pycurl as import_pycurl
+from ._request import prepare as prepare
+from ._request import redact as redact
 from .iterators import ChunkIterator, aiter_chunks, aiter_events, iter_chunks, iter_events
-from .sync import ChunkStream, Client, create_stream
+from .sync import ChunkStream, Client, EventSource, create_stream
 
 if TYPE_CHECKING:
     from .aio import AsyncChunkStream as AsyncChunkStream
     from .aio import AsyncClient as AsyncClient
+    from .aio import AsyncEventSource as AsyncEventSource
+
+_ASYNC = ("AsyncClient", "AsyncChunkStream", "AsyncEventSource")
 
 __all__ = [
     "DEFAULT",
     "OPTIONS",
+    "SOURCE_OPTIONS",
     "AsyncChunkStream",
     "AsyncClient",
+    "AsyncEventSource",
     "CallOptions",
     "ChunkIterator",
     "ChunkStream",
     "Client",
     "ClientClosed",
     "ClientOptions",
+    "EventSource",
     "Option",
+    "SourceOptions",
     "aiter_chunks",
     "aiter_events",
     "create_stream",
@@ -39,7 +55,7 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("AsyncClient", "AsyncChunkStream"):
+    if name in _ASYNC:
         from . import aio
 
         return getattr(aio, name)

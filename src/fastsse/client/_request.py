@@ -1,11 +1,13 @@
-"""Request setup and response classification for one chat-stream POST over a curl easy handle.
+"""Request setup and response classification for one streaming request over a curl easy handle: an
+API's POST (``prepare``) or an event stream's GET (``prepare_get``, what an EventSource connects with).
 
 The one place that decides what is sent and what an answer means, shared by ``create_stream`` and
 the many-streams engine, so the two can never disagree:
 
 - ``prepare(input, ...) -> RequestSpec`` validates everything before a byte is sent (URL scheme,
   header injection, the auth rule, timeouts, TLS and proxy options) and serialises the body once;
-  the spec is immutable and may be reused for any number of transfers.
+  the spec is immutable and may be reused for any number of transfers. ``prepare_get(url, ...)``
+  is the same for a GET of any event stream (no body, ``api="events"``).
 - ``apply(curl, spec, response)`` sets the spec's options on an easy handle (new, pooled or the
   caller's), for ``perform()`` or for a ``CurlMulti`` alike; ``reset(curl, spec)`` clears what
   ``apply`` set (the credentials above all) before the handle is given back to its owner. A
@@ -34,7 +36,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import quote, urlsplit, urlunsplit
 
 import orjson
 
@@ -97,7 +99,8 @@ class RequestSpec:
     """A validated request, built by ``prepare``; immutable, so one spec may serve many transfers.
 
     ``url`` is what curl gets; ``display_url`` is the same with any ``user:password@`` replaced, for
-    messages. ``headers`` are curl ``HTTPHEADER`` lines (Authorization included, so never log them).
+    messages. ``headers`` are curl ``HTTPHEADER`` lines (Authorization included, so never log them;
+    a ``Last-Event-ID`` that is not ASCII is a line of UTF-8 bytes, as pycurl takes no other).
     Timeouts are whole milliseconds (0: none); ``idle_timeout`` is seconds (None: none), enforced by
     the wait loop against ``Response.last_activity``, not by curl.
     """
@@ -105,7 +108,7 @@ class RequestSpec:
     url: str
     display_url: str
     body: bytes
-    headers: tuple[str, ...]
+    headers: tuple[str | bytes, ...]
     timeout_ms: int = 0
     connect_timeout_ms: int = 0
     idle_timeout: float | None = None
@@ -117,8 +120,11 @@ class RequestSpec:
     api: str = "chat"  # which fused stream reads the answer (fastsse._formats)
     raise_for_status: bool = False
     http2: bool = False
+    method: str = "POST"  # "GET" for a resume or an event stream's connection (no body)
 
     def __repr__(self) -> str:  # the headers hold the key: never print them
+        if self.method == "GET":
+            return f"RequestSpec(GET {self.display_url!r})"
         return f"RequestSpec(url={self.display_url!r}, {len(self.body)} body bytes)"
 
     def with_body(self, body: bytes, /) -> RequestSpec:
@@ -144,7 +150,18 @@ class RequestSpec:
             self.client_cert,
             self.client_key,
             self.http2,
+            self.method,
         )
+
+    def resumed(self, response_id: str, after: int, /) -> RequestSpec:
+        """The GET that resumes a background Responses stream after sequence number ``after``
+        (``{url}/{id}?stream=true&starting_after=N``), with this spec's headers and options."""
+        spec = self.with_body(b"")
+        url = f"{self.url.rstrip('/')}/{quote(response_id, safe='')}?stream=true&starting_after={after}"
+        fields = spec.__dict__
+        fields.pop("transport", None)  # a cached property of the POST: built anew
+        fields["url"], fields["display_url"], fields["method"] = url, redact(url), "GET"
+        return spec
 
 
 def redact(url: str) -> str:
@@ -178,7 +195,9 @@ def _check_header(name: Any, value: Any) -> str:
     if not isinstance(name, str) or not isinstance(value, str):
         raise TypeError(f"header names and values must be str, not {name!r}: {type(value).__name__}")
     if not _TOKEN.match(name):
-        raise InvalidRequest(f"header name {name!r} is not an HTTP token (no colon, space or control character)")
+        raise InvalidRequest(
+            f"header name {name!r} is not an HTTP token (no colon, space or control character)"
+        )
     if _FORBIDDEN_IN_VALUE.search(value):
         raise InvalidRequest(f"header {name!r}: its value holds CR, LF or NUL (header injection)")
     value = value.strip(" \t")
@@ -221,7 +240,9 @@ def _seconds(value: Any, what: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(f"{what} must be a number of seconds or None, not {type(value).__name__}")
     if not math.isfinite(value) or value <= 0:
-        raise InvalidRequest(f"{what} must be a finite number of seconds > 0 (or None for none), not {value!r}")
+        raise InvalidRequest(
+            f"{what} must be a finite number of seconds > 0 (or None for none), not {value!r}"
+        )
     return float(value)
 
 
@@ -349,15 +370,7 @@ def _prepare(
     lines = [line for line in fmt.headers(key) if line.split(":", 1)[0].lower() not in named]
     lines += given
 
-    if proxy is not None:
-        if not isinstance(proxy, str):
-            raise TypeError(f"proxy must be a str, not {type(proxy).__name__}")
-        if proxy and (_CONTROL.search(proxy) or urlsplit(proxy).scheme.lower() not in PROXY_SCHEMES):
-            raise InvalidRequest(f"proxy must be an http, https or socks URL, or '' for none: {redact(proxy)!r}")
-    cert, cert_key = (client_cert, None) if not isinstance(client_cert, tuple) else client_cert
-    for what, file in (("ca_bundle", ca_bundle), ("client_cert", cert), ("client_cert key", cert_key)):
-        if file is not None and not isinstance(file, (str, os.PathLike)):
-            raise TypeError(f"{what} must be a path, not {type(file).__name__}")
+    cert, cert_key = _check_proxy_and_files(proxy, ca_bundle, client_cert)
 
     return RequestSpec(
         url=url,
@@ -375,6 +388,101 @@ def _prepare(
         max_event_bytes=max_event_bytes,
         raise_for_status=raise_for_status,
         http2=http2,
+    )
+
+
+def _check_proxy_and_files(
+    proxy: Any, ca_bundle: Any, client_cert: Any
+) -> tuple[str | os.PathLike[str] | None, str | os.PathLike[str] | None]:
+    """``(cert, key)`` of ``client_cert``, once ``proxy`` and the file options are checked (what
+    ``_prepare`` and ``prepare_get`` raise for them)."""
+    if proxy is not None:
+        if not isinstance(proxy, str):
+            raise TypeError(f"proxy must be a str, not {type(proxy).__name__}")
+        if proxy and (_CONTROL.search(proxy) or urlsplit(proxy).scheme.lower() not in PROXY_SCHEMES):
+            raise InvalidRequest(
+                f"proxy must be an http, https or socks URL, or '' for none: {redact(proxy)!r}"
+            )
+    cert, cert_key = (client_cert, None) if not isinstance(client_cert, tuple) else client_cert
+    for what, file in (("ca_bundle", ca_bundle), ("client_cert", cert), ("client_cert key", cert_key)):
+        if file is not None and not isinstance(file, (str, os.PathLike)):
+            raise TypeError(f"{what} must be a path, not {type(file).__name__}")
+    return cert, cert_key
+
+
+# What an event stream's GET asks for: the stream, and no cached copy of it (WHATWG's EventSource
+# sends the same two). A caller's header of either name replaces ours.
+EVENTS_HEADERS = ("Accept: text/event-stream", "Cache-Control: no-cache")
+
+
+def check_event_id(value: Any, what: str = "last_event_id") -> str:
+    """``value`` as an id that can be sent in ``Last-Event-ID``: a str without CR, LF or NUL (what
+    an ``id:`` field can never hold either). It raises TypeError for a non-str, InvalidRequest
+    for CR, LF or NUL."""
+    if not isinstance(value, str):
+        raise TypeError(f"{what} must be a str, not {type(value).__name__}")
+    if _FORBIDDEN_IN_VALUE.search(value):
+        raise InvalidRequest(f"{what} holds CR, LF or NUL (no SSE id can, and it would inject a header)")
+    return value
+
+
+def prepare_get(
+    url: str,
+    /,
+    *,
+    headers: Mapping[str, str] | Sequence[str] | None = None,
+    last_event_id: str = "",
+    timeout: float | None = None,
+    connect_timeout: float | None = None,
+    idle_timeout: float | None = None,
+    proxy: str | None = None,
+    ca_bundle: str | None = None,
+    client_cert: str | tuple[str, str] | None = None,
+    max_event_bytes: int | None = None,
+    http2: bool = False,
+) -> RequestSpec:
+    """``prepare_get(url, /, *, headers=None, last_event_id="", timeout=None, ...) -> RequestSpec``:
+    validate a GET of the event stream at ``url`` and build its spec (``method="GET"``, no body,
+    ``api="events"``, ``raise_for_status``); nothing is sent. The headers are ``Accept:
+    text/event-stream`` and ``Cache-Control: no-cache`` (a caller's header of either name replaces
+    ours), the caller's, and ``Last-Event-ID`` when ``last_event_id`` is not empty (UTF-8, as WHATWG
+    sends it). The answer is read by ``Response`` as an EventSource must: a 200 that says
+    ``text/event-stream`` is the stream, anything else is no stream.
+
+    It raises InvalidRequest (a ValueError) if the URL is not http(s), a header is malformed or is
+    one fastsse sets (Content-Length, Transfer-Encoding, Last-Event-ID: pass ``last_event_id``),
+    ``last_event_id`` holds CR, LF or NUL, a timeout is ``<= 0``, or ``proxy`` has an unknown
+    scheme; TypeError for arguments of the wrong type.
+    """
+    url = _check_url(url, "url")
+    given = [_check_header(name, value) for name, value in _header_pairs(headers)]
+    named = {line.split(":", 1)[0].lower() for line in given}
+    if "last-event-id" in named:
+        raise InvalidRequest("the Last-Event-ID header is sent from last_event_id=; pass it there")
+    lines: list[str | bytes] = [line for line in EVENTS_HEADERS if line.split(":", 1)[0].lower() not in named]
+    lines += given
+    check_event_id(last_event_id)
+    if last_event_id:
+        line = f"Last-Event-ID: {last_event_id}"
+        lines.append(line if line.isascii() else line.encode())
+    cert, cert_key = _check_proxy_and_files(proxy, ca_bundle, client_cert)
+    return RequestSpec(
+        url=url,
+        display_url=redact(url),
+        body=b"",
+        api="events",
+        headers=tuple(lines),
+        timeout_ms=_milliseconds(timeout, "timeout"),
+        connect_timeout_ms=_milliseconds(connect_timeout, "connect_timeout"),
+        idle_timeout=None if idle_timeout is None else _seconds(idle_timeout, "idle_timeout"),
+        proxy=proxy,
+        ca_bundle=None if ca_bundle is None else os.fspath(ca_bundle),
+        client_cert=None if cert is None else os.fspath(cert),
+        client_key=None if cert_key is None else os.fspath(cert_key),
+        max_event_bytes=max_event_bytes,
+        raise_for_status=True,
+        http2=http2,
+        method="GET",
     )
 
 
@@ -415,9 +523,12 @@ def apply(curl: Any, spec: RequestSpec, response: Response) -> None:
     pycurl = import_pycurl()
     curl.setopt(pycurl.URL, spec.url)
     _set_protocols(curl, pycurl, PROTOCOLS_STR)
-    curl.setopt(pycurl.POST, 1)
-    curl.setopt(pycurl.POSTFIELDS, spec.body)
-    curl.setopt(pycurl.POSTFIELDSIZE, len(spec.body))
+    if spec.method == "GET":
+        curl.setopt(pycurl.HTTPGET, 1)
+    else:
+        curl.setopt(pycurl.POST, 1)
+        curl.setopt(pycurl.POSTFIELDS, spec.body)
+        curl.setopt(pycurl.POSTFIELDSIZE, len(spec.body))
     curl.setopt(pycurl.HTTPHEADER, list(spec.headers))
     curl.setopt(pycurl.ACCEPT_ENCODING, ACCEPT_ENCODING)
     curl.setopt(pycurl.WRITEFUNCTION, response.write)
@@ -440,8 +551,9 @@ def apply_body(curl: Any, spec: RequestSpec, response: Response) -> None:
     the timeout), for a handle whose last request had the same ``spec.transport`` and was given
     back with ``release``."""
     pycurl = import_pycurl()
-    curl.setopt(pycurl.POSTFIELDS, spec.body)
-    curl.setopt(pycurl.POSTFIELDSIZE, len(spec.body))
+    if spec.method != "GET":
+        curl.setopt(pycurl.POSTFIELDS, spec.body)
+        curl.setopt(pycurl.POSTFIELDSIZE, len(spec.body))
     curl.setopt(pycurl.WRITEFUNCTION, response.write)
     curl.setopt(pycurl.HEADERFUNCTION, response.header)
     curl.setopt(pycurl.TIMEOUT_MS, spec.timeout_ms)
@@ -540,6 +652,7 @@ class Response:
         # cut to the two bytes that can still matter (``_squeeze``)
         self.head = bytearray()
         self.stopped = False
+        self.fed = False  # a byte of an event stream reached the stream (so maybe the caller)
         self.exc: BaseException | None = None
         self.last_activity = time.monotonic()
         self.hold_until: Any = None  # a consumer's future: reading waits until it is done
@@ -598,6 +711,11 @@ class Response:
             return 0
 
     def _choose_mode(self, first: int) -> None:
+        if self.spec.api == "events":
+            # An EventSource reads a 200 that says it is an event stream, and nothing else (WHATWG
+            # "fail the connection"): no sniffing, no JSON answer.
+            self.mode = "sse" if self._event_stream() else "body"
+            return
         if self.status >= 300 or self.status == 204:
             self.mode = "body"
         elif self.content_type.startswith("text/event-stream"):
@@ -611,9 +729,14 @@ class Response:
             # never starts with "<" (an HTML error page) or "{" (a JSON answer).
             self.mode = "body" if first == 0x3C else "json" if first == 0x7B else "sse"
 
+    def _event_stream(self) -> bool:
+        """Whether the answer is one an EventSource reads: a 200 of MIME type text/event-stream."""
+        return self.status == 200 and self.content_type.split(";", 1)[0].strip() == "text/event-stream"
+
     def write(self, data: bytes) -> int | None:
         self.last_activity = _monotonic()
         if self.mode == "sse" and self.hold_until is None:  # the stream's reads, once typed
+            self.fed = True
             try:
                 if self.stream.write(data) == 0:
                     self.stopped = True
@@ -690,6 +813,8 @@ class Response:
             return self._no_stream(status)
         if self.mode == "body" or status >= 400:
             return self._error(status, bytes(self.body))
+        if self.spec.api == "events" and not self._event_stream():  # an empty body of another type
+            return self._error(status, b"")
         if not self.mode and self.head:  # an untyped body of blanks only: an empty stream
             self.stream.write(bytes(self.head))
         if self.mode == "json":
@@ -709,7 +834,9 @@ class Response:
         value = headers.get("retry-after")
         return None if value is None else _retry_after(value)
 
-    def _not_a_stream(self, status: int, error: Any, why: str, body: bytes = b"", **extra: Any) -> dict[str, Any]:
+    def _not_a_stream(
+        self, status: int, error: Any, why: str, body: bytes = b"", **extra: Any
+    ) -> dict[str, Any]:
         """The result of an answer that is no stream: the stream's (empty) fold, with the error,
         the status and ``retry_after``, and a verdict that says ``why``; or HTTPStatusError."""
         result = dict(self.stream.result())
@@ -754,6 +881,8 @@ class Response:
             error: Any = body.decode("utf-8", "replace")
         else:
             error = parsed["error"] if isinstance(parsed, dict) and "error" in parsed else parsed
+        if self.spec.api == "events":
+            return self._not_a_stream(status, error, _events_why(status, self.content_type, error), body)
         return self._not_a_stream(status, error, _status_why(status, error, self.spec.display_url), body)
 
     def _json_answer(self, body: bytes) -> dict[str, Any]:
@@ -786,6 +915,15 @@ def _status_why(status: int, error: Any, url: str) -> str:
     if status == 404 and url:
         out += f" (tried {url}; a base_url usually ends in /v1)"
     return out
+
+
+def _events_why(status: int, content_type: str, error: Any) -> str:
+    """The verdict's ``why`` for an event stream's GET answered with no event stream."""
+    if status >= 300:
+        return _status_why(status, error, "")  # no base_url hint: an EventSource's URL is the whole URL
+    if status != 200:
+        return f"HTTP {status}: an event stream comes with a 200"
+    return f"HTTP 200 with Content-Type {content_type or '(none)'!r}: not text/event-stream"
 
 
 def _retry_after_ms(value: str) -> float | None:

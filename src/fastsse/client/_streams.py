@@ -20,10 +20,15 @@ a future that is not done yet (an ``asyncio.Future`` with ``AsyncClient``, a
 the pieces already handed over stay handed over. The result is
 the relay's or translator's ``result()``: the fold of the upstream, with its ``verdict`` (and
 ``timing``: the read stamps and ``first_byte``; token stamps are not recorded for these formats).
+
+The ``events`` format reads any event stream with a ``Decoder``: ``on_chunk`` receives each
+``fastsse.Event`` as it is dispatched (whatever the API; an ``EventSource``'s GET is read with it),
+and the result counts them (``{"events": n, "verdict": ...}``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from typing import Any, Final
@@ -32,10 +37,20 @@ from .. import _backend
 from .._errors import EventTooLarge, InvalidRequest
 from .._formats import api_format
 from .._timing import Timing, anchor_pair, build_timing
+from .._verdict import Verdict
 
 SendBytes = Callable[[bytes], Any]
 
-FORMATS: Final = ("chat", "responses", "messages", "relay", "to-chat", "to-responses", "to-messages")
+FORMATS: Final = (
+    "chat",
+    "responses",
+    "messages",
+    "relay",
+    "to-chat",
+    "to-responses",
+    "to-messages",
+    "events",
+)
 
 
 def check_format(name: object, /) -> None:
@@ -52,7 +67,7 @@ def format_for(api: str, name: object, /) -> str:
     for an API other than chat, ``to-X`` where X is ``api`` itself.
     """
     if name is None:
-        return api
+        return api  # "events" for an event stream's GET (prepare_get)
     check_format(name)
     assert isinstance(name, str)
     if name in ("chat", "responses", "messages") and name != api:
@@ -61,7 +76,9 @@ def format_for(api: str, name: object, /) -> str:
             f"to translate it, use format='to-{name}'"
         )
     if name == "relay" and api != "chat":
-        raise InvalidRequest(f"format='relay' repairs chat streams; api={api!r} takes 'to-chat' or its own fold")
+        raise InvalidRequest(
+            f"format='relay' repairs chat streams; api={api!r} takes 'to-chat' or its own fold"
+        )
     if name == f"to-{api}":
         raise InvalidRequest(f"format {name!r}: the request's API is {api!r} already")
     return name
@@ -75,13 +92,18 @@ def new_stream(
     api: str,
     max_event_bytes: int | None,
     timing: bool,
+    decoder: Any = None,
 ) -> Any:
     """A new stream for format ``name`` reading an answer of ``api``: the fused fold of an API
-    (``on_chunk`` gets parsed events) or a byte-out writer (``on_chunk`` gets the bytes to send on).
+    (``on_chunk`` gets parsed events), a byte-out writer (``on_chunk`` gets the bytes to send on),
+    or ``events`` (``on_chunk`` gets each ``Event``; ``decoder``, when given, is the Decoder it
+    reads with, so that what it keeps, the last event id and retry, outlives one transfer).
 
     It raises ValueError for an unknown format, or ``to-X`` where ``X`` is ``api`` itself.
     """
     check_format(name)
+    if name == "events":
+        return EventsStream(on_chunk, max_event_bytes=max_event_bytes, timing=timing, decoder=decoder)
     if name == "relay":
         return RelayStream(on_chunk, max_event_bytes=max_event_bytes, timing=timing)
     if name.startswith("to-"):
@@ -198,3 +220,101 @@ class TranslateStream(_BytesStream):
     def translator(self) -> Any:
         """The translator (``verdict``, ``dropped``)."""
         return self._writer
+
+
+class EventsStream:
+    """``EventsStream(on_event=None, *, max_event_bytes=None, timing=False, decoder=None)``: any
+    event stream, decoded: ``on_event(event)`` is called with each ``fastsse.Event`` as it is
+    dispatched; returning False stops the transfer. ``decoder`` (a ``Decoder`` made with the same
+    ``max_event_bytes``) is read with instead of a new one.
+
+    The engine's stream protocol: ``write(data)`` (None to go on, 0 to stop; EventTooLarge once
+    every event completed beside the oversized one has been handed over), ``close(truncated=)``,
+    ``result()`` (``{"events": n, "verdict": {...}}``: complete unless the bytes ended inside an
+    event, the transfer broke or ``on_event`` stopped it) and ``timing()`` (the read stamps). It
+    never takes the compiled driver's direct feed: each read comes through ``write``.
+    """
+
+    __slots__ = ("_aborted", "_anchor", "_count", "_decoder", "_reads", "_send", "_too_large", "_truncated")
+
+    def __init__(
+        self,
+        on_event: Callable[[Any], Any] | None = None,
+        *,
+        max_event_bytes: int | None = None,
+        timing: bool = False,
+        decoder: Any = None,
+    ) -> None:
+        self._decoder = (
+            decoder if decoder is not None else _backend.current.Decoder(max_event_bytes=max_event_bytes)
+        )
+        self._send = on_event
+        self._reads: list[int] | None = [] if timing else None
+        self._anchor = anchor_pair() if timing else None
+        self._count = 0
+        self._aborted = self._too_large = self._truncated = False
+
+    @property
+    def decoder(self) -> Any:
+        """The ``Decoder`` (``last_event_id``, ``retry``)."""
+        return self._decoder
+
+    def write(self, data: bytes, /) -> int | None:
+        """The engine's write callback: None to go on, 0 to stop the transfer."""
+        if self._reads is not None:
+            self._reads.append(time.monotonic_ns())
+        if self._aborted or self._too_large:
+            return 0
+        try:
+            events = self._decoder.feed(data)
+        except EventTooLarge as exc:
+            self._too_large = True
+            self._deliver(exc.events)  # nothing parsed is lost: the events beside it go first
+            raise
+        if events and not self._deliver(events):
+            self._aborted = True
+            return 0
+        return None
+
+    def _deliver(self, events: list[Any]) -> bool:
+        send = self._send
+        if send is None:
+            self._count += len(events)
+            return True
+        for event in events:
+            self._count += 1
+            if send(event) is False:
+                return False
+        return True
+
+    def close(self, *, truncated: bool = False) -> None:
+        """End the bytes: an event left unterminated is discarded (WHATWG), and counts as a cut."""
+        self._decoder.close()
+        self._truncated = truncated or self._decoder.truncated
+
+    def result(self) -> dict[str, Any]:
+        """``{"events": n, "verdict": {...}}``: the events dispatched, and whether the stream ended
+        whole (``why`` says what stopped it otherwise)."""
+        why = None
+        if self._too_large:
+            why = "an event passed max_event_bytes"
+        elif self._aborted:
+            why = "on_event stopped the stream"
+        elif self._truncated:
+            why = "the stream was cut inside an event"
+        verdict = Verdict(
+            complete=why is None,
+            why=why,
+            usage=False,
+            error=False,
+            aborted=self._aborted,
+            too_large=self._too_large,
+            truncated=self._truncated,
+        )
+        return {"events": self._count, "verdict": dataclasses.asdict(verdict)}
+
+    def timing(self) -> Timing | None:
+        """The read stamps (``reads``, ``first_byte``), or None without ``timing``."""
+        if self._reads is None or self._anchor is None:
+            return None
+        return build_timing(self._reads, [], [], [], self._anchor)

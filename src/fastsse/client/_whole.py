@@ -33,7 +33,11 @@ def _chat(answer: dict[str, Any]) -> bytes:
                 {"index": i, **call} if isinstance(call, dict) and "index" not in call else call
                 for i, call in enumerate(calls)
             ]
-        out = {"index": choice.get("index", position), "delta": delta, "finish_reason": choice.get("finish_reason")}
+        out = {
+            "index": choice.get("index", position),
+            "delta": delta,
+            "finish_reason": choice.get("finish_reason"),
+        }
         if choice.get("logprobs") is not None:
             out["logprobs"] = choice["logprobs"]
         choices.append(out)
@@ -50,12 +54,18 @@ def _responses(answer: dict[str, Any]) -> bytes:
         status if isinstance(status, str) else "", "response.completed"
     )
     seq = 0
-    out = [_event({"type": "response.created", "sequence_number": seq, "response": {**answer, "output": []}},
-                  "response.created")]
+    out = [
+        _event(
+            {"type": "response.created", "sequence_number": seq, "response": {**answer, "output": []}},
+            "response.created",
+        )
+    ]
     for index, item in enumerate(output):
         for kind in ("response.output_item.added", "response.output_item.done"):
             seq += 1
-            out.append(_event({"type": kind, "sequence_number": seq, "output_index": index, "item": item}, kind))
+            out.append(
+                _event({"type": kind, "sequence_number": seq, "output_index": index, "item": item}, kind)
+            )
     seq += 1
     out.append(_event({"type": terminal, "sequence_number": seq, "response": answer}, terminal))
     return b"".join(out)
@@ -66,8 +76,11 @@ def _messages(answer: dict[str, Any]) -> bytes:
     start = {**answer, "content": [], "stop_reason": None, "stop_sequence": None}
     out = [_event({"type": "message_start", "message": start}, "message_start")]
     for index, block in enumerate(content):
-        out.append(_event({"type": "content_block_start", "index": index, "content_block": block},
-                          "content_block_start"))
+        out.append(
+            _event(
+                {"type": "content_block_start", "index": index, "content_block": block}, "content_block_start"
+            )
+        )
         out.append(_event({"type": "content_block_stop", "index": index}, "content_block_stop"))
     delta = {"stop_reason": answer.get("stop_reason"), "stop_sequence": answer.get("stop_sequence")}
     tail: dict[str, Any] = {"type": "message_delta", "delta": delta}

@@ -15,18 +15,33 @@ import contextlib
 import select
 import socket
 import threading
+import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from .._errors import ClientClosed, UsageError
-from ._options import CLIENT, RequestOptions, call_signature, client_options, client_signature, options_doc, with_self
+from ._options import (
+    CLIENT,
+    SOURCE_NAMES,
+    RequestOptions,
+    call_signature,
+    check_options,
+    client_options,
+    client_signature,
+    options_doc,
+    source_doc,
+    source_signature,
+    with_self,
+)
+from ._source import Source
 from .engine import _WAIT_SLICE, EpollSet, OnChunk, _Engine, _Job
 from .sync import Outcome, _concurrency, _jobs
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-    from ._options import CallOptions, ClientOptions
+    from ..sse import Event
+    from ._options import CallOptions, ClientOptions, SourceOptions
 
 # AsyncClient.stream(): chunks parsed but not yet taken before the transfer is held (curl stops
 # reading; one more network read, at most 16 KiB of input, may still arrive), and the level the
@@ -225,7 +240,7 @@ class AsyncChunkStream:
     the stream is closed or the client is.
     """
 
-    def __init__(self, client: AsyncClient, request: Mapping[str, Any], options: dict[str, Any]) -> None:
+    def __init__(self, client: AsyncClient, request: Mapping[str, Any], options: Mapping[str, Any]) -> None:
         self._client = client
         self._request = request
         self._options = options
@@ -302,6 +317,193 @@ class AsyncChunkStream:
         return self._result
 
 
+class AsyncEventSource:
+    """``AsyncEventSource(url, /, *, headers=None, ..., max_reconnects=None, max_retry_delay=30.0)``:
+    the events of any SSE endpoint as an async iterator, the twin of ``fastsse.EventSource``
+    (the same options, rules and properties), on the running event loop.
+
+    ``async for event in source`` GETs ``url``, yields each ``fastsse.Event`` as it arrives, and
+    reconnects as ``EventSource`` does (docs/eventsource.md): after the server's ``retry:`` delay,
+    with ``Last-Event-ID``, never delivering an event twice. The buffer is bounded as
+    ``AsyncChunkStream``'s: when 256 events wait for the consumer the transfer is held (curl stops
+    reading; the server meets TCP backpressure) until the consumer has taken it down to 128.
+    ``await source.close()`` (also ``aclose()``, or leaving ``async with source:``) ends the
+    connection, or the wait for the next one, at once; so does cancelling the task that awaits
+    the next event, which ends the source (nothing is left running, no handle held). A loop left
+    with ``break`` outside ``async with`` keeps its connection until the source is closed.
+
+    It raises what ``EventSource`` raises, at the same points; UsageError on a loop that cannot
+    watch sockets or another loop than the one that first read it.
+    """
+
+    def __init__(self, url: str, /, **options: Unpack[SourceOptions]) -> None:
+        given = check_options(options, SOURCE_NAMES, "AsyncEventSource()")
+        driver = given.pop("driver", None)
+        self._source = Source(url, given)
+        self._engine = _AsyncEngine(RequestOptions(), max_connections=1, driver=driver)
+        self._pending: collections.deque[Event] = collections.deque()
+        self._job: _Job | None = None
+        self._wait: float | None = None  # seconds before the next connection; None: connect now
+        self._failure: BaseException | None = None  # raised once the events before it are out
+        self._ended = False
+        self._closed = False
+        self._waiter: asyncio.Future[None] | None = None  # the reader's: an event, an end or close()
+        self._sleeper: asyncio.Future[None] | None = None  # the wait before a reconnection
+        self._room: asyncio.Future[None] | None = None  # set when the buffer is down again
+
+    @property
+    def url(self) -> str:
+        """The URL the source connects to, as given."""
+        return self._source.url
+
+    @property
+    def last_event_id(self) -> str:
+        """The id in effect: sent as ``Last-Event-ID`` on the next connection (``""``: none)."""
+        return self._source.last_event_id
+
+    @property
+    def retry(self) -> int | None:
+        """The server's last ``retry:`` in milliseconds (the reconnection time), or None."""
+        return self._source.retry
+
+    @property
+    def reconnects(self) -> int:
+        """How many connections were made after the first."""
+        return self._source.reconnects
+
+    @property
+    def dropped(self) -> int:
+        """How many events were dropped as replays of ids already delivered."""
+        return self._source.dropped
+
+    def __aiter__(self) -> AsyncEventSource:
+        return self
+
+    async def __anext__(self) -> Event:
+        try:
+            return await self._next(asyncio.get_running_loop())
+        except BaseException:  # the end, an error, a cancellation: nothing is left running
+            self._ended = True
+            self._shutdown()
+            raise
+
+    async def _next(self, loop: asyncio.AbstractEventLoop) -> Event:
+        pending, source, engine = self._pending, self._source, self._engine
+        while True:
+            if self._closed:
+                raise StopAsyncIteration
+            if pending:
+                event = pending.popleft()
+                room = self._room
+                if room is not None and len(pending) <= STREAM_RESUME:
+                    self._room = None
+                    if not room.done():
+                        room.set_result(None)
+                return event
+            if self._failure is not None:
+                failure, self._failure = self._failure, None
+                raise failure
+            if self._ended:
+                raise StopAsyncIteration
+            job = self._job
+            if job is None:
+                if self._wait is not None:
+                    wait, self._wait = self._wait, None
+                    await self._sleep(loop, wait)
+                    continue
+                spec, decoder = source.connect()
+                engine.bind()
+                job = self._job = engine.source_job(spec, self._on_event, decoder)
+                job.waiter = loop.create_future()
+                job.waiter.add_done_callback(self._wake)
+                engine.submit(job)
+                continue
+            if not job.done:
+                await self._park(loop)
+                continue
+            self._job = None
+            try:
+                self._wait = source.settle(job.result)
+            except Exception as exc:
+                self._failure = exc
+                continue
+            if self._wait is None:
+                self._ended = True
+
+    async def _park(self, loop: asyncio.AbstractEventLoop) -> None:
+        waiter = self._waiter = loop.create_future()
+        try:
+            await waiter
+        finally:
+            self._waiter = None
+
+    async def _sleep(self, loop: asyncio.AbstractEventLoop, seconds: float) -> None:
+        # A future of its own: a wake-up meant for the connection that just ended (its waiter's
+        # callback may still be queued) must not cut the wait short; only the timer and close() end it.
+        sleeper = self._sleeper = loop.create_future()
+        timer = loop.call_later(seconds, _resolve, sleeper)
+        try:
+            await sleeper
+        finally:
+            timer.cancel()
+            self._sleeper = None
+
+    def _wake(self, _: object = None) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def _on_event(self, event: Event) -> None:
+        admitted = self._source.admit(event)
+        if admitted is None:
+            return
+        self._pending.append(admitted)
+        self._wake()
+        job = self._job
+        if len(self._pending) >= STREAM_BUFFER and self._room is None and job is not None:
+            response = job.response
+            if response is not None:
+                self._room = asyncio.get_running_loop().create_future()
+                response.hold(self._room)
+
+    async def close(self) -> None:
+        """End the connection, or the wait for the next one, at once; the loop then stops."""
+        self._closed = True
+        self._shutdown()
+        self._wake()
+        if self._sleeper is not None:
+            _resolve(self._sleeper)
+
+    async def aclose(self) -> None:
+        """``close()``, by the name ``contextlib.aclosing`` calls."""
+        await self.close()
+
+    def _shutdown(self) -> None:
+        job, self._job = self._job, None
+        engine = self._engine
+        if job is not None and not job.done and not engine.closed:
+            engine.cancel(job)  # before close(): its waiter is then left pending, not failed
+        engine.close()
+        room, self._room = self._room, None
+        if room is not None and not room.done():
+            room.set_result(None)
+
+    async def __aenter__(self) -> AsyncEventSource:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+
+AsyncEventSource.__init__.__signature__ = with_self(source_signature())  # type: ignore[attr-defined]
+AsyncEventSource.__doc__ = (AsyncEventSource.__doc__ or "") + source_doc()
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
 def _check_loop(loop: asyncio.AbstractEventLoop) -> None:
     # Windows' proactor loop has add_reader but raises NotImplementedError from it; find out here,
     # where the error can reach the caller, rather than inside curl's socket callback.
@@ -334,6 +536,8 @@ class _AsyncEngine(_Engine):
         self.timer_due = 0.0  # loop time the timer fires at
         self.wanted: float | None = None  # loop time curl last asked to be woken at
         self.idle_timer: asyncio.TimerHandle | None = None
+        self.retry_timer: asyncio.TimerHandle | None = None  # the waits between attempts
+        self.retry_due = 0.0  # time.monotonic() it fires at
         self.binding = threading.Lock()
         # Where there is epoll, curl's sockets go into one set and the loop watches its one fd:
         # a wake-up is one callback (``drain``) however many sockets are ready. Elsewhere each
@@ -450,6 +654,27 @@ class _AsyncEngine(_Engine):
         self.check_idle()
         self._tick_soon()
 
+    def _wake_in(self, wait: float) -> None:
+        # one timer for every wait between attempts, armed for the earliest
+        if self.loop is None:
+            return
+        due = time.monotonic() + wait
+        if self.retry_timer is not None:
+            if self.retry_due <= due:
+                return
+            self.retry_timer.cancel()
+        self.retry_due = due
+        self.retry_timer = self.loop.call_later(wait, self._due)
+
+    def _due(self) -> None:
+        self.retry_timer = None
+        if self.closed:
+            return
+        self.run_due()  # a failure to start settles that job: nothing to raise here
+        if self.delayed:  # not due yet (a loop's timer may fire early: uvloop's can): wait on
+            self._wake_in(max(0.001, self.delayed[0][0] - time.monotonic()))
+        self._tick_soon()
+
     def _finished(self, job: _Job) -> None:
         waiter = job.waiter
         if waiter is not None and not waiter.done():
@@ -458,7 +683,8 @@ class _AsyncEngine(_Engine):
     def close(self) -> None:
         if self.closed:
             return
-        for job in list(self.active.values()) + list(self.waiting):
+        delayed = [job for _, _, job in self.delayed if not job.done]
+        for job in list(self.active.values()) + list(self.waiting) + delayed:
             if job.waiter is not None and not job.waiter.done():
                 job.waiter.set_exception(
                     ClientClosed(
@@ -466,10 +692,10 @@ class _AsyncEngine(_Engine):
                     )
                 )
         super().close()
-        for timer in (self.timer, self.idle_timer):
+        for timer in (self.timer, self.idle_timer, self.retry_timer):
             if timer is not None:
                 timer.cancel()
-        self.timer = self.idle_timer = None
+        self.timer = self.idle_timer = self.retry_timer = None
         if self.sockets is not None:
             if self.loop is not None and not self.loop.is_closed():
                 self.loop.remove_reader(self.sockets.fileno())

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import heapq
 import importlib
 import math
 import os
@@ -23,9 +24,9 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .._errors import ClientClosed, InvalidRequest, TransportError, UsageError
+from .._errors import ClientClosed, HTTPStatusError, InvalidRequest, TransportError, UsageError
 from .._timing import anchor_pair
-from . import _streams
+from . import _retry, _streams
 from ._options import CALL_NAMES, RequestOptions, check_options
 from ._request import (
     Preparer,
@@ -34,9 +35,11 @@ from ._request import (
     apply,
     apply_body,
     import_pycurl,
+    redact,
     release,
     reset,
 )
+from ._resume import MAX_RESUMES, Resumable
 
 OnChunk = Callable[[dict[str, Any]], "bool | None"]
 
@@ -96,10 +99,13 @@ class _Job:
 
     __slots__ = (
         "anchor",
+        "attempts",
+        "bases",
         "deadline",
         "done",
         "end",
         "error",
+        "gate",
         "handle",
         "index",
         "on_chunk",
@@ -108,11 +114,18 @@ class _Job:
         "queued",
         "response",
         "result",
+        "resume",
+        "retries",
+        "round",
+        "since",
         "sink",
         "spec",
+        "specs",
         "started",
         "stream",
         "timing",
+        "upstream",
+        "waited",
         "waiter",
     )
 
@@ -135,6 +148,18 @@ class _Job:
         self.sink: Any = None  # Client: the ready list of the call that runs this job
         self.deadline: float | None = None  # set by submit: when ``timeout`` runs out
         self.timing = True  # the result carries the timing record
+        # retries (client/_retry.py): the specs of the upstreams in order (the first is ``spec``),
+        # their base URLs as shown, which one this attempt speaks to, the rounds of backoff taken
+        self.specs: tuple[RequestSpec, ...] = (spec,)
+        self.bases: tuple[str, ...] = ()
+        self.upstream = 0
+        self.round = 0
+        self.retries = 0  # max_retries
+        self.attempts = 1
+        self.waited = 0  # ns spent waiting between attempts
+        self.gate: _retry.Gate | None = None  # first_chunk_gate: this attempt's
+        self.since = 0.0  # when the wait before the next attempt began (monotonic s)
+        self.resume: Resumable | None = None  # a background Responses stream kept across a cut
 
 
 class _Engine:
@@ -172,6 +197,8 @@ class _Engine:
         self.applied: dict[int, tuple[Any, ...]] = {}
         self.callback_exc: BaseException | None = None  # raised in a socket/timer callback
         self.idle_jobs: set[_Job] = set()  # active jobs with an idle_timeout, checked by the driver
+        # jobs waiting to be tried again: (when, tie-break, job); a cancelled one is skipped
+        self.delayed: list[tuple[float, int, _Job]] = []
         self.closed = False
         self.acting = False  # inside curl (socket_action): callbacks run, the multi is busy
 
@@ -211,9 +238,37 @@ class _Engine:
             )
         if own["curl"] is not None and merged.client_cert is not None:
             # pycurl cannot unset a certificate, so it would outlive the request on the caller's handle
-            raise InvalidRequest("client_cert cannot be used with curl=: set SSLCERT / SSLKEY on your own handle")
+            raise InvalidRequest(
+                "client_cert cannot be used with curl=: set SSLCERT / SSLKEY on your own handle"
+            )
         job = _Job(spec, own, index)
         job.timing = merged.timing
+        job.retries = merged.max_retries
+        own["gate"] = merged.first_chunk_gate
+        own["resumable"] = (
+            merged.resume
+            and spec.api == "responses"
+            and own["format"] in ("responses", "to-chat")
+            and request.get("background") is True
+        )
+        if merged.fallbacks:
+            specs = [spec]
+            for base, key in merged.fallbacks:
+                other = merged.replace(
+                    {"base_url": base, "fallbacks": None, **({"api_key": key} if key else {})}
+                )
+                specs.append(self.prepare(request, other))
+            job.specs = tuple(specs)
+            bases = [merged.base_url or spec.display_url] + [base for base, _ in merged.fallbacks]
+            job.bases = tuple(redact(base) for base in bases)
+        return job
+
+    def source_job(self, spec: RequestSpec, on_event: Any, decoder: Any) -> _Job:
+        """A job for one connection of an event source: ``spec`` from ``prepare_get``, read with
+        the ``events`` format through ``decoder``, with no retries and no timing record (what
+        comes after the connection is the source's to decide)."""
+        job = _Job(spec, {"on_chunk": on_event, "format": "events", "curl": None, "decoder": decoder})
+        job.timing = False
         return job
 
     def submit(self, job: _Job) -> None:
@@ -246,16 +301,29 @@ class _Engine:
         spec = job.spec
         job.handle = handle
         try:
-            stream = _streams.new_stream(
-                options["format"],
-                options["on_chunk"],
-                api=spec.api,
-                max_event_bytes=spec.max_event_bytes,
-                timing=job.timing,
-            )
+            on_chunk = options["on_chunk"]
+            if options.get("gate"):  # a new gate per attempt: what a failed attempt held is dropped
+                job.gate = _retry.Gate(on_chunk, _retry.gate_test(options["format"], spec.api))
+                on_chunk = job.gate
+            if job.resume is not None:  # a resume: the same fold goes on with the next bytes
+                stream = job.resume
+                stream.restart()
+            else:
+                stream = _streams.new_stream(
+                    options["format"],
+                    on_chunk,
+                    api=spec.api,
+                    max_event_bytes=spec.max_event_bytes,
+                    timing=job.timing,
+                    decoder=options.get("decoder"),
+                )
+                if options.get("resumable"):
+                    stream = Resumable(stream)
             response = Response(spec, stream)
-            if self.driver == "compiled":
-                response.direct = handle.direct  # reads of an event stream go to it from C
+            # reads of a compiled fold go to it from C; an events stream's take the write
+            # callback (the direct feed knows only the folds, and each Event needs Python)
+            if self.driver == "compiled" and options["format"] != "events":
+                response.direct = handle.direct
             transport = None if job.own_handle else spec.transport
             if transport is not None and self.applied.get(id(handle)) == transport:
                 apply_body(handle, spec, response)  # a pooled handle that holds the rest already
@@ -266,8 +334,9 @@ class _Engine:
             self.applied.pop(id(handle), None)
             if left is not None:  # what the queue left of the call's timeout
                 handle.setopt(pycurl.TIMEOUT_MS, max(1, math.ceil(left * 1000)))
-            if isinstance(stream, _streams._BytesStream):
-                stream.holder = response
+            inner = stream.inner if isinstance(stream, Resumable) else stream
+            if isinstance(inner, _streams._BytesStream):
+                inner.holder = response
             response.on_release = lambda job=job: self._released(job)
         except BaseException:
             self._recycle(job, handle)
@@ -366,6 +435,13 @@ class _Engine:
         job.done = True
         job.result = outcome
         job.end = time.monotonic_ns()
+        gate = job.gate
+        if gate is not None and not gate.opened and not isinstance(outcome, BaseException):
+            with contextlib.suppress(Exception):  # the last attempt: the caller sees what it held
+                gate.release()
+        target = outcome.result if isinstance(outcome, (TransportError, HTTPStatusError)) else outcome
+        if job.bases and isinstance(target, dict):
+            target["upstream"] = job.bases[job.upstream]
         if job.timing and job.stream is not None:
             timing = job.stream.timing()
             timing["queued"] = job.queued
@@ -379,7 +455,8 @@ class _Engine:
                     pretransfer = 0
                 if pretransfer > 0:
                     timing["sent"] = job.started + pretransfer * 1000
-            target = outcome.result if isinstance(outcome, TransportError) else outcome
+            timing["attempts"] = job.attempts
+            timing["retry_wait"] = job.waited
             if isinstance(target, dict):
                 target["timing"] = timing
         self._finished(job)
@@ -392,14 +469,112 @@ class _Engine:
         self.alive -= 1
         outcome: Any
         assert job.response is not None
+        if (job.resume is not None or isinstance(job.stream, Resumable)) and self._resumed(job, handle, code):
+            return
         try:
             outcome = job.response.finish(code, message)
         except BaseException as exc:
             outcome = exc
+        if job.retries or len(job.specs) > 1:
+            wait = self._next_attempt(job, outcome)
+            if wait is not None:
+                self._recycle(job, handle)
+                self._retry_later(job, wait)
+                return
         self._settle(job, outcome)
         self._recycle(job, handle)
         if isinstance(outcome, BaseException) and not isinstance(outcome, Exception):
             raise outcome  # Ctrl-C caught inside a callback stops the driver, not one request
+
+    # resuming a background Responses stream (client/_resume.py)
+
+    def _resumed(self, job: _Job, handle: Any, code: int) -> bool:
+        """Ask for the rest of a cut background Responses stream, if it can be had: the answer
+        named its response, did not end, and broke in a way worth another connection (or ended
+        without its terminal event). The fold goes on; it returns False to settle as usual."""
+        response, stream = job.response, job.stream
+        assert response is not None and isinstance(stream, Resumable)
+        if response.exc is not None or response.stopped or response.status != 200 or response.mode != "sse":
+            return False
+        if stream.response_id is None or stream.terminal or stream.resumes >= MAX_RESUMES:
+            return False
+        if code and code not in _retry.RETRY_CODES:
+            return False
+        if job.deadline is not None and time.monotonic() >= job.deadline:
+            return False
+        self._recycle(job, handle)
+        job.spec = job.spec.resumed(stream.response_id, stream.last_sequence)
+        job.resume = stream
+        job.attempts += 1
+        job.handle = job.response = None
+        job.since = time.monotonic()
+        heapq.heappush(self.delayed, (job.since, id(job), job))
+        self._wake_in(0.0)
+        return True
+
+    # retries (the rules are in _retry.py)
+
+    def _next_attempt(self, job: _Job, outcome: Any) -> float | None:
+        """Seconds to wait before trying ``job`` again (0: at once, on the next upstream), or None
+        when its ``outcome`` stands: something reached the caller, the failure is not one to retry,
+        the retries are spent, or the wait would pass the call's ``timeout``."""
+        response = job.response
+        assert response is not None
+        if isinstance(outcome, BaseException) and not isinstance(outcome, (TransportError, HTTPStatusError)):
+            return None  # on_chunk's own exception, EventTooLarge, Ctrl-C: the caller's
+        gate = job.gate
+        if (gate.opened if gate is not None else response.fed) or (response.stopped and gate is None):
+            return None  # part of the answer reached the caller: retrying would repeat it
+        judged = outcome.result if isinstance(outcome, HTTPStatusError) else outcome
+        if not _retry.retryable(judged, response.headers):
+            return None
+        if gate is None and isinstance(judged, dict) and "status" not in judged:
+            return None  # an in-band error is the gate's to retry
+        if job.upstream + 1 < len(job.specs):
+            wait: float | None = 0.0  # the next upstream has not failed: no reason to wait
+        elif job.round < job.retries:
+            retry_after = judged.get("retry_after") if isinstance(judged, dict) else None
+            wait = _retry.wait_for(job.round, retry_after)
+        else:
+            return None
+        if wait is None:
+            return None
+        if job.deadline is not None and time.monotonic() + wait >= job.deadline:
+            return None  # ``timeout`` bounds every attempt and every wait together
+        return wait
+
+    def _retry_later(self, job: _Job, wait: float) -> None:
+        if job.upstream + 1 < len(job.specs):
+            job.upstream += 1
+        else:
+            job.upstream = 0
+            job.round += 1
+        job.spec = job.specs[job.upstream]
+        job.attempts += 1
+        job.handle = job.stream = job.response = job.gate = None
+        job.since = time.monotonic()
+        heapq.heappush(self.delayed, (job.since + wait, id(job), job))
+        self._wake_in(wait)
+
+    def _wake_in(self, wait: float) -> None:
+        """The driver comes back in ``wait`` seconds to start what is due (``run_due``)."""
+
+    def run_due(self) -> None:
+        """Start the jobs whose wait between attempts is over (or queue them for a connection)."""
+        delayed = self.delayed
+        now = time.monotonic()
+        while delayed and delayed[0][0] <= now and not self.closed:
+            _, _, job = heapq.heappop(delayed)
+            if job.done:  # cancelled during its wait
+                continue
+            job.waited += int((now - job.since) * 1e9)
+            if len(self.active) < self.max_connections:
+                try:
+                    self._start(job)
+                except BaseException as exc:
+                    self._settle(job, exc)
+            else:
+                self.waiting.append(job)
 
     def _silent(self) -> list[_Job]:
         now = time.monotonic()
@@ -548,6 +723,7 @@ class _Engine:
         for job in list(self.active.values()):
             self.cancel(job)
         self.waiting.clear()
+        self.delayed.clear()
         for handle in self.pool:
             handle.close()
         self.pool.clear()

@@ -11,7 +11,8 @@ from .. import _backend
 from .._errors import EventTooLarge, event_limit
 
 if TYPE_CHECKING:
-    from .._backend import ChatStream, Event
+    from ..chat import ChatStream
+    from ..sse import Event
 
 __all__ = ["ChunkIterator", "aiter_chunks", "aiter_events", "iter_chunks", "iter_events"]
 

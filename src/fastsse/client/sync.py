@@ -1,5 +1,6 @@
-"""The blocking side: ``Client`` (the many-streams engine on the calling thread's own poll loop) and
-``create_stream``, one request on a one-connection ``Client``.
+"""The blocking side: ``Client`` (the many-streams engine on the calling thread's own poll loop),
+``create_stream``, one request on a one-connection ``Client``, and ``EventSource``, the events of
+any SSE endpoint, reconnecting.
 
 ``Client`` polls curl's sockets itself (epoll where there is one, else ``selectors``), so it works
 without asyncio; ``AsyncClient`` (``aio.py``) drives the same engine from an event loop.
@@ -13,7 +14,7 @@ import select
 import selectors
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from .._errors import ClientClosed, InvalidRequest, UsageError
@@ -21,20 +22,27 @@ from ._options import (
     CALL,
     CLIENT,
     DEFAULT,
+    SOURCE_NAMES,
+    RequestOptions,
     call_signature,
+    check_options,
     client_options,
     client_signature,
     options_doc,
+    source_doc,
+    source_signature,
     with_self,
 )
+from ._source import Source
 from .engine import _WAIT_SLICE, IN_CALLBACK, EpollSet, OnChunk, _Engine, _Job
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-    from ._options import CallOptions, ClientOptions, RequestOptions
+    from ..sse import Event
+    from ._options import CallOptions, ClientOptions, SourceOptions
 
-__all__ = ["ChunkStream", "Client", "create_stream", "curl_failure"]
+__all__ = ["ChunkStream", "Client", "EventSource", "create_stream", "curl_failure"]
 
 
 def create_stream(
@@ -261,7 +269,7 @@ class ChunkStream:
         self._pending: collections.deque[Any] = collections.deque()
         self._job = client._engine.make_job(request, self._pending.append, options)
         self._engine = client._engine
-        self._drive: Iterator[_Job | None] | None = None
+        self._drive: Generator[_Job | None, None, None] | None = None
         self._result: dict[str, Any] | None = None
 
     def __iter__(self) -> ChunkStream:
@@ -270,7 +278,7 @@ class ChunkStream:
     def __next__(self) -> Any:
         pending = self._pending
         while not pending:
-            if self._result is not None or self._job.done and self._drive is None:
+            if self._result is not None or (self._job.done and self._drive is None):
                 raise StopIteration
             if self._drive is None:
                 self._drive = self._engine.drive([self._job], 1, ticks=True)
@@ -299,6 +307,170 @@ class ChunkStream:
         if self._result is None:
             raise UsageError("the stream has not ended yet: iterate it to the end first")
         return self._result
+
+
+class EventSource:
+    """``EventSource(url, /, *, headers=None, ..., max_reconnects=None, max_retry_delay=30.0)``:
+    the events of any SSE endpoint as an iterator, reconnecting as WHATWG's EventSource does.
+
+    ``for event in source`` GETs ``url`` (any http:// or https:// URL) with ``Accept:
+    text/event-stream``, ``Cache-Control: no-cache`` and ``headers``, and yields each
+    ``fastsse.Event`` as it arrives, on this thread, over pycurl (one libcurl multi handle of the
+    source's own). When the stream ends or breaks, it connects again after the server's
+    ``retry:`` delay, sending ``Last-Event-ID``, and goes on; an event already delivered is never
+    delivered again (``dropped`` counts those a server replays). The rules, in full, are in
+    docs/eventsource.md: a 204 ends the iteration; a 429, 408, 409 or 5xx, a refused, reset or
+    silent connection (``idle_timeout``) is tried again after its Retry-After or a backoff with
+    jitter, at most ``max_retry_delay`` apart; ``max_reconnects`` and ``timeout`` (for the whole
+    source) bound it. The properties ``url``, ``last_event_id``, ``retry`` (ms, or None),
+    ``reconnects`` and ``dropped`` say where it stands.
+
+    Curl reads only while the loop asks for the next event, so a slow consumer holds at most one
+    wake-up's reads. ``close()`` (or leaving ``with source:``) ends the connection, or the wait
+    for the next one, at once; from another thread, the reading thread stops within about
+    0.05 s and its loop ends. Any exception out of the loop ends the source too.
+
+    It raises InvalidRequest (a ValueError) or TypeError at construction for a bad URL or option;
+    while iterating, HTTPStatusError (``.status``, ``.headers``, ``.body``) for an answer that
+    ends the source (a 4xx but 408, 409, 429; a 3xx: redirects are not followed; a 200 that is
+    not ``text/event-stream``), TransportError for a curl failure another try cannot mend (TLS),
+    when ``timeout`` runs out (code 28) or when ``max_reconnects`` is spent on a failure,
+    EventTooLarge past ``max_event_bytes`` once every event before it was yielded, UsageError
+    for a second reading thread, KeyboardInterrupt on Ctrl-C.
+    """
+
+    def __init__(self, url: str, /, **options: Unpack[SourceOptions]) -> None:
+        given = check_options(options, SOURCE_NAMES, "EventSource()")
+        driver = given.pop("driver", None)
+        self._source = Source(url, given)
+        self._engine = _SyncEngine(RequestOptions(), max_connections=1, driver=driver)
+        self._pending: collections.deque[Event] = collections.deque()
+        self._job: _Job | None = None
+        self._drive: Generator[_Job | None, None, None] | None = None
+        self._wait: float | None = None  # seconds before the next connection; None: connect now
+        self._failure: BaseException | None = None  # raised once the events before it are out
+        self._ended = False
+        self._closed = False
+        self._shut = False
+        self._lock = threading.Lock()  # guards the reader's ident and the closed flag
+        self._reader: int | None = None  # the thread inside __next__
+        self._wake = threading.Event()  # set by close(): ends a wait before a reconnection
+
+    @property
+    def url(self) -> str:
+        """The URL the source connects to, as given."""
+        return self._source.url
+
+    @property
+    def last_event_id(self) -> str:
+        """The id in effect: sent as ``Last-Event-ID`` on the next connection (``""``: none)."""
+        return self._source.last_event_id
+
+    @property
+    def retry(self) -> int | None:
+        """The server's last ``retry:`` in milliseconds (the reconnection time), or None."""
+        return self._source.retry
+
+    @property
+    def reconnects(self) -> int:
+        """How many connections were made after the first."""
+        return self._source.reconnects
+
+    @property
+    def dropped(self) -> int:
+        """How many events were dropped as replays of ids already delivered."""
+        return self._source.dropped
+
+    def __iter__(self) -> EventSource:
+        return self
+
+    def __next__(self) -> Event:
+        with self._lock:
+            if self._reader is not None:
+                raise UsageError("this EventSource is being read by another thread: one reader at a time")
+            self._reader = threading.get_ident()
+        try:
+            return self._next()
+        except BaseException:
+            self._ended = True
+            raise
+        finally:
+            with self._lock:
+                self._reader = None
+                stop = self._closed or self._ended
+            if stop:
+                self._shutdown()
+
+    def _next(self) -> Event:
+        pending, source, engine = self._pending, self._source, self._engine
+        while True:
+            if self._closed:
+                raise StopIteration
+            if pending:
+                return pending.popleft()
+            if self._failure is not None:
+                failure, self._failure = self._failure, None
+                raise failure
+            if self._ended:
+                raise StopIteration
+            if self._drive is None:
+                if self._wait is not None:
+                    woken = self._wake.wait(self._wait)
+                    self._wait = None
+                    if woken:
+                        continue  # closed
+                spec, decoder = source.connect()
+                self._job = engine.source_job(spec, self._on_event, decoder)
+                self._drive = engine.drive([self._job], 1, ticks=True)
+            job = self._job
+            assert job is not None and self._drive is not None
+            with contextlib.suppress(StopIteration):
+                next(self._drive)
+            if not job.done:
+                continue
+            self._drive.close()
+            self._drive = self._job = None
+            try:
+                self._wait = source.settle(job.result)
+            except Exception as exc:
+                self._failure = exc
+                continue
+            if self._wait is None:
+                self._ended = True
+
+    def _on_event(self, event: Event) -> None:
+        admitted = self._source.admit(event)
+        if admitted is not None:
+            self._pending.append(admitted)
+
+    def close(self) -> None:
+        """End the connection, or the wait for the next one, at once; the loop then stops."""
+        with self._lock:
+            self._closed = True
+            self._wake.set()
+            reader = self._reader
+        if reader is None:  # else the reader shuts down itself, at its next wake-up
+            self._shutdown()
+
+    def _shutdown(self) -> None:
+        with self._lock:
+            if self._shut:
+                return
+            self._shut = True
+        drive, self._drive = self._drive, None
+        if drive is not None:
+            drive.close()  # its finally cancels the connection
+        self._engine.close()
+
+    def __enter__(self) -> EventSource:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+EventSource.__init__.__signature__ = with_self(source_signature())  # type: ignore[attr-defined]
+EventSource.__doc__ = (EventSource.__doc__ or "") + source_doc()
 
 
 class _SyncEngine(_Engine):
@@ -390,7 +562,9 @@ class _SyncEngine(_Engine):
         for key, mask in self.selector.select(timeout):
             action(key.fd, (cselect_in if mask & _READ else 0) | (cselect_out if mask & _WRITE else 0))
 
-    def drive(self, jobs: list[_Job], concurrency: int, *, ticks: bool = False) -> Iterator[_Job | None]:
+    def drive(
+        self, jobs: list[_Job], concurrency: int, *, ticks: bool = False
+    ) -> Generator[_Job | None, None, None]:
         """Run ``jobs`` with at most ``concurrency`` in flight; yield each as it settles (and, with
         ``ticks``, None after every wait, so a consumer can take what its callbacks received).
 
@@ -437,7 +611,11 @@ class _SyncEngine(_Engine):
                 wait = _WAIT_SLICE
                 if self.deadline is not None:
                     wait = min(wait, max(0.0, self.deadline - time.monotonic()))
+                if self.delayed:  # a request waiting to be tried again
+                    wait = min(wait, max(0.0, self.delayed[0][0] - time.monotonic()))
                 self._wait(wait)
+                if self.delayed:
+                    self.run_due()
                 if self.deadline is not None and time.monotonic() >= self.deadline:
                     self.deadline = None
                     self.action(pycurl.SOCKET_TIMEOUT, 0)

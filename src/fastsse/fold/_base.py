@@ -106,7 +106,7 @@ def loads(payload: Any) -> Any:
     try:
         return orjson.loads(payload)
     except orjson.JSONDecodeError:
-        from ..chat._result import loads_replacing
+        from ..chat import loads_replacing
 
         return loads_replacing(payload)
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import orjson
 
-from ..fold._base import FormatVerdict, is_done, is_index, joined, loads
+from ..fold import FormatVerdict, is_done, is_index, joined, loads
 from ..fold._stream_py import FoldCounters, FoldStream, OnEvent, check_payload
 from ._result import BLOCK_OF_DELTA, build_message, event_error, tool_input
 from ._result import make_verdict as _make_verdict

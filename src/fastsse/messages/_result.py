@@ -8,7 +8,7 @@ from typing import Any, Final
 
 import orjson
 
-from ..fold._base import CONTENT, REASONING, FormatVerdict, joined, why_not
+from ..fold import CONTENT, REASONING, FormatVerdict, joined, why_not
 
 # The block type a delta implies when its block was never started.
 BLOCK_OF_DELTA: Final = {

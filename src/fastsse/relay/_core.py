@@ -17,7 +17,7 @@ from typing import Any, Final
 
 import orjson
 
-from ..chat._result import INDEX_LIMIT, content_parts, loads_replacing
+from ..chat import INDEX_LIMIT, content_parts, loads_replacing
 
 DONE: Final = b"data: [DONE]\n\n"
 USAGE_MODES: Final = ("end", "keep", "drop")

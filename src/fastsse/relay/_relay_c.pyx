@@ -53,7 +53,7 @@ from typing import Any
 import orjson
 
 from ..chat._fold_c import ChatAggregator
-from ..chat._result import ChatVerdict, verdict_dict
+from ..chat import ChatVerdict, verdict_dict
 from .._errors import too_large
 from ._core import READER_FIELDS, RelayCore, check_options
 
@@ -262,6 +262,12 @@ Upstream bytes in, compliant bytes out, folded on the way: one per proxied strea
         if parts is None:
             return ""
         return "".join(parts)
+
+    @property
+    def feed(self):
+        """A Relay has no ``feed``: ``write(data)`` takes the upstream bytes and returns the bytes to
+        send. (The scanner's ``feed`` it is built on returns events and would skip ``write``'s checks.)"""
+        raise AttributeError("'Relay' object has no attribute 'feed': write(data) relays upstream bytes and returns the bytes to send")
 
     # Internals
 

@@ -8,11 +8,11 @@ event goes through that core, where the compiled relay forwards or splices most 
 from __future__ import annotations
 
 from collections.abc import Collection
-from typing import Any
+from typing import Any, NoReturn
 
 from .._errors import too_large
+from ..chat import ChatVerdict, verdict_dict
 from ..chat._fold_py import ChatAggregator
-from ..chat._result import ChatVerdict, verdict_dict
 from ..sse._decoder_py import Decoder, as_bytes
 from ._core import OnChunk, RelayCore, check_options
 
@@ -124,6 +124,14 @@ class Relay(Decoder):
         if choice is None or choice.content is None:
             return ""
         return "".join(choice.content)
+
+    @property
+    def feed(self) -> NoReturn:  # a relay hands out bytes, never events
+        """A Relay has no ``feed``: ``write(data)`` takes the upstream bytes and returns the bytes to
+        send. (The scanner's ``feed`` it is built on returns events and would skip ``write``'s checks.)"""
+        raise AttributeError(
+            "'Relay' object has no attribute 'feed': write(data) relays upstream bytes and returns the bytes to send"
+        )
 
     # internals
 

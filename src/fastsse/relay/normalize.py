@@ -1,4 +1,4 @@
-"""``Normalizer``: the earlier name of ``fastsse.Relay``, kept so existing code keeps working.
+"""``Normalizer``: the earlier name of ``fastsse.Relay``, deprecated; new code says ``Relay``.
 
 There is one implementation: ``Normalizer`` *is* ``Relay`` (of the selected backend). Compared
 with the pure-Python normaliser it replaces, the relay also folds what it forwards (``result()``,
@@ -10,7 +10,7 @@ that are not a JSON object are dropped (a client's JSON parser would fail on the
 
 from __future__ import annotations
 
-from .._backend import Relay
+from . import Relay
 
 Normalizer = Relay
 

@@ -21,8 +21,8 @@ from ..fold._stream_c cimport D_ARGUMENTS, D_REASONING, D_REFUSAL, D_TEXT, FastD
 from .._native.done cimport payload_is_done
 from .._native.reader cimport Span, decode, next_member, read_empty_array, read_key, read_plain, read_string, read_uint, skip_ws, span_is
 
-from ..fold._base import CONTENT, REASONING
-from ..fold._base import MAX_INDEX, format_verdict_dict, is_done, joined
+from ..fold import CONTENT, REASONING
+from ..fold import MAX_INDEX, format_verdict_dict, is_done, joined
 from ._result import ITEM_OF_PART, ITEM_TEXT, PART_TEXT, build_response, event_error
 from ._result import make_verdict as _make_verdict
 from ._result import token_kind as _token_kind

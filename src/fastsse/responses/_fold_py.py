@@ -9,7 +9,7 @@ from typing import Any
 
 import orjson
 
-from ..fold._base import (
+from ..fold import (
     FormatVerdict,
     is_done,
     is_index,

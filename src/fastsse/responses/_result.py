@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from ..fold._base import CONTENT, REASONING, FormatVerdict, joined, why_not
+from ..fold import CONTENT, REASONING, FormatVerdict, joined, why_not
 
 # The lifecycle events whose ``response`` object is merged into the result.
 LIFECYCLE: Final = ("response.created", "response.in_progress", "response.queued")

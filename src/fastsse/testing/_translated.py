@@ -14,7 +14,7 @@ from typing import Any, Final
 
 import orjson
 
-from .._backend import Decoder
+from ..sse import Decoder
 from ..translate import translator
 
 __all__ = ["BROKEN", "broken_stream", "chat_request", "format_events", "round_trip"]

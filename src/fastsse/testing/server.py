@@ -7,6 +7,10 @@
 
 Endpoints: ``POST /v1/chat/completions`` (``"stream": true`` streams, false returns the full
 ``chat.completion`` of the same scenario) and ``GET /v1/models`` (the scenario names).
+``GET /events?count=N&cut=K&retry=MS`` is a plain event stream for an EventSource: events
+``id: n`` / ``data: event n`` for n from the request's ``Last-Event-ID`` + 1 up to N (default 10),
+after ``retry: MS`` when asked; with ``cut=K`` the connection is cut after every K events (the
+last one ends the body cleanly instead), and once the client has event N it is answered 204.
 ``POST /v1/responses`` and ``POST /v1/messages`` stream the same scenarios as OpenAI Responses and
 Anthropic Messages events, translated from the chat stream as it is produced (``stream: true``
 only; ``x-api-key`` is accepted for the api key), plus broken models listed in
@@ -29,12 +33,20 @@ The request's ``model`` picks a scripted scenario: ``NAME[-N][:WRITE]``. Unknown
   error         a few chunks, then ``data: {"error": {...}}``, two more content chunks a client must
                 not deliver, and the end of the body (no [DONE]); not streamed: HTTP 500 with the error
   disconnect    a few chunks, then half an event and the connection closes without ending the body
+  flaky         the 1st, 3rd, 5th... request with this exact model string streams a role chunk, then
+                an overloaded_error chunk before any content; the others are plain (for retries)
   localai       plain as LocalAI 3.7 sent it (seed 000): finish_reason "" on every chunk, role with
                 "content": "" first, usage on every chunk, content "" in the final chunk
   localai-tools tools as LocalAI sent them: role repeated, every call with the request's id, "" reasons
   html          HTTP 200 with an HTML page instead of an event stream
   http-N        HTTP status N (default 500) with an OpenAI-style error object (429 and 503 with
                 Retry-After: 1)
+
+A Responses request with ``"background": true`` is kept whole under a response id of its own, and
+``GET /v1/responses/{id}?stream=true&starting_after=N`` streams it again from the event after
+sequence number N. ``cut-resume`` (plain content) cuts the first connection in the middle of an
+event halfway through; ``cut-resume-repeat`` / ``cut-resume-skip`` then resume one event too early
+or too late, as broken servers do.
 
 On /v1/responses and /v1/messages every scenario but html and http-N is the chat stream translated,
 and broken models reproduce gateway translation bugs (``fastsse check --api`` reports each):
@@ -65,6 +77,7 @@ import socket
 import sys
 import threading
 import time
+import urllib.parse
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Final
@@ -77,6 +90,7 @@ __all__ = ["SCENARIOS", "LoopbackServer", "expected_completion", "serve_in_threa
 
 CREATED: Final = 1_700_000_000
 RECEIVED_LIMIT: Final = 256  # request bodies a LoopbackServer keeps in ``received``
+BACKGROUND_LIMIT: Final = 64  # background Responses streams a LoopbackServer keeps for resuming
 FINGERPRINT: Final = "fp_fastsse"
 
 SCENARIOS: Final[dict[str, str]] = {
@@ -91,6 +105,7 @@ SCENARIOS: Final[dict[str, str]] = {
     "slow": "slow-N: a token every N ms (default 50) with : ping comments",
     "crlf": "CRLF line endings and a : ping comment (sse-starlette framing)",
     "error": "an error object mid-stream, no [DONE] (500 when not streamed)",
+    "flaky": "every other request of the same model string: overloaded_error before any content; else plain",
     "disconnect": "the connection closes in the middle of an event",
     "localai": "the LocalAI 3.7 stream bugs of seed 000",
     "localai-tools": "LocalAI's tool-call stream: role repeated, one id for every call",
@@ -417,7 +432,11 @@ class _Handler(BaseHTTPRequestHandler):
     # plumbing
 
     def _send(
-        self, status: int, body: bytes, content_type: str = "application/json", headers: dict[str, str] | None = None
+        self,
+        status: int,
+        body: bytes,
+        content_type: str = "application/json",
+        headers: dict[str, str] | None = None,
     ) -> None:
         self.send_response(status)
         for name, value in (headers or {}).items():
@@ -442,6 +461,15 @@ class _Handler(BaseHTTPRequestHandler):
         return False
 
     def do_GET(self) -> None:
+        self.server.app.requested.append(("GET", self.path))
+        path, _, query = self.path.partition("?")
+        if path.rstrip("/") == "/events":
+            self._events(query)
+            return
+        if path.startswith("/v1/responses/"):
+            if self._authorized():
+                self._resume(path[len("/v1/responses/") :].strip("/"), urllib.parse.parse_qs(query))
+            return
         if self.path.rstrip("/") != "/v1/models":
             self._error(404, f"Unknown path {self.path}", code="not_found")
             return
@@ -453,6 +481,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(200, orjson.dumps({"object": "list", "data": models}))
 
     def do_POST(self) -> None:
+        self.server.app.requested.append(("POST", self.path))
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length > 0 else b""
         api = _ROUTES.get(self.path.rstrip("/"))
@@ -493,12 +522,58 @@ class _Handler(BaseHTTPRequestHandler):
         if name == "html":
             self._send(200, HTML_PAGE, "text/html; charset=utf-8")
             return
+        if name == "flaky" and request.get("stream"):
+            app = self.server.app
+            with app._lock:
+                count = app.flaky[model] = app.flaky.get(model, 0) + 1
+            if count % 2:
+                self._stream(request, model, "event", iter(_overloaded(request)))
+                return
+            request = {**request, "model": "plain"}
         if not request.get("stream"):
             self._complete(request, name)
             return
         if write is None:
             write = self.server.app.write or ("event" if name in ("long", "huge") else "small")
         self._stream(request, model, write)
+
+    def _events(self, query: str) -> None:
+        """``GET /events``: numbered events from the client's ``Last-Event-ID`` on (module docstring)."""
+        params = {name: values[-1] for name, values in urllib.parse.parse_qs(query).items()}
+        try:
+            count, cut = int(params.get("count", 10)), int(params.get("cut", 0))
+            retry = int(params["retry"]) if "retry" in params else None
+        except ValueError:
+            self._error(400, "count, cut and retry must be integers")
+            return
+        last = self.headers.get("Last-Event-ID", "").strip()
+        n = int(last) if last.isdigit() else 0
+        if n >= count:
+            self.send_response(204)  # WHATWG: "no more", so the client stops reconnecting
+            self.end_headers()
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        try:
+            if retry is not None:
+                self._chunk(b"retry: %d\n\n" % retry)
+            sent = 0
+            while n < count:
+                if self.server.app._stopping.is_set():
+                    self._cut()
+                    return
+                n += 1
+                self._chunk(b"id: %d\ndata: event %d\n\n" % (n, n))
+                sent += 1
+                if cut and sent >= cut and n < count:
+                    self._cut()  # mid-body, as a server that crashed or a proxy that timed out
+                    return
+            self.wfile.write(b"0\r\n\r\n")
+        except OSError:
+            self.close_connection = True
 
     def _round_trip(self, via: str, request: dict[str, Any], model: str) -> None:
         """``via-messages/NAME``, ``via-responses/NAME``: the chat scenario translated there and back."""
@@ -528,6 +603,9 @@ class _Handler(BaseHTTPRequestHandler):
         if name in ("http", "html"):
             self._error(400, f"Scenario {name!r} is served on /v1/chat/completions only.")
             return
+        if api == "responses" and request.get("background") and broken is None:
+            self._background(request, model, base)
+            return
         chat = _translated.chat_request(api, request, base)
         items: Iterator[Any]
         if broken is not None:
@@ -537,6 +615,65 @@ class _Handler(BaseHTTPRequestHandler):
         if write is None:
             write = self.server.app.write or ("event" if name in ("long", "huge") else "small")
         self._stream(request, model, write, items)
+
+    def _background(self, request: dict[str, Any], model: str, base: str) -> None:
+        """A ``"background": true`` Responses request: the whole stream is kept under its response
+        id for ``_resume``. ``cut-resume`` (the ``plain`` scenario) cuts the first connection in
+        the middle of an event after half of the events; ``cut-resume-repeat`` and
+        ``cut-resume-skip`` then resume one event too early or one too late, as broken servers do."""
+        from . import _translated
+
+        cut = base.split(":")[0].startswith("cut-resume")
+        scenario = base.replace("cut-resume-repeat", "plain").replace("cut-resume-skip", "plain")
+        scenario = scenario.replace("cut-resume", "plain")
+        chat = _translated.chat_request("responses", request, scenario)
+        body = b"".join(
+            item for item in _translated.format_events("responses", _events(chat)) if isinstance(item, bytes)
+        )
+        events = _split_events(body)
+        app = self.server.app
+        scenario_id = next((_response_id(data) for _, data in events if b'"response.created"' in data), None)
+        with app._lock:
+            app.background_made += 1
+            rid = f"resp_bg_{app.background_made}"  # one stream per request, resumable by its own id
+        if scenario_id:
+            was, now = b'"id":"%s"' % scenario_id.encode(), b'"id":"%s"' % rid.encode()
+            events = [(seq, data.replace(was, now)) for seq, data in events]
+        with app._lock:
+            app.background[rid] = events
+            app.broken_resume[rid] = base.split(":")[0]
+            while len(app.background) > BACKGROUND_LIMIT:
+                old, _ = app.background.popitem(last=False)
+                app.broken_resume.pop(old, None)
+        sent = events[: len(events) // 2] if cut else events
+        items: list[Any] = [data for _, data in sent]
+        if cut:
+            half = events[len(events) // 2][1]
+            items += [half[: len(half) // 2], _CUT]
+        self._stream(request, model, "event", iter(items))
+
+    def _resume(self, rid: str, query: dict[str, list[str]]) -> None:
+        """``GET /v1/responses/{id}?stream=true&starting_after=N``: a kept background stream from the
+        event after sequence number N (from the start without it)."""
+        app = self.server.app
+        with app._lock:
+            events = app.background.get(rid)
+            kind = app.broken_resume.get(rid, "")
+        if events is None:
+            self._error(404, f"No response with id {rid!r}.", code="not_found")
+            return
+        if query.get("stream", [""])[0] != "true":
+            self._error(
+                400, "The fastsse loopback server resumes background responses with stream=true only."
+            )
+            return
+        after_text = query.get("starting_after", ["-1"])[0]
+        after = int(after_text) if after_text.lstrip("-").isdigit() else -1
+        if kind == "cut-resume-repeat":
+            after -= 1  # sends the last event the client saw once more
+        elif kind == "cut-resume-skip":
+            after += 1  # leaves one event out
+        self._stream({}, rid, "event", iter([data for seq, data in events if seq > after]))
 
     def _complete(self, request: dict[str, Any], name: str) -> None:
         if name == "error":
@@ -613,6 +750,37 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(b"%X\r\n%s\r\n" % (len(piece), piece))
 
 
+def _overloaded(request: dict[str, Any]) -> list[bytes]:
+    """A role chunk, then an overloaded error before any content (what a busy provider sends)."""
+    head = {
+        "id": "chatcmpl-flaky",
+        "object": "chat.completion.chunk",
+        "created": CREATED,
+        "model": request.get("model"),
+    }
+    role = {**head, "choices": [{"index": 0, "delta": {"role": "assistant"}, "finish_reason": None}]}
+    error = {"error": {"type": "overloaded_error", "message": "Overloaded (the fastsse loopback server)"}}
+    return [b"data: " + orjson.dumps(role) + b"\n\n", b"data: " + orjson.dumps(error) + b"\n\n"]
+
+
+def _split_events(body: bytes) -> list[tuple[int, bytes]]:
+    """A compliant Responses stream (LF framing) as (sequence_number, the event's bytes) pairs."""
+    out: list[tuple[int, bytes]] = []
+    for block in body.split(b"\n\n"):
+        if not block.strip():
+            continue
+        data = next((line[6:] for line in block.split(b"\n") if line.startswith(b"data: ")), b"{}")
+        seq = orjson.loads(data).get("sequence_number", len(out))
+        out.append((int(seq), block + b"\n\n"))
+    return out
+
+
+def _response_id(data: bytes) -> str | None:
+    payload = orjson.loads(data.split(b"data: ", 1)[1])
+    response = payload.get("response") if isinstance(payload, dict) else None
+    return response.get("id") if isinstance(response, dict) else None
+
+
 def _pieces(data: bytes, rng: random.Random) -> Iterator[bytes]:
     """Cut ``data`` into uneven pieces of 1-11 bytes; every other CRLF is cut between CR and LF."""
     pos, n = 0, len(data)
@@ -671,6 +839,14 @@ class LoopbackServer:
         self.received: collections.deque[tuple[str, dict[str, Any]]] = collections.deque(
             maxlen=RECEIVED_LIMIT
         )
+        # background Responses: id -> the whole stream's events as (sequence_number, bytes), kept for
+        # GET /v1/responses/{id}?stream=true&starting_after=N (at most BACKGROUND_LIMIT, oldest dropped)
+        self.background: collections.OrderedDict[str, list[tuple[int, bytes]]] = collections.OrderedDict()
+        self.broken_resume: dict[str, str] = {}  # id -> the cut-resume variant it was made by
+        self.background_made = 0
+        self.flaky: dict[str, int] = {}  # model string -> requests seen (the flaky scenario)
+        # (method, path with query) of the last RECEIVED_LIMIT requests of any kind, oldest first
+        self.requested: collections.deque[tuple[str, str]] = collections.deque(maxlen=RECEIVED_LIMIT)
 
     def _track(self, conn: socket.socket, *, add: bool) -> None:
         with self._lock:

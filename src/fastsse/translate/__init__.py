@@ -30,11 +30,10 @@ from ._answer import MESSAGE_LIMIT, error, response
 from ._bodies import Translated, Untranslatable
 from ._request import request
 
-if TYPE_CHECKING:
-    from .._backend import ChatToMessages as ChatToMessages
-    from .._backend import ChatToResponses as ChatToResponses
-    from .._backend import MessagesToChat as MessagesToChat
-    from .._backend import ResponsesToChat as ResponsesToChat
+if TYPE_CHECKING or not _backend.COMPILED:
+    from ._translate_py import ChatToMessages, ChatToResponses, MessagesToChat, ResponsesToChat
+else:
+    from ._from_chat_c import ChatToMessages, ChatToResponses, MessagesToChat, ResponsesToChat
 
 __all__ = [
     "APIS",
@@ -118,14 +117,3 @@ def translator(source: str, target: str, /, **options: Any) -> Translator:
         return to_chat
     from_chat = classes.ChatToMessages if target == "messages" else classes.ChatToResponses
     return _Chain(to_chat, from_chat(**limit))
-
-
-_CLASSES: Final = ("ChatToMessages", "ChatToResponses", "MessagesToChat", "ResponsesToChat")
-
-
-def __getattr__(name: str) -> Any:
-    # The selected backend's classes, looked up when asked for: _backend imports this package's
-    # twins while it selects, so this module cannot take names from it while it is imported.
-    if name in _CLASSES:
-        return getattr(_backend, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..chat import ChatVerdict
 from ..chat._fold_py import ChatStream
-from ..chat._result import ChatVerdict
-from ..fold._base import FormatVerdict
+from ..fold import FormatVerdict
 from ..messages._fold_py import MessagesStream
 from ..responses._fold_py import ResponsesStream
 from ._rules import (
