@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 import fastsse
-from test_bench_e2e import server  # noqa: F401, F811 - the loopback server in its own process
+from test_bench_e2e import server  # noqa: F401 - the loopback server in its own process
 
 STREAMS = 64
 CASES = {
