@@ -9,15 +9,13 @@ Group ``retry:per-stream``; ``extra_info["client_cpu_us_per_stream"]`` is the cl
 from __future__ import annotations
 
 import statistics
-import subprocess
-import sys
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 import fastsse
+from test_bench_e2e import server  # noqa: F401 - the loopback server in its own process
 
 STREAMS = 64
 CASES = {
@@ -27,27 +25,8 @@ CASES = {
 }
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[str]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "fastsse", "serve", "--port", "0", "--quiet"],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        line = proc.stdout.readline() if proc.stdout else ""
-        if "http://" not in line:
-            pytest.fail(f"the loopback server did not start: {line!r}")
-        yield line[line.index("http://") :].split()[0].rstrip("/")
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-        if proc.stdout:
-            proc.stdout.close()
-
-
 @pytest.mark.parametrize("case", list(CASES))
-def test_retry_overhead(benchmark: Any, server: str, case: str) -> None:
+def test_retry_overhead(benchmark: Any, server: str, case: str) -> None:  # noqa: F811
     pytest.importorskip("pycurl")
     requests = [{"model": "plain:event", "messages": [{"role": "user", "content": "Hi"}]}] * STREAMS
     cpu: list[float] = []

@@ -539,8 +539,8 @@ PREPARE_FIELDS: Final = tuple(
 )
 
 
-class CallOptions(TypedDict, total=False):
-    """The keywords of every ``create_stream``, for type checkers (``**options: Unpack[CallOptions]``)."""
+class _RequestKeywords(TypedDict, total=False):
+    """The keywords a call and a client share (the rows of ``"both"`` before ``driver``)."""
 
     api: str
     base_url: str | None
@@ -561,33 +561,19 @@ class CallOptions(TypedDict, total=False):
     raise_for_status: bool
     http2: bool
     timing: bool
+
+
+class CallOptions(_RequestKeywords, total=False):
+    """The keywords of every ``create_stream``, for type checkers (``**options: Unpack[CallOptions]``)."""
+
     format: str | None
     curl: Any
     driver: str | None
 
 
-class ClientOptions(TypedDict, total=False):
+class ClientOptions(_RequestKeywords, total=False):
     """The keywords of ``Client(...)`` and ``AsyncClient(...)``, for type checkers."""
 
-    api: str
-    base_url: str | None
-    api_key: str | None
-    path: str | None
-    headers: Mapping[str, str] | Sequence[str] | None
-    timeout: float | None
-    connect_timeout: float | None
-    idle_timeout: float | None
-    proxy: str | None
-    ca_bundle: str | None
-    client_cert: str | tuple[str, str] | None
-    max_event_bytes: int | None
-    max_retries: int
-    first_chunk_gate: bool
-    fallbacks: Sequence[str | tuple[str, str]] | None
-    resume: bool
-    raise_for_status: bool
-    http2: bool
-    timing: bool
     driver: str | None
     max_connections: int
 

@@ -227,3 +227,34 @@ class Source:
         )
         error.__cause__ = cause
         return error
+
+
+class SourceFace:
+    """What ``EventSource`` and ``AsyncEventSource`` both show of their ``Source`` (``_source``)."""
+
+    _source: Source
+
+    @property
+    def url(self) -> str:
+        """The URL the source connects to, as given."""
+        return self._source.url
+
+    @property
+    def last_event_id(self) -> str:
+        """The id in effect: sent as ``Last-Event-ID`` on the next connection (``""``: none)."""
+        return self._source.last_event_id
+
+    @property
+    def retry(self) -> int | None:
+        """The server's last ``retry:`` in milliseconds (the reconnection time), or None."""
+        return self._source.retry
+
+    @property
+    def reconnects(self) -> int:
+        """How many connections were made after the first."""
+        return self._source.reconnects
+
+    @property
+    def dropped(self) -> int:
+        """How many events were dropped as replays of ids already delivered."""
+        return self._source.dropped

@@ -33,7 +33,7 @@ from ._options import (
     source_signature,
     with_self,
 )
-from ._source import Source
+from ._source import Source, SourceFace
 from .engine import _WAIT_SLICE, EpollSet, OnChunk, _Engine, _Job
 from .sync import Outcome, _concurrency, _jobs
 
@@ -317,7 +317,7 @@ class AsyncChunkStream:
         return self._result
 
 
-class AsyncEventSource:
+class AsyncEventSource(SourceFace):
     """``AsyncEventSource(url, /, *, headers=None, ..., max_reconnects=None, max_retry_delay=30.0)``:
     the events of any SSE endpoint as an async iterator, the twin of ``fastsse.EventSource``
     (the same options, rules and properties), on the running event loop.
@@ -350,31 +350,6 @@ class AsyncEventSource:
         self._waiter: asyncio.Future[None] | None = None  # the reader's: an event, an end or close()
         self._sleeper: asyncio.Future[None] | None = None  # the wait before a reconnection
         self._room: asyncio.Future[None] | None = None  # set when the buffer is down again
-
-    @property
-    def url(self) -> str:
-        """The URL the source connects to, as given."""
-        return self._source.url
-
-    @property
-    def last_event_id(self) -> str:
-        """The id in effect: sent as ``Last-Event-ID`` on the next connection (``""``: none)."""
-        return self._source.last_event_id
-
-    @property
-    def retry(self) -> int | None:
-        """The server's last ``retry:`` in milliseconds (the reconnection time), or None."""
-        return self._source.retry
-
-    @property
-    def reconnects(self) -> int:
-        """How many connections were made after the first."""
-        return self._source.reconnects
-
-    @property
-    def dropped(self) -> int:
-        """How many events were dropped as replays of ids already delivered."""
-        return self._source.dropped
 
     def __aiter__(self) -> AsyncEventSource:
         return self

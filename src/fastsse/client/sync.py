@@ -33,7 +33,7 @@ from ._options import (
     source_signature,
     with_self,
 )
-from ._source import Source
+from ._source import Source, SourceFace
 from .engine import _WAIT_SLICE, IN_CALLBACK, EpollSet, OnChunk, _Engine, _Job
 
 if TYPE_CHECKING:
@@ -309,7 +309,7 @@ class ChunkStream:
         return self._result
 
 
-class EventSource:
+class EventSource(SourceFace):
     """``EventSource(url, /, *, headers=None, ..., max_reconnects=None, max_retry_delay=30.0)``:
     the events of any SSE endpoint as an iterator, reconnecting as WHATWG's EventSource does.
 
@@ -355,31 +355,6 @@ class EventSource:
         self._lock = threading.Lock()  # guards the reader's ident and the closed flag
         self._reader: int | None = None  # the thread inside __next__
         self._wake = threading.Event()  # set by close(): ends a wait before a reconnection
-
-    @property
-    def url(self) -> str:
-        """The URL the source connects to, as given."""
-        return self._source.url
-
-    @property
-    def last_event_id(self) -> str:
-        """The id in effect: sent as ``Last-Event-ID`` on the next connection (``""``: none)."""
-        return self._source.last_event_id
-
-    @property
-    def retry(self) -> int | None:
-        """The server's last ``retry:`` in milliseconds (the reconnection time), or None."""
-        return self._source.retry
-
-    @property
-    def reconnects(self) -> int:
-        """How many connections were made after the first."""
-        return self._source.reconnects
-
-    @property
-    def dropped(self) -> int:
-        """How many events were dropped as replays of ids already delivered."""
-        return self._source.dropped
 
     def __iter__(self) -> EventSource:
         return self
