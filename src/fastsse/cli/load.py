@@ -59,7 +59,8 @@ from ._load_report import (
     summarize,
     sweep_row,
 )
-from ._load_run import Record, engine_available, run
+from ._load_run import Record, engine_available
+from ._load_run import run as run_workers
 from ._load_trace import read_trace
 
 __all__ = [
@@ -84,9 +85,12 @@ __all__ = [
 ]
 
 
-def _run(config: Any, *, progress: Any = None) -> dict[str, Any]:
-    """``run`` with the Ray actors handed in when the config asks for them."""
-    return run(config, progress=progress, actors=_load_ray.run_actors if config.ray is not None else None)
+def run(config: Any, *, progress: Any = None) -> dict[str, Any]:
+    """``run(config, *, progress=None) -> dict``: run the load and return the ``--json`` document,
+    on Ray actors when ``config.ray`` says so (``_load_run.run`` with ``_load_ray.run_actors``).
+    It raises what ``_load_run.run`` raises."""
+    actors = _load_ray.run_actors if config.ray is not None else None
+    return run_workers(config, progress=progress, actors=actors)
 
 
 def sweep(
@@ -100,7 +104,7 @@ def sweep(
     and what ``run`` raises.
     """
     closed = dataclasses.replace(config, rate=None, ramp=None, concurrency=config.concurrency or 1)
-    top = _run(closed, progress=progress)
+    top = run(closed, progress=progress)
     peak = top["summary"]["requests_per_s"]
     if not peak and not top["interrupted"]:
         raise RuntimeError("the closed-loop run completed no request: there is no maximum to sweep up to")
@@ -110,7 +114,7 @@ def sweep(
         if runs[-1]["interrupted"]:  # Ctrl-C: the rows so far
             break
         rate = peak * k / points
-        doc = _run(dataclasses.replace(config, rate=rate, ramp=None, concurrency=None), progress=progress)
+        doc = run(dataclasses.replace(config, rate=rate, ramp=None, concurrency=None), progress=progress)
         runs.append(doc)
         rows.append(sweep_row(rate, doc))
     settings = dict(top["config"])
@@ -141,7 +145,7 @@ def repeat(
     """
     runs: list[dict[str, Any]] = []
     for _ in range(times):
-        runs.append(_run(config, progress=progress))
+        runs.append(run(config, progress=progress))
         if runs[-1]["interrupted"] or _unanswered(runs[-1]) is not None:
             break
     top = runs[0]
@@ -665,7 +669,7 @@ def main(argv: list[str] | None = None) -> int:
         elif args.repeat > 1:
             doc = repeat(config, args.repeat, progress=progress if show else None)
         else:
-            doc = _run(config, progress=progress if show else None)
+            doc = run(config, progress=progress if show else None)
     except (RuntimeError, ValueError, _peers.Unavailable, ImportError) as exc:
         if show:
             print(file=sys.stderr)  # end the progress line
