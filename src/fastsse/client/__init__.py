@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._errors import ClientClosed
 from ._options import DEFAULT, OPTIONS, CallOptions, ClientOptions, Option
+from ._retry import should_retry
 from .iterators import ChunkIterator, aiter_chunks, aiter_events, iter_chunks, iter_events
 from .sync import ChunkStream, Client, create_stream
 
@@ -35,6 +36,7 @@ __all__ = [
     "create_stream",
     "iter_chunks",
     "iter_events",
+    "should_retry",
 ]
 
 

@@ -145,6 +145,11 @@ OPTIONS: Final[tuple[Option, ...]] = (
         "idle_timeout", "float | None", None, BOTH,
         "seconds without a byte from the server (keep-alive comments count) before giving up",
     ),
+    Option(
+        "first_byte_timeout", "float | None", None, BOTH,
+        "seconds from the start of an attempt to the server's first byte (its status line), the "
+        "connection included; None: idle_timeout holds from the start too",
+    ),
     Option("proxy", "str | None", None, BOTH, 'a proxy URL, "" for none; None follows the environment'),
     Option("ca_bundle", "str | None", None, BOTH, "a PEM file of CAs to trust"),
     Option("client_cert", "str | tuple[str, str] | None", None, BOTH, "a PEM certificate file, or (cert, key)"),
@@ -305,6 +310,7 @@ class RequestOptions:
     timeout: float | None = None
     connect_timeout: float | None = None
     idle_timeout: float | None = None
+    first_byte_timeout: float | None = None
     proxy: str | None = None
     ca_bundle: str | None = None
     client_cert: str | tuple[str, str] | None = None
@@ -352,6 +358,7 @@ class CallOptions(TypedDict, total=False):
     timeout: float | None
     connect_timeout: float | None
     idle_timeout: float | None
+    first_byte_timeout: float | None
     proxy: str | None
     ca_bundle: str | None
     client_cert: str | tuple[str, str] | None
@@ -379,6 +386,7 @@ class ClientOptions(TypedDict, total=False):
     timeout: float | None
     connect_timeout: float | None
     idle_timeout: float | None
+    first_byte_timeout: float | None
     proxy: str | None
     ca_bundle: str | None
     client_cert: str | tuple[str, str] | None

@@ -98,8 +98,9 @@ class RequestSpec:
 
     ``url`` is what curl gets; ``display_url`` is the same with any ``user:password@`` replaced, for
     messages. ``headers`` are curl ``HTTPHEADER`` lines (Authorization included, so never log them).
-    Timeouts are whole milliseconds (0: none); ``idle_timeout`` is seconds (None: none), enforced by
-    the wait loop against ``Response.last_activity``, not by curl.
+    Timeouts are whole milliseconds (0: none); ``idle_timeout`` and ``first_byte_timeout`` are
+    seconds (None: none), enforced by the wait loop against ``Response.last_activity`` (set when
+    the attempt starts, moved by every header line and read), not by curl.
     """
 
     url: str
@@ -109,6 +110,7 @@ class RequestSpec:
     timeout_ms: int = 0
     connect_timeout_ms: int = 0
     idle_timeout: float | None = None
+    first_byte_timeout: float | None = None
     proxy: str | None = None
     ca_bundle: str | None = None
     client_cert: str | None = None
@@ -298,6 +300,7 @@ def _prepare(
     timeout: float | None = None,
     connect_timeout: float | None = None,
     idle_timeout: float | None = None,
+    first_byte_timeout: float | None = None,
     proxy: str | None = None,
     ca_bundle: str | None = None,
     client_cert: str | tuple[str, str] | None = None,
@@ -380,6 +383,9 @@ def _prepare(
         timeout_ms=_milliseconds(timeout, "timeout"),
         connect_timeout_ms=_milliseconds(connect_timeout, "connect_timeout"),
         idle_timeout=None if idle_timeout is None else _seconds(idle_timeout, "idle_timeout"),
+        first_byte_timeout=None
+        if first_byte_timeout is None
+        else _seconds(first_byte_timeout, "first_byte_timeout"),
         proxy=proxy,
         ca_bundle=None if ca_bundle is None else os.fspath(ca_bundle),
         client_cert=None if cert is None else os.fspath(cert),
