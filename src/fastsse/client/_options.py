@@ -202,8 +202,8 @@ OPTIONS: Final[tuple[Option, ...]] = (
     ),
     Option(
         "format", "str | None", None, CALL,
-        'None: the API\'s fold; "relay" (chat) or "to-chat" / "to-responses" / "to-messages": '
-        "on_chunk receives the bytes to send downstream",
+        'None: the API\'s fold; "relay" (chat), "passthrough" (any API: its whole events unchanged) '
+        'or "to-chat" / "to-responses" / "to-messages": on_chunk receives the bytes to send downstream',
     ),
     Option(
         "curl", "Any", None, CALL,
