@@ -243,7 +243,7 @@ class Gateway:
         shape = "messages" if b"anthropic-version" in headers or b"x-api-key" in headers else "chat"
         if path == "/health":
             status = 503 if self.draining else 200
-            await send_json(send, status, {"status": "draining" if self.draining else "ok"})
+            await send_json(send, status, {"status": "draining" if self.draining else "ok", "pid": os.getpid()})
         elif path == "/metrics":
             await send_whole(
                 send, 200, self.metrics.render(), content_type=(b"content-type", b"text/plain; version=0.0.4")
