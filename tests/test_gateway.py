@@ -146,3 +146,47 @@ def test_caller_leaving_mid_answer_stops_the_upstream_transfer(gateway: Any) -> 
         assert first.startswith(b"data: ")
     entry = logged(app, before)  # well before the 200 ms-per-token answer could have ended
     assert entry["outcome"] == "caller_left" and entry["status"] == 499 and entry["duration_ms"] < 1500
+
+
+def test_the_example_mounts_the_gateway_beside_a_route_of_its_own(upstream: Any, tmp_path: Any) -> None:
+    """``uvicorn --app-dir examples --factory gateway:create_app`` as examples/gateway.py writes it:
+    the gateway's routes and the example's own ``/summarize`` (a relayed stream, a kept 429)."""
+    import os
+    import pathlib
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    httpx = pytest.importorskip("httpx")
+    pytest.importorskip("starlette")
+    examples = pathlib.Path(__file__).resolve().parents[1] / "examples"
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {**os.environ, "FASTSSE_UPSTREAM": upstream.base_url, "FASTSSE_UPSTREAM_API": "chat"}
+    env["PYTHONPATH"] = os.pathsep.join([str(examples.parent / "src"), env.get("PYTHONPATH", "")])
+    argv = [sys.executable, "-m", "uvicorn", "--app-dir", str(examples), "--factory", "gateway:create_app"]
+    argv += ["--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"]
+    with open(tmp_path / "stderr.txt", "wb") as sink:
+        proc = subprocess.Popen(argv, env=env, stdout=sink, stderr=sink)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                httpx.get(url + "/health", timeout=2)
+                break
+            except httpx.TransportError:
+                assert proc.poll() is None and time.monotonic() < deadline, (tmp_path / "stderr.txt").read_text()
+                time.sleep(0.05)
+        with httpx.Client(timeout=20) as http:
+            chat = http.post(url + "/v1/chat/completions", json={"model": "plain", "messages": MESSAGES, "stream": True})
+            summary = http.post(url + "/summarize", json={"text": "a long text", "model": "plain"})
+            limited = http.post(url + "/summarize", json={"text": "x", "model": "http-429"})
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    assert chat.status_code == 200 and chat.text.endswith("data: [DONE]\n\n")
+    assert summary.status_code == 200 and summary.text.endswith("data: [DONE]\n\n")
+    assert limited.status_code == 429 and limited.headers["retry-after"] == "1"
