@@ -168,6 +168,7 @@ def _serve(config: GatewayConfig, sock: socket.socket) -> int:
         timeout_keep_alive=5,
         backlog=4096,
         server_header=False,
+        proxy_headers=False,  # no X-Forwarded-* rewriting: one middleware less per request
     )
 
     class Server(uvicorn.Server):

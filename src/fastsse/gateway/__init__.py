@@ -17,12 +17,13 @@ as ASGI parts and as an app (``python -m fastsse gateway`` runs it; docs/gateway
 from __future__ import annotations
 
 from ._app import Gateway, stream_format
-from ._asgi import CallerGone, Downstream, TooLarge, read_body, watch_disconnect
+from ._asgi import Batch, CallerGone, Downstream, TooLarge, read_body, watch_disconnect
 from ._config import ConfigError, GatewayConfig, ServerConfig, Upstream, config_from, load_config
 from ._log import JsonFormatter, QuietCuts
 from ._metrics import Metrics
 
 __all__ = [
+    "Batch",
     "CallerGone",
     "ConfigError",
     "Downstream",

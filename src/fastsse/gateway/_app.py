@@ -33,6 +33,7 @@ from .._errors import HTTPStatusError, TransportError
 from ..client import should_retry
 from ._asgi import (
     SSE_HEADERS,
+    Batch,
     CallerGone,
     Downstream,
     Receive,
@@ -166,6 +167,7 @@ class Gateway:
         self._id_prefix = f"gw-{os.getpid():x}-{int(time.time()) & 0xFFFFFF:x}-"
         self._forward = frozenset((*ANTHROPIC_HEADERS, *OPENAI_HEADERS, *self.server.forward_headers)) - NEVER_FORWARDED
         self._models: tuple[float, int, bytes, bytes] | None = None
+        self._batch = Batch()  # every answer's pieces of one loop turn, flushed in one callback
 
     # lifecycle
 
@@ -393,20 +395,16 @@ class Gateway:
             try:
                 if down is None:
                     return up, await client.create_stream(sent, **options), None
-                if down.gaps is None:
-                    down.gaps = self.metrics.gaps.observer((("route", caller), ("upstream", up.name)), 1e-9)
                 fmt = stream_format(caller, up.api)
                 return up, await client.create_stream(sent, down.piece, format=fmt, **options), None
             except (HTTPStatusError, TransportError) as exc:
                 failure = exc
-            if down is not None and down.started:
+            if down is not None and down.first_ns:
                 return up, None, failure  # part of the answer went out: never again elsewhere
             reason = f"http_{failure.status}" if isinstance(failure, HTTPStatusError) else f"curl_{failure.code}"
             self.metrics.fallbacks.add((("upstream", up.name), ("reason", reason)))
             if not should_retry(failure):
                 return up, None, failure
-            if down is not None:
-                down.gaps = None
         return last, None, failure
 
     async def _fail(
@@ -451,7 +449,7 @@ class Gateway:
         arrived: int,
         state: dict[str, bool],
     ) -> None:
-        down = Downstream(send, [*SSE_HEADERS, *own])
+        down = Downstream(send, [*SSE_HEADERS, *own], batch=self._batch)
         try:
             up, result, failure = await self._attempts(headers, body, caller, record, down)
         finally:
@@ -460,8 +458,11 @@ class Gateway:
                 record["ttft_ms"] = round((down.first_ns - arrived) / 1e6, 3)
                 labels = (("route", caller), ("upstream", record["upstream"] or "-"))
                 self.metrics.ttft.observe(labels, (down.first_ns - arrived) / 1e9)
+                self.metrics.gaps.merge(labels, down.gaps, (down.last_ns - down.first_ns) / 1e9)
         if result is not None:
             record["tokens_in"], record["tokens_out"] = _usage(result)
+        if down.first_ns:
+            await down.flush()  # what arrived goes out (with the status) before the end is decided
         if not down.started:
             if result is not None:  # the upstream's answer held nothing to send
                 failure = TransportError(_why(result["verdict"]), result=result, code=0)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Iterable
 from time import monotonic_ns
+from types import CoroutineType
 from typing import Any, Final
 
 import orjson
@@ -67,9 +68,9 @@ def start(awaitable: Awaitable[Any], done: Callable[[BaseException | None], Any]
     (None when it returned) at its end. A server's ``send`` that has room writes at once and
     finishes here: one message costs no task switch. It raises what the awaitable raised before
     its first suspension."""
-    it = awaitable.__await__()
+    it = awaitable if type(awaitable) is CoroutineType else awaitable.__await__()
     try:
-        yielded = it.send(None)
+        yielded = it.send(None)  # type: ignore[union-attr]
     except StopIteration:
         return True
     _Driven(it, asyncio.get_running_loop(), done).wait(yielded)
@@ -139,16 +140,42 @@ async def send_json(send: Send, status: int, payload: Any, headers: Iterable[tup
     await send_whole(send, status, orjson.dumps(payload), headers)
 
 
+class Batch:
+    """The answers that got pieces in this turn of the event loop, flushed once at its end: one
+    loop callback per turn for every stream, not one per stream (``Gateway`` shares one)."""
+
+    __slots__ = ("_due", "_scheduled")
+
+    def __init__(self) -> None:
+        self._due: list[Downstream] = []
+        self._scheduled = False
+
+    def add(self, down: Downstream) -> None:
+        self._due.append(down)
+        if not self._scheduled:
+            self._scheduled = True
+            down._loop.call_soon(self._run)
+
+    def _run(self) -> None:
+        self._scheduled = False
+        due, self._due = self._due, []
+        for down in due:
+            down._flush()
+
+
 class Downstream:
     """The caller's side of one streamed answer, fed by the upstream transfer's ``on_chunk``.
 
-    ``piece(data)`` (the transfer's ``on_chunk``) starts the response (200, an event stream) on
-    the first piece and sends each piece on at once from the transfer's callback: while the
-    server takes it without waiting, no task runs and nothing is queued. When the server's send
-    must wait (the caller reads slower than the upstream writes: its transport's buffer is full),
-    ``piece`` returns a future that is not done: the engine stops reading the upstream (which
-    meets TCP backpressure) until the send went out and every piece that arrived meanwhile (one
-    more upstream read at most) went with the next send. So what waits for a slow caller is the
+    ``piece(data)`` (the transfer's ``on_chunk``) keeps each piece and, once per turn of the
+    event loop (through ``batch``, a ``Batch`` shared by many answers, else a loop callback of its
+    own), sends every piece that arrived in that turn as one message (the response's start,
+    200 and an event stream, goes with the first): one write to the caller per upstream read
+    however many events and chunked-encoding chunks the read held, and no task per piece. While
+    the server takes a message without waiting nothing is queued. When its send must wait (the
+    caller reads slower than the upstream writes: its transport's buffer is full), ``piece``
+    returns a future that is not done: the engine stops reading the upstream (which meets TCP
+    backpressure) until the send went out and every piece that arrived meanwhile (one more
+    upstream read at most) went with the next send. So what waits for a slow caller is the
     server's write buffer and one read, whatever the answer's length.
 
     ``started`` says whether the status went out (after that a failure can only cut the
@@ -160,9 +187,11 @@ class Downstream:
     """
 
     __slots__ = (
+        "_batch",
         "_flushed",
         "_held",
         "_loop",
+        "_queued",
         "_room",
         "_sending",
         "first_ns",
@@ -175,7 +204,12 @@ class Downstream:
         "started",
     )
 
-    def __init__(self, send: Send, headers: list[tuple[bytes, bytes]], gaps: Callable[[int], Any] | None = None):
+    def __init__(
+        self,
+        send: Send,
+        headers: list[tuple[bytes, bytes]],
+        batch: Batch | None = None,
+    ):
         self.send = send
         self.headers = headers
         self.started = False
@@ -183,74 +217,99 @@ class Downstream:
         self.relayed = 0  # bytes handed to the server
         self.first_ns = 0  # monotonic ns of the first piece
         self.last_ns = 0
-        self.gaps = gaps  # called with the ns between two pieces (the inter-token histogram)
-        self._sending = False  # a send is waiting for room
+        # the gaps between pieces by their bit length in ns (gaps[b]: 2**(b-1) <= gap < 2**b); their
+        # sum is last_ns - first_ns. One list increment per piece; Gateway merges it at the end.
+        self.gaps = [0] * 64
+        self._sending = False  # a send is waiting for room: pieces are held, the upstream too
+        self._queued = False  # a flush is due at the end of this turn of the loop
         self._held: list[bytes] = []
         self._room: asyncio.Future[None] | None = None
         self._flushed: asyncio.Future[None] | None = None
         self._loop = asyncio.get_running_loop()
+        self._batch = batch
 
     def piece(self, data: bytes) -> Any:
         if self.gone:
             return False  # stop the transfer: nobody to send to
         now = monotonic_ns()
         if self.last_ns:
-            if self.gaps is not None:
-                self.gaps(now - self.last_ns)
+            self.gaps[(now - self.last_ns).bit_length()] += 1
         else:
             self.first_ns = now
         self.last_ns = now
+        self._held.append(data)
         if self._sending:
-            self._held.append(data)
-            return self._room
+            room = self._room
+            if room is None:
+                room = self._room = self._loop.create_future()
+            return room
+        if not self._queued:
+            self._queued = True
+            if self._batch is not None:
+                self._batch.add(self)
+            else:
+                self._loop.call_soon(self._flush)
+        return None
+
+    def _flush(self) -> None:
+        """Send what arrived in this turn of the loop, as one message."""
+        self._queued = False
+        if self._sending or self.gone or not self._held:
+            return
+        held = self._held
+        data = held[0] if len(held) == 1 else b"".join(held)
+        held.clear()
         if not self.started:
             self.started = True
-            start_message = {"type": "http.response.start", "status": 200, "headers": self.headers}
+            message = {"type": "http.response.start", "status": 200, "headers": self.headers}
             try:
-                if not start(self.send(start_message), self._sent_start):
-                    self._held.append(data)
-                    return self._wait()
+                if not start(self.send(message), self._sent_start):
+                    self._sending = True
+                    held.append(data)
+                    return
             except Exception:
-                self.gone = True
-                return False
-        return self._send(data)
+                self._lost()
+                return
+        self._send(data)
 
-    def _send(self, data: bytes) -> Any:
+    def _send(self, data: bytes) -> None:
         self.relayed += len(data)
         try:
-            if start(self.send({"type": "http.response.body", "body": data, "more_body": True}), self._sent):
-                return None
+            if not start(self.send({"type": "http.response.body", "body": data, "more_body": True}), self._sent):
+                self._sending = True
         except Exception:
-            self.gone = True
-            return False
-        return self._wait()
+            self._lost()
 
-    def _wait(self) -> asyncio.Future[None]:
-        self._sending = True
-        room = self._room
-        if room is None or room.done():
-            room = self._room = self._loop.create_future()
-        return room
+    def _lost(self) -> None:
+        self.gone = True
+        self._held.clear()
+        self._settle()
 
     def _sent_start(self, exc: BaseException | None) -> None:
-        self._sent(exc)
+        if exc is not None:
+            self._lost()
+            return
+        self._sending = False
+        self._flush()
+        if not self._sending:
+            self._settle()
 
     def _sent(self, exc: BaseException | None) -> None:
         """A send that had to wait went out: send what arrived meanwhile, as one message."""
         if exc is not None:
-            self.gone = True
-            self._held.clear()
-        elif self._held:
-            data = self._held[0] if len(self._held) == 1 else b"".join(self._held)
-            self._held.clear()
-            self.relayed += len(data)
-            try:
-                message = {"type": "http.response.body", "body": data, "more_body": True}
-                if not start(self.send(message), self._sent):
-                    return  # still waiting: the hold stays
-            except Exception:
-                self.gone = True
+            self._lost()
+            return
         self._sending = False
+        if self._held:
+            held = self._held
+            data = held[0] if len(held) == 1 else b"".join(held)
+            held.clear()
+            self._send(data)
+            if self._sending:
+                return  # still waiting: the hold stays
+        self._settle()
+
+    def _settle(self) -> None:
         room, self._room = self._room, None
         if room is not None and not room.done():
             room.set_result(None)  # the engine reads the upstream again
@@ -260,6 +319,8 @@ class Downstream:
 
     async def flush(self) -> None:
         """Wait until every piece went to the server."""
+        if self._queued:
+            self._flush()  # the pieces of this turn go now, not after the end is decided
         if self._sending:
             self._flushed = self._loop.create_future()
             await self._flushed

@@ -11,12 +11,10 @@ Each worker process keeps its own figures (a scrape reaches one worker).
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Callable
 from typing import Final
 
-# seconds: first token and whole answers (10 ms to 5 min), gaps between tokens (1 ms to 10 s)
+# seconds: first token and whole answers (10 ms to 5 min)
 LATENCY_BUCKETS: Final = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
-GAP_BUCKETS: Final = (0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0)
 TOKEN_BUCKETS: Final = (1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304)
 
 Labels = tuple[tuple[str, str], ...]
@@ -51,20 +49,6 @@ class Histogram:
         row[bisect_left(self.bounds, value)] += 1
         row[-1] += value
 
-    def observer(self, labels: Labels, scale: float = 1.0) -> Callable[[float], None]:
-        """A one-argument ``observe`` for ``labels`` of a value in units of ``scale`` (1e-9: ns
-        observed in a histogram of seconds): the per-piece path, with the row looked up once."""
-        row = self.series.get(labels)
-        if row is None:
-            row = self.series[labels] = [0.0] * (len(self.bounds) + 2)
-        bounds = tuple(b / scale for b in self.bounds)
-
-        def observe(value: float) -> None:
-            row[bisect_left(bounds, value)] += 1
-            row[-1] += value * scale
-
-        return observe
-
     def lines(self) -> list[str]:
         out = [f"# HELP {self.name} {self.doc}", f"# TYPE {self.name} histogram"]
         for labels, row in sorted(self.series.items()):
@@ -77,6 +61,29 @@ class Histogram:
             out.append(f"{self.name}_sum{_labels(labels)} {row[-1]:g}")
             out.append(f"{self.name}_count{_labels(labels)} {running:g}")
         return out
+
+
+class Log2Histogram(Histogram):
+    """A histogram whose buckets are powers of two nanoseconds (``le`` 2**17 ns = 131 us up to
+    2**34 ns = 17 s), filled from counts by bit length (``merge``): what a per-piece path can
+    keep with one list increment."""
+
+    LOW: Final = 17
+    HIGH: Final = 34
+
+    def __init__(self, name: str, doc: str) -> None:
+        super().__init__(name, doc, tuple(2**b / 1e9 for b in range(self.LOW, self.HIGH + 1)))
+
+    def merge(self, labels: Labels, by_bits: list[int], total: float) -> None:
+        """Add gaps counted by their bit length in ns (``by_bits[b]``) whose sum is ``total`` s."""
+        row = self.series.get(labels)
+        if row is None:
+            row = self.series[labels] = [0.0] * (len(self.bounds) + 2)
+        last = len(self.bounds)  # +Inf
+        for bits, count in enumerate(by_bits):
+            if count:
+                row[min(max(bits - self.LOW, 0), last)] += count
+        row[-1] += total
 
 
 class Counter:
@@ -118,11 +125,10 @@ class Metrics:
             "Time from the request's arrival to the first byte of the answer sent to the caller.",
             LATENCY_BUCKETS,
         )
-        self.gaps = Histogram(
+        self.gaps = Log2Histogram(
             "gen_ai_server_time_per_output_token_seconds",
             "Time between two pieces of a streamed answer (one upstream read each; a token per read "
             "for most servers).",
-            GAP_BUCKETS,
         )
         self.duration = Histogram(
             "gen_ai_server_request_duration_seconds",
