@@ -4,6 +4,7 @@ downstream; the gateway's JSON log gives the record of each answer."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -190,3 +191,52 @@ def test_the_example_mounts_the_gateway_beside_a_route_of_its_own(upstream: Any,
     assert chat.status_code == 200 and chat.text.endswith("data: [DONE]\n\n")
     assert summary.status_code == 200 and summary.text.endswith("data: [DONE]\n\n")
     assert limited.status_code == 429 and limited.headers["retry-after"] == "1"
+
+
+def test_the_gateway_app_under_granian(upstream: Any, tmp_path: Any) -> None:
+    """The parts use only the ASGI callables: under granian (whose awaitables are Rust iterators,
+    not coroutines) a stream relays, a 429 keeps its status, and a caller leaving is seen."""
+    import os
+    import pathlib
+    import socket
+    import subprocess
+    import time
+
+    httpx = pytest.importorskip("httpx")
+    granian = pytest.importorskip("granian")  # noqa: F841
+    app = tmp_path / "granian_app.py"
+    app.write_text(
+        "import os\nfrom fastsse.gateway import Gateway, config_from\n"
+        "app = Gateway(config_from({'upstream': [{'name': 'u', 'base_url': os.environ['UPSTREAM']}]}))\n"
+    )
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    src = pathlib.Path(__file__).resolve().parents[1] / "src"
+    env = {**os.environ, "UPSTREAM": upstream.base_url, "PYTHONPATH": os.pathsep.join([str(src), str(tmp_path)])}
+    argv = [sys.executable, "-m", "granian", "--interface", "asgi", "--host", "127.0.0.1", "--port", str(port)]
+    with open(tmp_path / "log.txt", "wb") as sink:
+        proc = subprocess.Popen([*argv, "--no-access-log", "granian_app:app"], env=env, stdout=sink, stderr=sink)
+    url = f"http://127.0.0.1:{port}/v1"
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                httpx.get(url[:-3] + "/health", timeout=2)
+                break
+            except httpx.TransportError:
+                assert proc.poll() is None and time.monotonic() < deadline, (tmp_path / "log.txt").read_text()
+                time.sleep(0.1)
+        with httpx.Client(timeout=20) as http:
+            chat = http.post(url + "/chat/completions", json={"model": "plain", "messages": MESSAGES, "stream": True})
+            limited = http.post(url + "/chat/completions", json={"model": "http-429", "messages": MESSAGES, "stream": True})
+            with http.stream("POST", url + "/chat/completions", json={"model": "slow-200", "messages": MESSAGES, "stream": True}) as r:
+                next(r.iter_raw())
+        time.sleep(0.5)
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    assert chat.status_code == 200 and chat.text.endswith("data: [DONE]\n\n")
+    assert limited.status_code == 429 and limited.headers["retry-after"] == "1"
+    log = (tmp_path / "log.txt").read_text()
+    assert "caller_left" in log and log.count("caller_left") == 1

@@ -37,10 +37,10 @@ class TooLarge(Exception):
 class _Driven:
     """An awaitable run from future callbacks instead of a task; ``done(exc)`` at its end."""
 
-    __slots__ = ("done", "it", "loop")
+    __slots__ = ("done", "loop", "resume")
 
-    def __init__(self, it: Any, loop: asyncio.AbstractEventLoop, done: Callable[[BaseException | None], Any]):
-        self.it = it
+    def __init__(self, resume: Callable[[], Any], loop: asyncio.AbstractEventLoop, done: Callable[[BaseException | None], Any]):
+        self.resume = resume
         self.loop = loop
         self.done = done
 
@@ -53,7 +53,7 @@ class _Driven:
 
     def step(self, _: object = None) -> None:
         try:
-            yielded = self.it.send(None)
+            yielded = self.resume()
         except StopIteration:
             self.done(None)
         except BaseException as exc:  # the server's send raised (a closed connection...)
@@ -68,13 +68,30 @@ def start(awaitable: Awaitable[Any], done: Callable[[BaseException | None], Any]
     (None when it returned) at its end. A server's ``send`` that has room writes at once and
     finishes here: one message costs no task switch. It raises what the awaitable raised before
     its first suspension."""
-    it = awaitable if type(awaitable) is CoroutineType else awaitable.__await__()
-    try:
-        yielded = it.send(None)  # type: ignore[union-attr]
-    except StopIteration:
-        return True
-    _Driven(it, asyncio.get_running_loop(), done).wait(yielded)
+    if type(awaitable) is CoroutineType:
+        try:
+            yielded = awaitable.send(None)
+        except StopIteration:
+            return True
+        resume = _sender(awaitable)
+    else:  # a server's own awaitable (granian's is an iterator with no send): next() it
+        it = awaitable.__await__()
+        resume = _sender(it) if hasattr(it, "send") else it.__next__
+        try:
+            yielded = resume()
+        except StopIteration:
+            return True
+    _Driven(resume, asyncio.get_running_loop(), done).wait(yielded)
     return False
+
+
+def _sender(it: Any) -> Callable[[], Any]:
+    send = it.send
+
+    def resume() -> Any:
+        return send(None)
+
+    return resume
 
 
 def watch_disconnect(receive: Receive, on_gone: Callable[[], Any]) -> None:
