@@ -644,6 +644,8 @@ class Response:
                     return 0
                 if self.direct is not None and not self.directed:
                     self.directed = self.direct(self.stream, self)
+                    if not self.directed:
+                        self.direct = None  # a stream C cannot feed (a byte format): do not ask again
                 return None
             except BaseException as exc:  # re-raised unchanged by finish() once curl has stopped
                 self.exc = exc
