@@ -36,7 +36,12 @@ def httpx_app(upstream: str) -> Any:
 
     async def chat(request: Request) -> StreamingResponse:
         assert client is not None
-        sent = client.build_request("POST", "/chat/completions", content=await request.body(), headers={"content-type": "application/json"})
+        sent = client.build_request(
+            "POST",
+            "/chat/completions",
+            content=await request.body(),
+            headers={"content-type": "application/json"},
+        )
         answer = await client.send(sent, stream=True)
 
         async def body() -> Any:
@@ -65,8 +70,12 @@ def aiohttp_main(upstream: str, port: int) -> None:
     async def chat(request: web.Request) -> web.StreamResponse:
         body = await request.read()
         session: aiohttp.ClientSession = request.app["session"]
-        async with session.post(upstream + "/chat/completions", data=body, headers={"content-type": "application/json"}) as answer:
-            response = web.StreamResponse(status=answer.status, headers={"content-type": answer.headers.get("content-type", "")})
+        async with session.post(
+            upstream + "/chat/completions", data=body, headers={"content-type": "application/json"}
+        ) as answer:
+            response = web.StreamResponse(
+                status=answer.status, headers={"content-type": answer.headers.get("content-type", "")}
+            )
             await response.prepare(request)
             async for piece in answer.content.iter_any():
                 await response.write(piece)
@@ -87,7 +96,9 @@ def main(argv: list[str]) -> None:
         return
     import uvicorn
 
-    uvicorn.run(httpx_app(upstream), host="127.0.0.1", port=port, log_level="warning", access_log=False, backlog=4096)
+    uvicorn.run(
+        httpx_app(upstream), host="127.0.0.1", port=port, log_level="warning", access_log=False, backlog=4096
+    )
 
 
 if __name__ == "__main__":

@@ -74,9 +74,8 @@ def _tree(pid: int) -> list[int]:
     parents: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):
         if entry.isdigit():
-            with contextlib.suppress(OSError, IndexError, ValueError):
-                with open(f"/proc/{entry}/stat") as stat:
-                    parents.setdefault(int(stat.read().rsplit(")", 1)[1].split()[1]), []).append(int(entry))
+            with contextlib.suppress(OSError, IndexError, ValueError), open(f"/proc/{entry}/stat") as stat:
+                parents.setdefault(int(stat.read().rsplit(")", 1)[1].split()[1]), []).append(int(entry))
     out, todo = [], [pid]
     while todo:
         current = todo.pop()
@@ -100,18 +99,21 @@ def _hwm_mb(pid: int) -> float:
     """The peak RSS (VmHWM) of ``pid``'s process tree, summed, in MB."""
     total = 0
     for one in _tree(pid):
-        with contextlib.suppress(OSError):
-            with open(f"/proc/{one}/status") as status:
-                for line in status:
-                    if line.startswith("VmHWM:"):
-                        total += int(line.split()[1])
+        with contextlib.suppress(OSError), open(f"/proc/{one}/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    total += int(line.split()[1])
     return total / 1024
 
 
 @contextlib.contextmanager
-def _process(argv: list[str], port: int, log: pathlib.Path, env: dict[str, str] | None = None) -> Iterator[subprocess.Popen[bytes]]:
+def _process(
+    argv: list[str], port: int, log: pathlib.Path, env: dict[str, str] | None = None
+) -> Iterator[subprocess.Popen[bytes]]:
     with open(log, "wb") as sink:
-        proc = subprocess.Popen(_pinned(argv, GATEWAY_CPU), env=env or _env(), stdout=sink, stderr=sink, start_new_session=True)
+        proc = subprocess.Popen(
+            _pinned(argv, GATEWAY_CPU), env=env or _env(), stdout=sink, stderr=sink, start_new_session=True
+        )
     try:
         deadline = time.monotonic() + 90
         while True:
@@ -130,6 +132,9 @@ def _process(argv: list[str], port: int, log: pathlib.Path, env: dict[str, str] 
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+
+
+LITELLM_KEY = "sk-fastsse-bench-0123456789abcdef0123456789abcdef"  # the proxy refuses to start without one
 
 
 def _litellm() -> str | None:
@@ -156,16 +161,25 @@ def contender(name: str, upstream: str, work: pathlib.Path) -> Iterator[tuple[st
             '      api_key: "x"\n'
             "litellm_settings:\n"
             "  drop_params: true\n"
-            "  callbacks: []\n"
-            "  success_callback: []\n"
-            "  failure_callback: []\n"
+            "  turn_off_message_logging: true\n"
             "general_settings:\n"
+            f'  master_key: "{LITELLM_KEY}"\n'
             "  disable_spend_logs: true\n"
             "  disable_error_logs: true\n"
         )
         command = _litellm()
         assert command is not None
-        argv = [command, "--config", str(config), "--host", "127.0.0.1", "--port", str(port), "--num_workers", "1"]
+        argv = [
+            command,
+            "--config",
+            str(config),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--num_workers",
+            "1",
+        ]
     else:
         raise ValueError(name)
     with _process(argv, port, log) as proc:
@@ -192,12 +206,27 @@ class Run:
         return 1e6 * self.cpu_s / self.chunks if self.chunks else float("nan")
 
 
-def load(url: str, model: str, concurrency: int, requests: int, work: pathlib.Path, pid: int | None = None) -> Run:
+def load(
+    url: str,
+    model: str,
+    concurrency: int,
+    requests: int,
+    work: pathlib.Path,
+    pid: int | None = None,
+    key: str = "x",
+) -> Run:
     out = work / "load.json"
     argv = [PY, "-m", "fastsse", "load", url, "--model", model, "--concurrency", str(concurrency)]
-    argv += ["--requests", str(requests), "--json", str(out), "--quiet", "--timeout", "120"]
+    argv += ["--requests", str(requests), "--json", str(out), "--quiet", "--timeout", "120", "--api-key", key]
     before = _cpu(pid) if pid else 0.0
-    subprocess.run(_pinned(argv, CLIENT_CPU), env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=600, check=False)
+    subprocess.run(
+        _pinned(argv, CLIENT_CPU),
+        env=_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        timeout=600,
+        check=False,
+    )
     used = _cpu(pid) - before if pid else 0.0
     summary = json.loads(out.read_text())["summary"]
 
@@ -234,7 +263,13 @@ QUICK = [
 HELD = ("c1000", "ttft_ms=50,itl_ms=20,chunks=100", 1000, 1000)
 
 
-def table(rows: dict[str, dict[str, Run]], direct: dict[str, Run], rss: dict[str, float], held: dict[str, Run], load_avg: tuple[float, float]) -> str:
+def table(
+    rows: dict[str, dict[str, Run]],
+    direct: dict[str, Run],
+    rss: dict[str, float],
+    held: dict[str, Run],
+    load_avg: tuple[float, float],
+) -> str:
     lines = [
         f"2 cores, each gateway pinned to core {GATEWAY_CPU}, upstream and client on core {CLIENT_CPU}; "
         f"load average {load_avg[0]:.2f} before, {load_avg[1]:.2f} after (1.0 is this benchmark alone)",
@@ -263,7 +298,11 @@ def table(rows: dict[str, dict[str, Run]], direct: dict[str, Run], rss: dict[str
         )
     lines.append("")
     lines.append(
-        "direct: " + ", ".join(f"{k} TTFT p50 {v.ttft_p50:.1f} ms, E2E p50 {v.e2e_p50:.1f} / p99 {v.e2e_p99:.1f} ms" for k, v in direct.items())
+        "direct: "
+        + ", ".join(
+            f"{k} TTFT p50 {v.ttft_p50:.1f} ms, E2E p50 {v.e2e_p50:.1f} / p99 {v.e2e_p99:.1f} ms"
+            for k, v in direct.items()
+        )
     )
     return "\n".join(lines)
 
@@ -284,14 +323,24 @@ def test_gateway_table(benchmark: Any, quick: bool) -> None:
     rows: dict[str, dict[str, Run]] = {}
     rss: dict[str, float] = {}
     held: dict[str, Run] = {}
-    with spawn_scripted_server(cpu=int(CLIENT_CPU) if CLIENT_CPU else None, ttft_ms=50, itl_ms=20) as upstream:
+    with spawn_scripted_server(
+        cpu=int(CLIENT_CPU) if CLIENT_CPU else None, ttft_ms=50, itl_ms=20
+    ) as upstream:
         direct = {name: load(upstream.base_url, model, c, n, work) for name, model, c, n in scenarios}
         for name in _contenders(quick):
-            with contender(name, upstream.base_url, work) as (url, pid):
-                rows[name] = {key: load(url, model, c, n, work, pid) for key, model, c, n in scenarios}
-                rss[name] = _hwm_mb(pid)
-                if not quick and name == "fastsse":
-                    held[name] = load(url, *HELD[1:], work, pid)
+            secret = LITELLM_KEY if name == "litellm" else "x"
+            try:
+                with contender(name, upstream.base_url, work) as (url, pid):
+                    rows[name] = {
+                        key: load(url, model, c, n, work, pid, secret) for key, model, c, n in scenarios
+                    }
+                    rss[name] = _hwm_mb(pid)
+                    if not quick and name == "fastsse":
+                        held[name] = load(url, *HELD[1:], work, pid)
+            except RuntimeError as exc:  # a peer that would not start: the table says so
+                if name == "fastsse":
+                    raise
+                print(f"\n{name} left out: {str(exc)[:300]}")
     text = table(rows, direct, rss, held, (load_before, os.getloadavg()[0]))
     print("\n" + text)
     if os.environ.get("FASTSSE_GATEWAY_TABLE"):
@@ -302,6 +351,17 @@ def test_gateway_table(benchmark: Any, quick: bool) -> None:
     assert all(run.complete == run.requests for run in held.values())
     benchmark.group = "gateway"
     benchmark.extra_info.update(
-        {name: {k: {"us_per_chunk": r.us_per_chunk, "ttft_p50": r.ttft_p50, "e2e_p50": r.e2e_p50, "e2e_p99": r.e2e_p99} for k, r in runs.items()} for name, runs in rows.items()}
+        {
+            name: {
+                k: {
+                    "us_per_chunk": r.us_per_chunk,
+                    "ttft_p50": r.ttft_p50,
+                    "e2e_p50": r.e2e_p50,
+                    "e2e_p99": r.e2e_p99,
+                }
+                for k, r in runs.items()
+            }
+            for name, runs in rows.items()
+        }
     )
     benchmark.pedantic(lambda: None, rounds=1, iterations=1)

@@ -28,7 +28,9 @@ import fastsse
 from fastsse.gateway import Downstream, Gateway, TooLarge, config_from, read_body
 
 
-def create_app(upstream: str | None = None, *, api: str | None = None, api_key: str | None = None) -> Starlette:
+def create_app(
+    upstream: str | None = None, *, api: str | None = None, api_key: str | None = None
+) -> Starlette:
     """``create_app(upstream=None, *, api=None, api_key=None) -> Starlette``: ``upstream`` (else
     ``FASTSSE_UPSTREAM``) of ``api`` (else ``FASTSSE_UPSTREAM_API``, else chat), with ``api_key``
     (else ``FASTSSE_UPSTREAM_KEY``). It raises ConfigError for a missing or bad upstream."""
@@ -46,10 +48,13 @@ def create_app(upstream: str | None = None, *, api: str | None = None, api_key: 
         try:
             body = orjson.loads(await read_body(scope, receive, 1 << 20))
         except (TooLarge, orjson.JSONDecodeError):
-            return await _json(send, 400, {"error": {"message": "send {\"text\": ...} (at most 1 MiB)"}})
+            return await _json(send, 400, {"error": {"message": 'send {"text": ...} (at most 1 MiB)'}})
         request = {
             "model": body.get("model", "plain"),
-            "messages": [{"role": "system", "content": "Summarize."}, {"role": "user", "content": str(body.get("text"))}],
+            "messages": [
+                {"role": "system", "content": "Summarize."},
+                {"role": "user", "content": str(body.get("text"))},
+            ],
         }
         client = gateway.clients[0]
         down = Downstream(send, [(b"content-type", b"text/event-stream")])

@@ -4,6 +4,7 @@ of the answers."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pathlib
@@ -82,17 +83,17 @@ class GatewayProcess:
         out = []
         for line in self.text().splitlines():
             if line.startswith("{"):
-                try:
+                with contextlib.suppress(ValueError):
                     out.append(json.loads(line))
-                except ValueError:
-                    pass
         return out
 
     def records(self) -> list[dict[str, Any]]:
         """The answer records, oldest first."""
         return [r for r in self.lines() if r.get("logger") == "fastsse.gateway" and "rid" in r]
 
-    def record(self, before: int, test: Callable[[dict[str, Any]], bool] | None = None, timeout: float = 10) -> dict[str, Any]:
+    def record(
+        self, before: int, test: Callable[[dict[str, Any]], bool] | None = None, timeout: float = 10
+    ) -> dict[str, Any]:
         """The first record after the first ``before`` ones (that passes ``test``), waiting for it."""
         deadline = time.monotonic() + timeout
         while True:

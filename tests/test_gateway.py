@@ -179,10 +179,14 @@ def test_the_example_mounts_the_gateway_beside_a_route_of_its_own(upstream: Any,
                 httpx.get(url + "/health", timeout=2)
                 break
             except httpx.TransportError:
-                assert proc.poll() is None and time.monotonic() < deadline, (tmp_path / "stderr.txt").read_text()
+                assert proc.poll() is None and time.monotonic() < deadline, (
+                    tmp_path / "stderr.txt"
+                ).read_text()
                 time.sleep(0.05)
         with httpx.Client(timeout=20) as http:
-            chat = http.post(url + "/v1/chat/completions", json={"model": "plain", "messages": MESSAGES, "stream": True})
+            chat = http.post(
+                url + "/v1/chat/completions", json={"model": "plain", "messages": MESSAGES, "stream": True}
+            )
             summary = http.post(url + "/summarize", json={"text": "a long text", "model": "plain"})
             limited = http.post(url + "/summarize", json={"text": "x", "model": "http-429"})
     finally:
@@ -213,10 +217,26 @@ def test_the_gateway_app_under_granian(upstream: Any, tmp_path: Any) -> None:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     src = pathlib.Path(__file__).resolve().parents[1] / "src"
-    env = {**os.environ, "UPSTREAM": upstream.base_url, "PYTHONPATH": os.pathsep.join([str(src), str(tmp_path)])}
-    argv = [sys.executable, "-m", "granian", "--interface", "asgi", "--host", "127.0.0.1", "--port", str(port)]
+    env = {
+        **os.environ,
+        "UPSTREAM": upstream.base_url,
+        "PYTHONPATH": os.pathsep.join([str(src), str(tmp_path)]),
+    }
+    argv = [
+        sys.executable,
+        "-m",
+        "granian",
+        "--interface",
+        "asgi",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+    ]
     with open(tmp_path / "log.txt", "wb") as sink:
-        proc = subprocess.Popen([*argv, "--no-access-log", "granian_app:app"], env=env, stdout=sink, stderr=sink)
+        proc = subprocess.Popen(
+            [*argv, "--no-access-log", "granian_app:app"], env=env, stdout=sink, stderr=sink
+        )
     url = f"http://127.0.0.1:{port}/v1"
     try:
         deadline = time.monotonic() + 20
@@ -228,9 +248,17 @@ def test_the_gateway_app_under_granian(upstream: Any, tmp_path: Any) -> None:
                 assert proc.poll() is None and time.monotonic() < deadline, (tmp_path / "log.txt").read_text()
                 time.sleep(0.1)
         with httpx.Client(timeout=20) as http:
-            chat = http.post(url + "/chat/completions", json={"model": "plain", "messages": MESSAGES, "stream": True})
-            limited = http.post(url + "/chat/completions", json={"model": "http-429", "messages": MESSAGES, "stream": True})
-            with http.stream("POST", url + "/chat/completions", json={"model": "slow-200", "messages": MESSAGES, "stream": True}) as r:
+            chat = http.post(
+                url + "/chat/completions", json={"model": "plain", "messages": MESSAGES, "stream": True}
+            )
+            limited = http.post(
+                url + "/chat/completions", json={"model": "http-429", "messages": MESSAGES, "stream": True}
+            )
+            with http.stream(
+                "POST",
+                url + "/chat/completions",
+                json={"model": "slow-200", "messages": MESSAGES, "stream": True},
+            ) as r:
                 next(r.iter_raw())
         time.sleep(0.5)
     finally:

@@ -40,16 +40,32 @@ def test_every_field_is_read(tmp_path: pathlib.Path) -> None:
         "loop": "asyncio",
     }
     upstreams = [
-        {**UP, "api": "messages", "api_key_env": "UP_KEY", "connect_timeout": 1, "first_byte_timeout": 2.5,
-         "idle_timeout": 3, "timeout": 60, "max_retries": 1, "max_connections": 10, "first_chunk_gate": True,
-         "http2": True, "headers": {"X-Env": "prod"}},
+        {
+            **UP,
+            "api": "messages",
+            "api_key_env": "UP_KEY",
+            "connect_timeout": 1,
+            "first_byte_timeout": 2.5,
+            "idle_timeout": 3,
+            "timeout": 60,
+            "max_retries": 1,
+            "max_connections": 10,
+            "first_chunk_gate": True,
+            "http2": True,
+            "headers": {"X-Env": "prod"},
+        },
         {"name": "backup", "base_url": "https://example.invalid/v1", "api_key": "inline"},
     ]
     config = load_config(write(tmp_path, server, upstreams), {"GW_KEYS": "k2, k3", "UP_KEY": "secret"})
     assert config.server.keys == ("k1", "k2", "k3") and config.server.forward_headers == ("x-team",)
     assert (config.server.port, config.server.workers, config.server.grace_seconds) == (9000, 2, 5.0)
     first, second = config.upstreams
-    assert (first.api, first.api_key, first.first_byte_timeout, first.headers) == ("messages", "secret", 2.5, {"X-Env": "prod"})
+    assert (first.api, first.api_key, first.first_byte_timeout, first.headers) == (
+        "messages",
+        "secret",
+        2.5,
+        {"X-Env": "prod"},
+    )
     assert (second.api, second.api_key, second.idle_timeout) == ("chat", "inline", 300.0)
     assert "secret" not in repr(first)  # a key never shows in a repr (or a traceback)
 
@@ -85,7 +101,11 @@ def test_a_bad_config_names_its_field(data: dict[str, Any], words: str) -> None:
 def _run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     environ = {**os.environ, **(env or {}), "PYTHONPATH": str(SRC)}
     return subprocess.run(
-        [sys.executable, "-m", "fastsse", "gateway", *args], capture_output=True, text=True, env=environ, timeout=60
+        [sys.executable, "-m", "fastsse", "gateway", *args],
+        capture_output=True,
+        text=True,
+        env=environ,
+        timeout=60,
     )
 
 
@@ -97,7 +117,9 @@ def _run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedP
     ],
     ids=["unknown-field", "missing-key-variable"],
 )
-def test_the_command_stops_at_start_with_one_line(tmp_path: pathlib.Path, server: Any, upstream: Any, words: str) -> None:
+def test_the_command_stops_at_start_with_one_line(
+    tmp_path: pathlib.Path, server: Any, upstream: Any, words: str
+) -> None:
     out = _run("--config", str(write(tmp_path, server, [upstream])))
     assert out.returncode == 2
     assert out.stderr.strip().count("\n") == 0 and words in out.stderr, out.stderr

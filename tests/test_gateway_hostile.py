@@ -81,11 +81,15 @@ def raw_request(url: str, head: bytes, timeout: float = 5) -> tuple[bytes, float
 def test_a_wrong_key_is_a_401_in_the_callers_shape(gateway: GatewayProcess, upstream: LoopbackServer) -> None:
     sent = len(upstream.received)
     with httpx.Client(timeout=10) as http:
-        chat = http.post(gateway.url + "/v1/chat/completions", json=CHAT, headers={"Authorization": "Bearer nope"})
+        chat = http.post(
+            gateway.url + "/v1/chat/completions", json=CHAT, headers={"Authorization": "Bearer nope"}
+        )
         messages = http.post(gateway.url + "/v1/messages", json=CHAT, headers={"x-api-key": KEY + "x"})
         missing = http.post(gateway.url + "/v1/responses", json=CHAT)
         models = http.get(gateway.url + "/v1/models")
-        good = http.post(gateway.url + "/v1/messages", json={**CHAT, "max_tokens": 5}, headers={"x-api-key": KEY})
+        good = http.post(
+            gateway.url + "/v1/messages", json={**CHAT, "max_tokens": 5}, headers={"x-api-key": KEY}
+        )
     assert chat.status_code == 401 and chat.json()["error"]["type"] == "authentication_error"
     assert messages.status_code == 401 and messages.json()["type"] == "error"
     assert messages.json()["error"]["type"] == "authentication_error"
@@ -101,7 +105,9 @@ def test_keys_are_compared_in_constant_time(monkeypatch: pytest.MonkeyPatch) -> 
 
     from fastsse.gateway import Gateway, config_from
 
-    config = config_from({"server": {"keys": ["a", "bb", "ccc"]}, "upstream": [{"name": "u", "base_url": "http://x/v1"}]})
+    config = config_from(
+        {"server": {"keys": ["a", "bb", "ccc"]}, "upstream": [{"name": "u", "base_url": "http://x/v1"}]}
+    )
     gateway = Gateway(config)
     compared: list[tuple[int, int]] = []
     real = hmac.compare_digest
@@ -120,7 +126,7 @@ def test_keys_are_compared_in_constant_time(monkeypatch: pytest.MonkeyPatch) -> 
 def test_a_gigabyte_announced_is_a_413_without_reading_it(gateway: GatewayProcess) -> None:
     head = (
         b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + KEY.encode() + b"\r\n"
-        b"Content-Type: application/json\r\nContent-Length: 1073741824\r\n\r\n{\"model\":"
+        b'Content-Type: application/json\r\nContent-Length: 1073741824\r\n\r\n{"model":'
     )
     before = rss_kib(gateway.proc.pid)  # type: ignore[union-attr]
     data, took = raw_request(gateway.url, head)
@@ -142,7 +148,11 @@ def test_a_body_past_the_bound_while_read_is_a_413(gateway: GatewayProcess) -> N
 
 @pytest.mark.parametrize(
     "body",
-    [b"[" * 200_000 + b"]" * 200_000, b'{"model":"x","messages":' + b"[" * 5000 + b"]" * 5000 + b"}", b"{" * 100_000],
+    [
+        b"[" * 200_000 + b"]" * 200_000,
+        b'{"model":"x","messages":' + b"[" * 5000 + b"]" * 5000 + b"}",
+        b"{" * 100_000,
+    ],
     ids=["deep-array", "deep-messages", "unclosed"],
 )
 def test_a_json_bomb_is_a_400(gateway: GatewayProcess, upstream: LoopbackServer, body: bytes) -> None:
@@ -164,7 +174,9 @@ def test_header_injection_in_a_forwarded_header_never_reaches_the_upstream() -> 
 
     from fastsse.gateway import Gateway, config_from
 
-    config = config_from({"upstream": [{"name": "u", "base_url": "http://127.0.0.1:9/v1", "api": "messages"}]})
+    config = config_from(
+        {"upstream": [{"name": "u", "base_url": "http://127.0.0.1:9/v1", "api": "messages"}]}
+    )
     gateway = Gateway(config)
     sent: list[dict[str, Any]] = []
 
@@ -184,7 +196,10 @@ def test_header_injection_in_a_forwarded_header_never_reaches_the_upstream() -> 
             "type": "http",
             "method": "POST",
             "path": "/v1/messages",
-            "headers": [(b"anthropic-beta", b"tools\r\nx-api-key: stolen"), (b"content-type", b"application/json")],
+            "headers": [
+                (b"anthropic-beta", b"tools\r\nx-api-key: stolen"),
+                (b"content-type", b"application/json"),
+            ],
         }
         await gateway(scope, receive, send)
         await gateway.shutdown()
@@ -197,9 +212,15 @@ def test_header_injection_in_a_forwarded_header_never_reaches_the_upstream() -> 
 def test_the_forwarded_headers_and_never_the_callers_credentials(gateway: GatewayProcess) -> None:
     def answer(conn: socket.socket) -> None:
         body = b'{"id":"m","type":"message","role":"assistant","model":"m","content":[],"stop_reason":"end_turn","usage":{"input_tokens":1,"output_tokens":1}}'
-        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+        conn.sendall(
+            b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+            % (len(body), body)
+        )
 
-    with RawServer(answer) as raw, GatewayProcess([{"name": "raw", "base_url": raw.base_url, "api": "messages", "api_key": "up"}]) as gw:
+    with (
+        RawServer(answer) as raw,
+        GatewayProcess([{"name": "raw", "base_url": raw.base_url, "api": "messages", "api_key": "up"}]) as gw,
+    ):
         headers = {
             "anthropic-beta": "tools-2024",
             "anthropic-version": "2023-06-01",
@@ -211,7 +232,9 @@ def test_the_forwarded_headers_and_never_the_callers_credentials(gateway: Gatewa
             "x-request-id": "req-42",
         }
         with httpx.Client(timeout=10) as http:
-            r = http.post(gw.url + "/v1/messages", json={**CHAT, "max_tokens": 5, "stream": False}, headers=headers)
+            r = http.post(
+                gw.url + "/v1/messages", json={**CHAT, "max_tokens": 5, "stream": False}, headers=headers
+            )
         assert r.status_code == 200 and r.headers["x-request-id"] == "req-42"
         got = dict(raw.headers())
     assert got["anthropic-beta"] == "tools-2024" and got["anthropic-version"] == "2023-06-01"
@@ -226,7 +249,9 @@ def test_the_forwarded_headers_and_never_the_callers_credentials(gateway: Gatewa
 def test_an_upstream_answering_html_200_is_a_502(gateway: GatewayProcess) -> None:
     before = len(gateway.records())
     with httpx.Client(timeout=10) as http:
-        r = http.post(gateway.url + "/v1/messages", json={**CHAT, "model": "html", "max_tokens": 5}, headers=AUTH)
+        r = http.post(
+            gateway.url + "/v1/messages", json={**CHAT, "model": "html", "max_tokens": 5}, headers=AUTH
+        )
     assert r.status_code == 502 and r.json()["type"] == "error"
     assert "no stream" in r.json()["error"]["message"]
     entry = gateway.record(before)
@@ -313,8 +338,14 @@ def test_a_caller_leaving_mid_answer_cancels_the_upstream_within_ms() -> None:
         except OSError:
             closed.append(time.monotonic())
 
-    with RawServer(slow, threaded=True) as raw, GatewayProcess([{"name": "raw", "base_url": raw.base_url}]) as gw:
-        with httpx.Client(timeout=10) as http, http.stream("POST", gw.url + "/v1/chat/completions", json=CHAT) as r:
+    with (
+        RawServer(slow, threaded=True) as raw,
+        GatewayProcess([{"name": "raw", "base_url": raw.base_url}]) as gw,
+    ):
+        with (
+            httpx.Client(timeout=10) as http,
+            http.stream("POST", gw.url + "/v1/chat/completions", json=CHAT) as r,
+        ):
             assert next(r.iter_raw()).startswith(b"data: ")
         left = time.monotonic()
         deadline = left + 5
@@ -325,14 +356,19 @@ def test_a_caller_leaving_mid_answer_cancels_the_upstream_within_ms() -> None:
     assert entry["outcome"] == "caller_left"
 
 
-def test_a_caller_that_never_reads_pauses_the_upstream_and_memory_stays_flat(upstream: LoopbackServer) -> None:
+def test_a_caller_that_never_reads_pauses_the_upstream_and_memory_stays_flat(
+    upstream: LoopbackServer,
+) -> None:
     """The whole bridge end to end: a 30 MB answer, a caller that reads its headers and stops."""
     with GatewayProcess([{"name": "loopback", "base_url": upstream.base_url}]) as gw:
         host, port = gw.url.split("//")[1].split(":")
         body = json.dumps({**CHAT, "model": "long-200000"}).encode()
         sock = socket.create_connection((host, int(port)))
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-        sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+        sock.sendall(
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+            % (len(body), body)
+        )
         assert sock.recv(64).startswith(b"HTTP/1.1 200")
         time.sleep(1.0)
         first = rss_kib(gw.proc.pid)  # type: ignore[union-attr]
@@ -351,15 +387,18 @@ def test_a_caller_that_never_reads_pauses_the_upstream_and_memory_stays_flat(ups
 
 def test_sigterm_lets_streams_in_flight_finish_and_refuses_new_ones(upstream: LoopbackServer) -> None:
     streams = 32
-    gw = GatewayProcess([{"name": "loopback", "base_url": upstream.base_url}], server={"grace_seconds": 20}).start()
+    gw = GatewayProcess(
+        [{"name": "loopback", "base_url": upstream.base_url}], server={"grace_seconds": 20}
+    ).start()
     results: list[Any] = [None] * streams
     started = threading.Barrier(streams + 1)
 
     def one(i: int) -> None:
         try:
-            with httpx.Client(timeout=30) as http, http.stream(
-                "POST", gw.url + "/v1/chat/completions", json={**CHAT, "model": "slow-60"}
-            ) as r:
+            with (
+                httpx.Client(timeout=30) as http,
+                http.stream("POST", gw.url + "/v1/chat/completions", json={**CHAT, "model": "slow-60"}) as r,
+            ):
                 pieces = r.iter_raw()
                 got = next(pieces)
                 started.wait(10)

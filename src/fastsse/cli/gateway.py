@@ -4,6 +4,7 @@ graceful SIGTERM and ``--workers`` processes on one pre-bound socket. docs/gatew
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -48,10 +49,23 @@ def main(argv: list[str] | None = None) -> int:
         epilog=EPILOG,
     )
     parser.add_argument("--config", metavar="FILE", help="the TOML configuration")
-    parser.add_argument("--upstream", metavar="URL", action="append", help="an upstream base URL (repeat: fallbacks in order)")
-    parser.add_argument("--api", choices=("chat", "responses", "messages"), default="chat", help="the --upstream's API (default chat)")
-    parser.add_argument("--upstream-key-env", metavar="VAR", help="the environment variable holding the --upstream's key")
-    parser.add_argument("--keys-env", metavar="VAR", help="the environment variable holding the inbound keys (comma-separated)")
+    parser.add_argument(
+        "--upstream", metavar="URL", action="append", help="an upstream base URL (repeat: fallbacks in order)"
+    )
+    parser.add_argument(
+        "--api",
+        choices=("chat", "responses", "messages"),
+        default="chat",
+        help="the --upstream's API (default chat)",
+    )
+    parser.add_argument(
+        "--upstream-key-env", metavar="VAR", help="the environment variable holding the --upstream's key"
+    )
+    parser.add_argument(
+        "--keys-env",
+        metavar="VAR",
+        help="the environment variable holding the inbound keys (comma-separated)",
+    )
     parser.add_argument("--host", help="address to listen on (default 127.0.0.1)")
     parser.add_argument("--port", type=port, help="TCP port (default 8080; 0 picks a free one)")
     parser.add_argument("--workers", type=int, help="processes sharing the port (default 1)")
@@ -80,26 +94,38 @@ def _config(args: Any) -> GatewayConfig:
         server = {}
         upstreams = []
         for index, url in enumerate(args.upstream):
-            entry: dict[str, Any] = {"name": f"upstream-{index}" if index else "upstream", "base_url": url, "api": args.api}
+            entry: dict[str, Any] = {
+                "name": f"upstream-{index}" if index else "upstream",
+                "base_url": url,
+                "api": args.api,
+            }
             if args.upstream_key_env:
                 entry["api_key_env"] = args.upstream_key_env
             upstreams.append(entry)
-    for flag, field in (("host", "host"), ("port", "port"), ("workers", "workers"), ("log", "log"), ("keys_env", "keys_env")):
+    for flag, field in (
+        ("host", "host"),
+        ("port", "port"),
+        ("workers", "workers"),
+        ("log", "log"),
+        ("keys_env", "keys_env"),
+    ):
         if getattr(args, flag) is not None:
             server[field] = getattr(args, flag)
     if args.keys_env:
         server["keys"] = []  # read from the variable only
     elif args.config:
         server.pop("keys_env")  # the keys were read when the file was
-    data = {"server": {k: list(v) if isinstance(v, tuple) else v for k, v in server.items() if v is not None}}
-    data["upstream"] = [{k: v for k, v in u.items() if v is not None} for u in upstreams]
+    data: dict[str, Any] = {
+        "server": {k: list(v) if isinstance(v, tuple) else v for k, v in server.items() if v is not None},
+        "upstream": [{k: v for k, v in u.items() if v is not None} for u in upstreams],
+    }
     return config_from(data)
 
 
 def _logging(kind: str) -> None:
     # one record per answer: the caller's file and line, thread and process names are not in
     # the line, so the logging module need not find them (its documented optimisations)
-    logging._srcfile = None  # type: ignore[attr-defined]
+    logging._srcfile = None
     logging.logThreads = False
     logging.logProcesses = False
     logging.logMultiprocessing = False
@@ -139,7 +165,9 @@ def _more_files() -> None:
 
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
         if hard == resource.RLIM_INFINITY or hard > soft:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (hard if hard != resource.RLIM_INFINITY else 1 << 16, hard))
+            resource.setrlimit(
+                resource.RLIMIT_NOFILE, (hard if hard != resource.RLIM_INFINITY else 1 << 16, hard)
+            )
     except (ImportError, ValueError, OSError):
         pass
 
@@ -153,7 +181,11 @@ def run(config: GatewayConfig) -> int:
     host, bound = sock.getsockname()[:2]
     where = f"[{host}]" if ":" in host else host
     names = ", ".join(f"{u.name} ({u.api}) {u.base_url}" for u in config.upstreams)
-    print(f"fastsse gateway: listening on http://{where}:{bound}  upstreams: {names}", file=sys.stderr, flush=True)
+    print(
+        f"fastsse gateway: listening on http://{where}:{bound}  upstreams: {names}",
+        file=sys.stderr,
+        flush=True,
+    )
     if server.workers == 1 or not hasattr(os, "fork"):
         return _serve(config, sock)
     return _supervise(config, sock)
@@ -214,10 +246,8 @@ def _supervise(config: GatewayConfig, sock: socket.socket) -> int:
             sock.close()  # new connections are refused, not left in a queue nobody reads
         stopping.append(sig)
         for pid in children:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, sig)
-            except ProcessLookupError:
-                pass
 
     signal.signal(signal.SIGTERM, forward)
     signal.signal(signal.SIGINT, forward)

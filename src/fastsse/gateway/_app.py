@@ -48,7 +48,11 @@ from ._config import GatewayConfig, Upstream
 from ._metrics import Metrics
 
 ROUTES: Final = {"/v1/chat/completions": "chat", "/v1/responses": "responses", "/v1/messages": "messages"}
-LIMIT_FIELD: Final = {"chat": "max_completion_tokens", "responses": "max_output_tokens", "messages": "max_tokens"}
+LIMIT_FIELD: Final = {
+    "chat": "max_completion_tokens",
+    "responses": "max_output_tokens",
+    "messages": "max_tokens",
+}
 
 # Never forwarded upstream whatever the configuration says: hop-by-hop headers (RFC 9110 7.6.1),
 # the caller's credentials (the upstream gets the gateway's key), and what the client sets itself.
@@ -154,7 +158,9 @@ class Gateway:
     command calls it on SIGTERM). ``metrics`` holds the figures of ``/metrics``.
     """
 
-    def __init__(self, config: GatewayConfig, *, on_answer: Callable[[dict[str, Any]], Any] | None = None) -> None:
+    def __init__(
+        self, config: GatewayConfig, *, on_answer: Callable[[dict[str, Any]], Any] | None = None
+    ) -> None:
         self.config = config
         self.server = config.server
         self.upstreams = config.upstreams
@@ -165,7 +171,9 @@ class Gateway:
         self._keys = [hashlib.sha256(k.encode()).digest() for k in self.server.keys]
         self._ids = itertools.count(1)
         self._id_prefix = f"gw-{os.getpid():x}-{int(time.time()) & 0xFFFFFF:x}-"
-        self._forward = frozenset((*ANTHROPIC_HEADERS, *OPENAI_HEADERS, *self.server.forward_headers)) - NEVER_FORWARDED
+        self._forward = (
+            frozenset((*ANTHROPIC_HEADERS, *OPENAI_HEADERS, *self.server.forward_headers)) - NEVER_FORWARDED
+        )
         self._models: tuple[float, int, bytes, bytes] | None = None
         self._batch = Batch()  # every answer's pieces of one loop turn, flushed in one callback
 
@@ -199,6 +207,7 @@ class Gateway:
             )
 
     async def shutdown(self) -> None:
+        """Close the upstream clients (a transfer still running is cancelled)."""
         clients, self.clients = self.clients, []
         for client in clients:
             await client.close()
@@ -245,7 +254,9 @@ class Gateway:
         shape = "messages" if b"anthropic-version" in headers or b"x-api-key" in headers else "chat"
         if path == "/health":
             status = 503 if self.draining else 200
-            await send_json(send, status, {"status": "draining" if self.draining else "ok", "pid": os.getpid()})
+            await send_json(
+                send, status, {"status": "draining" if self.draining else "ok", "pid": os.getpid()}
+            )
         elif path == "/metrics":
             await send_whole(
                 send, 200, self.metrics.render(), content_type=(b"content-type", b"text/plain; version=0.0.4")
@@ -299,26 +310,52 @@ class Gateway:
         arrived = time.monotonic_ns()
         headers = dict(scope["headers"])
         given_id = headers.get(b"x-request-id")
-        rid = given_id.decode() if given_id and _REQUEST_ID.match(given_id) else f"{self._id_prefix}{next(self._ids)}"
-        record: dict[str, Any] = {"rid": rid, "route": caller, "upstream": None, "model": None, "status": None}
+        rid = (
+            given_id.decode()
+            if given_id and _REQUEST_ID.match(given_id)
+            else f"{self._id_prefix}{next(self._ids)}"
+        )
+        record: dict[str, Any] = {
+            "rid": rid,
+            "route": caller,
+            "upstream": None,
+            "model": None,
+            "status": None,
+        }
         own = [(b"x-request-id", rid.encode())]
 
-        async def refuse(status: int, message: str, kind: str | None = None, extra: list[Any] | None = None) -> None:
+        async def refuse(
+            status: int, message: str, kind: str | None = None, extra: list[Any] | None = None
+        ) -> None:
             status, body = _error_body(status, message, caller, kind)
             record.update(status=status, outcome="rejected", why=message)
             await send_whole(send, status, body, own + (extra or []))
 
         if self.draining:
-            await refuse(503, "the gateway is shutting down", "overloaded_error", [(b"retry-after", b"1"), (b"connection", b"close")])
+            await refuse(
+                503,
+                "the gateway is shutting down",
+                "overloaded_error",
+                [(b"retry-after", b"1"), (b"connection", b"close")],
+            )
             return self._done(record, arrived)
         if self._keys and not self._authorized(headers):
-            await refuse(401, "a valid API key is required (Authorization: Bearer, or x-api-key)", "authentication_error")
+            await refuse(
+                401,
+                "a valid API key is required (Authorization: Bearer, or x-api-key)",
+                "authentication_error",
+            )
             return self._done(record, arrived)
         try:
             raw = await read_body(scope, receive, self.server.max_body_bytes)
         except TooLarge:
             limit = self.server.max_body_bytes
-            await refuse(413, f"the request body is larger than {limit} bytes", "request_too_large", [(b"connection", b"close")])
+            await refuse(
+                413,
+                f"the request body is larger than {limit} bytes",
+                "request_too_large",
+                [(b"connection", b"close")],
+            )
             return self._done(record, arrived)
         except CallerGone:
             record.update(status=499, outcome="caller_left", why="the caller left before sending its request")
@@ -358,7 +395,9 @@ class Gateway:
                 raise
             record.update(status=499, outcome="caller_left", why="the caller went away")
         except BadHeader as exc:
-            await refuse(400, f"header {exc}: CR, LF or NUL in its value (header injection)", "invalid_request_error")
+            await refuse(
+                400, f"header {exc}: CR, LF or NUL in its value (header injection)", "invalid_request_error"
+            )
         finally:
             state["finished"] = True
             self.metrics.in_flight -= 1
@@ -378,7 +417,7 @@ class Gateway:
         failure: BaseException | None = None
         last: Upstream | None = None
         translations: dict[str, tuple[dict[str, Any], list[str]]] = {}
-        for up, client in zip(self.upstreams, self.clients):
+        for up, client in zip(self.upstreams, self.clients, strict=False):
             if up.api not in translations:
                 try:
                     translations[up.api] = _upstream_request(body, caller, up.api, self.server.max_tokens)
@@ -401,14 +440,22 @@ class Gateway:
                 failure = exc
             if down is not None and down.first_ns:
                 return up, None, failure  # part of the answer went out: never again elsewhere
-            reason = f"http_{failure.status}" if isinstance(failure, HTTPStatusError) else f"curl_{failure.code}"
+            reason = (
+                f"http_{failure.status}" if isinstance(failure, HTTPStatusError) else f"curl_{failure.code}"
+            )
             self.metrics.fallbacks.add((("upstream", up.name), ("reason", reason)))
             if not should_retry(failure):
                 return up, None, failure
         return last, None, failure
 
     async def _fail(
-        self, send: Send, caller: str, up: Upstream | None, failure: BaseException | None, record: dict[str, Any], own: list[Any]
+        self,
+        send: Send,
+        caller: str,
+        up: Upstream | None,
+        failure: BaseException | None,
+        record: dict[str, Any],
+        own: list[Any],
     ) -> None:
         """The caller's answer when no upstream answered: the upstream's HTTP error (its status
         and Retry-After kept) or 502 / 504, in the caller's API's shape."""
@@ -420,7 +467,10 @@ class Gateway:
                 data = orjson.dumps(payload)
             else:  # an HTML page with 200, a redirect: not an answer
                 status, data = _error_body(
-                    502, f"upstream {name} answered no stream ({failure.result['verdict']['why']})", caller, "upstream_error"
+                    502,
+                    f"upstream {name} answered no stream ({failure.result['verdict']['why']})",
+                    caller,
+                    "upstream_error",
                 )
             if failure.retry_after is not None:
                 extra.append((b"retry-after", b"%d" % max(0, round(failure.retry_after))))
@@ -484,7 +534,9 @@ class Gateway:
         await down.flush()
         cause = _words(failure) if failure is not None else _why(verdict)
         record.update(outcome="cut", why=cause)
-        self.metrics.cuts.add((("route", caller), ("upstream", record["upstream"] or "-"), ("cause", "upstream")))
+        self.metrics.cuts.add(
+            (("route", caller), ("upstream", record["upstream"] or "-"), ("cause", "upstream"))
+        )
 
     async def _whole(
         self,
@@ -536,7 +588,9 @@ class Gateway:
         for kind in ("in", "out"):
             count = record.get(f"tokens_{kind}")
             if isinstance(count, int):
-                metrics.tokens.observe((*labels, ("gen_ai_token_type", "input" if kind == "in" else "output")), count)
+                metrics.tokens.observe(
+                    (*labels, ("gen_ai_token_type", "input" if kind == "in" else "output")), count
+                )
         level = logging.INFO if record.get("outcome") in ("complete", None) else logging.WARNING
         if log.isEnabledFor(level):
             log.log(
@@ -564,12 +618,18 @@ class Gateway:
         if cached is not None and now - cached[0] < MODELS_TTL:
             await send_whole(send, cached[1], cached[2], content_type=(b"content-type", cached[3]))
             return
-        status, data, kind = 502, b'{"error":{"message":"no upstream answered","type":"upstream_error"}}', b"application/json"
+        status, data, kind = (
+            502,
+            b'{"error":{"message":"no upstream answered","type":"upstream_error"}}',
+            b"application/json",
+        )
         for up in self.upstreams:
             try:
                 status, kind, data = await _get(up, timeout=up.connect_timeout + up.first_byte_timeout)
             except (OSError, asyncio.TimeoutError, ValueError) as exc:
-                _, data = _error_body(502, f"upstream {up.name} failed: {exc or type(exc).__name__}", "chat", "upstream_error")
+                _, data = _error_body(
+                    502, f"upstream {up.name} failed: {exc or type(exc).__name__}", "chat", "upstream_error"
+                )
                 continue
             if status < 500:
                 break
@@ -584,7 +644,10 @@ async def _get(up: Upstream, *, timeout: float) -> tuple[int, bytes, bytes]:
     url = urlsplit(up.base_url.rstrip("/") + "/models")
     secure = url.scheme.lower() == "https"
     port = url.port or (443 if secure else 80)
-    head = [f"GET {url.path or '/'}{'?' + url.query if url.query else ''} HTTP/1.1", f"Host: {url.netloc.rpartition('@')[2]}"]
+    head = [
+        f"GET {url.path or '/'}{'?' + url.query if url.query else ''} HTTP/1.1",
+        f"Host: {url.netloc.rpartition('@')[2]}",
+    ]
     head += ["Accept: application/json", "Connection: close", "User-Agent: fastsse-gateway"]
     if up.api_key and up.api == "messages":
         head += [f"x-api-key: {up.api_key}", "anthropic-version: 2023-06-01"]

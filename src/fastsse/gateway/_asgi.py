@@ -39,7 +39,12 @@ class _Driven:
 
     __slots__ = ("done", "loop", "resume")
 
-    def __init__(self, resume: Callable[[], Any], loop: asyncio.AbstractEventLoop, done: Callable[[BaseException | None], Any]):
+    def __init__(
+        self,
+        resume: Callable[[], Any],
+        loop: asyncio.AbstractEventLoop,
+        done: Callable[[BaseException | None], Any],
+    ):
         self.resume = resume
         self.loop = loop
         self.done = done
@@ -153,7 +158,9 @@ async def send_whole(
     await send({"type": "http.response.body", "body": body})
 
 
-async def send_json(send: Send, status: int, payload: Any, headers: Iterable[tuple[bytes, bytes]] = ()) -> None:
+async def send_json(
+    send: Send, status: int, payload: Any, headers: Iterable[tuple[bytes, bytes]] = ()
+) -> None:
     await send_whole(send, status, orjson.dumps(payload), headers)
 
 
@@ -168,6 +175,7 @@ class Batch:
         self._scheduled = False
 
     def add(self, down: Downstream) -> None:
+        """Flush ``down`` at the end of this turn of the loop (with every other one added)."""
         self._due.append(down)
         if not self._scheduled:
             self._scheduled = True
@@ -246,6 +254,9 @@ class Downstream:
         self._batch = batch
 
     def piece(self, data: bytes) -> Any:
+        """The transfer's ``on_chunk``: keep ``data`` for this turn's send. It returns None (go on),
+        a future that is not done (hold the upstream until it is) or False (the caller is gone:
+        stop the transfer)."""
         if self.gone:
             return False  # stop the transfer: nobody to send to
         now = monotonic_ns()
@@ -292,7 +303,9 @@ class Downstream:
     def _send(self, data: bytes) -> None:
         self.relayed += len(data)
         try:
-            if not start(self.send({"type": "http.response.body", "body": data, "more_body": True}), self._sent):
+            if not start(
+                self.send({"type": "http.response.body", "body": data, "more_body": True}), self._sent
+            ):
                 self._sending = True
         except Exception:
             self._lost()

@@ -19,8 +19,10 @@ class JsonFormatter(logging.Formatter):
     (the gateway's per-answer dict) is merged in, a traceback goes under ``"exc"``."""
 
     def format(self, record: logging.LogRecord) -> str:
+        """The record as one JSON line."""
         out: dict[str, Any] = {
-            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z",
+            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+            + f".{int(record.msecs):03d}Z",
             "level": record.levelname.lower(),
             "logger": record.name,
             "msg": record.getMessage(),
@@ -37,4 +39,5 @@ class QuietCuts(logging.Filter):
     """Drops a server's line for a response the app left unfinished on purpose (a cut)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
+        """False for a server's line about a response left unfinished on purpose."""
         return record.getMessage() not in _CUT_LINES

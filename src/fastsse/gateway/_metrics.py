@@ -53,7 +53,7 @@ class Histogram:
         out = [f"# HELP {self.name} {self.doc}", f"# TYPE {self.name} histogram"]
         for labels, row in sorted(self.series.items()):
             running = 0.0
-            for bound, count in zip((*self.bounds, "+Inf"), row[:-1]):
+            for bound, count in zip((*self.bounds, "+Inf"), row[:-1], strict=False):
                 running += count
                 le = bound if isinstance(bound, str) else f"{bound:g}"
                 bucket = _labels(labels, 'le="' + le + '"')
@@ -110,7 +110,8 @@ class Metrics:
 
     def __init__(self) -> None:
         self.requests = Counter(
-            "fastsse_gateway_requests_total", "Answers by route, upstream and the HTTP status sent to the caller."
+            "fastsse_gateway_requests_total",
+            "Answers by route, upstream and the HTTP status sent to the caller.",
         )
         self.cuts = Counter(
             "fastsse_gateway_cuts_total",
@@ -141,11 +142,20 @@ class Metrics:
         self.in_flight = 0
 
     def render(self) -> bytes:
+        """Every family as Prometheus text (format 0.0.4)."""
         lines = [
             "# HELP fastsse_gateway_in_flight Answers being served now.",
             "# TYPE fastsse_gateway_in_flight gauge",
             f"fastsse_gateway_in_flight {self.in_flight}",
         ]
-        for family in (self.requests, self.cuts, self.fallbacks, self.ttft, self.gaps, self.duration, self.tokens):
+        for family in (
+            self.requests,
+            self.cuts,
+            self.fallbacks,
+            self.ttft,
+            self.gaps,
+            self.duration,
+            self.tokens,
+        ):
             lines += family.lines()
         return ("\n".join(lines) + "\n").encode()
