@@ -36,6 +36,7 @@ def test_every_field_is_read(tmp_path: pathlib.Path) -> None:
         "forward_headers": ["X-Team"],
         "workers": 2,
         "grace_seconds": 5,
+        "keep_alive_seconds": 2,
         "log": "text",
         "loop": "asyncio",
     }

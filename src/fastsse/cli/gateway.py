@@ -201,12 +201,12 @@ def _serve(config: GatewayConfig, sock: socket.socket) -> int:
     uconfig = uvicorn.Config(
         gateway,
         loop=loop,
-        http="httptools" if _has("httptools") else "h11",
+        http=_protocol() if _has("httptools") else "h11",
         lifespan="on",
         access_log=False,
         log_config=None,
         timeout_graceful_shutdown=int(max(1, round(config.server.grace_seconds))),
-        timeout_keep_alive=5,
+        timeout_keep_alive=config.server.keep_alive_seconds,  # type: ignore[arg-type]
         backlog=4096,
         server_header=False,
         proxy_headers=False,  # no X-Forwarded-* rewriting: one middleware less per request
@@ -219,6 +219,32 @@ def _serve(config: GatewayConfig, sock: socket.socket) -> int:
 
     Server(uconfig).run(sockets=[sock])
     return 0
+
+
+def _protocol() -> type:
+    """uvicorn's httptools protocol, which also closes a connection that sends no request (or
+    stops in the middle of its head) for ``keep_alive_seconds``: uvicorn arms that timer only
+    after a response, so 10,000 sockets opened and left idle would be kept for good."""
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+    class Protocol(HttpToolsProtocol):
+        def connection_made(self, transport: Any) -> None:
+            super().connection_made(transport)
+            self._arm_idle()
+
+        def data_received(self, data: bytes) -> None:
+            super().data_received(data)
+            cycle = self.cycle
+            if cycle is None or (cycle.response_complete and not self.pipeline):
+                self._arm_idle()  # between requests, or a head still incomplete: the clock runs
+
+        def _arm_idle(self) -> None:
+            if self.timeout_keep_alive_task is None and not self.transport.is_closing():
+                self.timeout_keep_alive_task = self.loop.call_later(
+                    self.timeout_keep_alive, self.timeout_keep_alive_handler
+                )
+
+    return Protocol
 
 
 def _supervise(config: GatewayConfig, sock: socket.socket) -> int:

@@ -171,9 +171,10 @@ class Gateway:
         self._keys = [hashlib.sha256(k.encode()).digest() for k in self.server.keys]
         self._ids = itertools.count(1)
         self._id_prefix = f"gw-{os.getpid():x}-{int(time.time()) & 0xFFFFFF:x}-"
-        self._forward = (
+        forward = (
             frozenset((*ANTHROPIC_HEADERS, *OPENAI_HEADERS, *self.server.forward_headers)) - NEVER_FORWARDED
         )
+        self._forward = frozenset(name.encode("latin-1") for name in forward)  # ASGI names: lower-case bytes
         self._models: tuple[float, int, bytes, bytes] | None = None
         self._batch = Batch()  # every answer's pieces of one loop turn, flushed in one callback
 
@@ -292,9 +293,9 @@ class Gateway:
         LF or NUL in its value."""
         out = {}
         for raw, value in headers.items():
-            name = raw.decode("latin-1")
-            if name not in self._forward:
+            if raw not in self._forward:
                 continue
+            name = raw.decode("latin-1")
             if name.startswith("anthropic-") and api != "messages":
                 continue
             if name.startswith("openai-") and api == "messages":
@@ -509,8 +510,14 @@ class Gateway:
                 labels = (("route", caller), ("upstream", record["upstream"] or "-"))
                 self.metrics.ttft.observe(labels, (down.first_ns - arrived) / 1e9)
                 self.metrics.gaps.merge(labels, down.gaps, (down.last_ns - down.first_ns) / 1e9)
+        verdict = result["verdict"] if result is not None else {}
+        whole = failure is None and bool(verdict.get("complete") or verdict.get("error"))
         if result is not None:
             record["tokens_in"], record["tokens_out"] = _usage(result)
+        if whole and down.first_ns:
+            # the answer is all here: a caller that leaves once it read the last event (an SDK
+            # closes at [DONE]) left nothing unsent, so the watcher must not cancel this one
+            state["finished"] = True
         if down.first_ns:
             await down.flush()  # what arrived goes out (with the status) before the end is decided
         if not down.started:
@@ -522,9 +529,7 @@ class Gateway:
         if down.gone:
             record.update(status=499, outcome="caller_left", why="the caller went away")
             return
-        verdict = result["verdict"] if result is not None else {}
-        if failure is None and (verdict.get("complete") or verdict.get("error")):
-            state["finished"] = True  # from here a receive() that returns is the response's end
+        if whole:
             await down.finish()
             record["outcome"] = "error" if verdict.get("error") else "complete"
             if verdict.get("error"):

@@ -58,6 +58,7 @@ class ServerConfig:
     forward_headers: tuple[str, ...] = ()
     workers: int = 1
     grace_seconds: float = 30.0
+    keep_alive_seconds: float = 5.0
     log: str = "json"
     loop: str = "auto"
 
@@ -126,7 +127,7 @@ def server_config(given: Mapping[str, Any], environ: Mapping[str, str]) -> Serve
             out[name] = port
         elif name in ("max_body_bytes", "max_event_bytes", "max_tokens", "workers"):
             out[name] = _positive(table, name, value, int)
-        elif name == "grace_seconds":
+        elif name in ("grace_seconds", "keep_alive_seconds"):
             out[name] = _positive(table, name, value, float)
         elif name in ("keys", "forward_headers"):
             out[name] = _strings(table, name, value)
