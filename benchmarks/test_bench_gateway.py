@@ -247,20 +247,21 @@ def load(
     )
 
 
-# (name, model script, concurrency, requests): the scenarios
-FULL = [
-    ("c64", "ttft_ms=50,itl_ms=20,chunks=100", 64, 192),
-    ("c256", "ttft_ms=50,itl_ms=20,chunks=100", 256, 512),
-    ("nodelay", "ttft_ms=0,itl_ms=0,chunks=100", 256, 512),
-    ("c1", "ttft_ms=0,itl_ms=0,chunks=20", 1, 300),
-]
+# (name, the upstream's script, concurrency, requests): the scenarios. Each script is a
+# scripted server of its own (its defaults), the model name plain: LiteLLM reads a model name with
+# commas as a list of models (a batch completion), so the script cannot ride in the name.
+SLOW = (("ttft_ms", 50), ("itl_ms", 20), ("chunks", 100))
+FAST = (("ttft_ms", 0), ("itl_ms", 0), ("chunks", 100))
+SHORT = (("ttft_ms", 0), ("itl_ms", 0), ("chunks", 20))
+FULL = [("c64", SLOW, 64, 192), ("c256", SLOW, 256, 512), ("nodelay", FAST, 256, 512), ("c1", SHORT, 1, 300)]
+QUICK_SLOW = (("ttft_ms", 20), ("itl_ms", 5), ("chunks", 10))
 QUICK = [
-    ("c64", "ttft_ms=20,itl_ms=5,chunks=10", 8, 16),
-    ("c256", "ttft_ms=20,itl_ms=5,chunks=10", 8, 16),
-    ("nodelay", "ttft_ms=0,itl_ms=0,chunks=20", 8, 16),
-    ("c1", "ttft_ms=0,itl_ms=0,chunks=20", 1, 10),
+    ("c64", QUICK_SLOW, 8, 16),
+    ("c256", QUICK_SLOW, 8, 16),
+    ("nodelay", SHORT, 8, 16),
+    ("c1", SHORT, 1, 10),
 ]
-HELD = ("c1000", "ttft_ms=50,itl_ms=20,chunks=100", 1000, 1000)
+HELD = ("c1000", SLOW, 1000, 1000)
 
 
 def table(
@@ -323,24 +324,29 @@ def test_gateway_table(benchmark: Any, quick: bool) -> None:
     rows: dict[str, dict[str, Run]] = {}
     rss: dict[str, float] = {}
     held: dict[str, Run] = {}
-    with spawn_scripted_server(
-        cpu=int(CLIENT_CPU) if CLIENT_CPU else None, ttft_ms=50, itl_ms=20
-    ) as upstream:
-        direct = {name: load(upstream.base_url, model, c, n, work) for name, model, c, n in scenarios}
-        for name in _contenders(quick):
-            secret = LITELLM_KEY if name == "litellm" else "x"
-            try:
-                with contender(name, upstream.base_url, work) as (url, pid):
-                    rows[name] = {
-                        key: load(url, model, c, n, work, pid, secret) for key, model, c, n in scenarios
-                    }
-                    rss[name] = _hwm_mb(pid)
-                    if not quick and name == "fastsse":
-                        held[name] = load(url, *HELD[1:], work, pid)
-            except RuntimeError as exc:  # a peer that would not start: the table says so
-                if name == "fastsse":
-                    raise
-                print(f"\n{name} left out: {str(exc)[:300]}")
+    direct: dict[str, Run] = {}
+    scripts = list(dict.fromkeys(script for _, script, _, _ in scenarios))
+    for script in scripts:
+        runs = [(key, c, n) for key, one, c, n in scenarios if one == script]
+        with spawn_scripted_server(cpu=int(CLIENT_CPU) if CLIENT_CPU else None, **dict(script)) as upstream:
+            direct.update({key: load(upstream.base_url, "scripted", c, n, work) for key, c, n in runs})
+            for name in _contenders(quick):
+                if name in rows and rows[name] is None:
+                    continue  # it would not start on an earlier upstream
+                secret = LITELLM_KEY if name == "litellm" else "x"
+                try:
+                    with contender(name, upstream.base_url, work) as (url, pid):
+                        got = {key: load(url, "scripted", c, n, work, pid, secret) for key, c, n in runs}
+                        rows.setdefault(name, {}).update(got)
+                        if not quick and name == "fastsse" and script == HELD[1]:
+                            held[name] = load(url, "scripted", HELD[2], HELD[3], work, pid)
+                        rss[name] = max(rss.get(name, 0.0), _hwm_mb(pid))
+                except RuntimeError as exc:  # a peer that would not start: the table says so
+                    if name == "fastsse":
+                        raise
+                    rows[name] = None  # type: ignore[assignment]
+                    print(f"\n{name} left out: {str(exc)[:300]}")
+    rows = {name: runs for name, runs in rows.items() if runs is not None}
     text = table(rows, direct, rss, held, (load_before, os.getloadavg()[0]))
     print("\n" + text)
     if os.environ.get("FASTSSE_GATEWAY_TABLE"):
