@@ -291,7 +291,11 @@ def table(
 
         one = f"{c1.e2e_p50 - direct['c1'].e2e_p50:+.2f} / {c1.e2e_p99 - direct['c1'].e2e_p99:+.2f} ms"
         hold = held.get(name)
-        kept = "-" if hold is None else f"{hold.complete}/{hold.requests}, TTFT p50 {hold.ttft_p50:.0f} ms"
+        kept = (
+            "-"
+            if hold is None
+            else f"{hold.complete}/{hold.requests}, TTFT p50 {hold.ttft_p50:.0f} ms, RSS {hold.extra['rss_mb']:.0f} MB"
+        )
         lines.append(
             f"| {name} | {over(c64, direct['c64'])}{done(c64)} | {c64.us_per_chunk:.1f} µs | {over(c256, direct['c256'])}{done(c256)} "
             f"| {c256.us_per_chunk:.1f} µs | {c256.rps:.1f} | {nodelay.us_per_chunk:.1f} µs{done(nodelay)} | {one}{done(c1)} "
@@ -338,9 +342,10 @@ def test_gateway_table(benchmark: Any, quick: bool) -> None:
                     with contender(name, upstream.base_url, work) as (url, pid):
                         got = {key: load(url, "scripted", c, n, work, pid, secret) for key, c, n in runs}
                         rows.setdefault(name, {}).update(got)
+                        rss[name] = max(rss.get(name, 0.0), _hwm_mb(pid))  # the peak up to C=256
                         if not quick and name == "fastsse" and script == HELD[1]:
                             held[name] = load(url, "scripted", HELD[2], HELD[3], work, pid)
-                        rss[name] = max(rss.get(name, 0.0), _hwm_mb(pid))
+                            held[name].extra["rss_mb"] = _hwm_mb(pid)
                 except RuntimeError as exc:  # a peer that would not start: the table says so
                     if name == "fastsse":
                         raise

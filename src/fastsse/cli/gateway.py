@@ -186,6 +186,10 @@ def run(config: GatewayConfig) -> int:
         file=sys.stderr,
         flush=True,
     )
+    if not server.keys and any(u.api_key for u in config.upstreams):
+        logging.getLogger("fastsse.gateway").warning(
+            "no server.keys: any caller that reaches %s:%d is served with the upstreams' keys", host, bound
+        )
     if server.workers == 1 or not hasattr(os, "fork"):
         return _serve(config, sock)
     return _supervise(config, sock)
