@@ -8,6 +8,7 @@ import os
 import pathlib
 import subprocess
 import sys
+import time
 from typing import Any
 
 import pytest
@@ -140,3 +141,42 @@ def test_flags_need_an_upstream_or_a_config() -> None:
     assert out.returncode == 2 and "give --config FILE or --upstream URL" in out.stderr
     out = _run("--upstream", "http://127.0.0.1:1/v1", "--keys-env", "FASTSSE_TEST_MISSING_KEYS")
     assert out.returncode == 2 and "FASTSSE_TEST_MISSING_KEYS is not set" in out.stderr
+
+
+def test_otel_spans_one_per_answer(monkeypatch: pytest.MonkeyPatch) -> None:
+    # server.otel: one SERVER span per answer with the GenAI attributes, through the API's tracer
+    trace = pytest.importorskip("opentelemetry.trace")
+    from fastsse.gateway import Gateway
+
+    spans: list[dict[str, Any]] = []
+
+    class Span:
+        def __init__(self, name: str, **kwargs: Any) -> None:
+            self.entry = {"name": name, **kwargs}
+            spans.append(self.entry)
+
+        def set_attribute(self, key: str, value: Any) -> None:
+            self.entry["attributes"][key] = value
+
+        def set_status(self, status: Any) -> None:
+            self.entry["status"] = status.status_code.name
+
+        def end(self) -> None:
+            self.entry["ended"] = True
+
+    class Tracer:
+        def start_span(self, name: str, **kwargs: Any) -> Span:
+            return Span(name, **kwargs)
+
+    monkeypatch.setattr(trace, "get_tracer", lambda *a, **k: Tracer())
+    gateway = Gateway(config_from({"server": {"otel": True}, "upstream": [UP]}, {}))
+    record = {"rid": "r1", "route": "messages", "upstream": "primary", "model": "m", "status": 429}
+    gateway._done({**record, "outcome": "error", "why": "HTTP 429"}, time.monotonic_ns())
+    gateway._done(
+        {**record, "status": 200, "outcome": "complete", "tokens_in": 3, "tokens_out": 5}, time.monotonic_ns()
+    )
+    first, second = spans
+    assert first["name"] == "chat m" and first["kind"] == trace.SpanKind.SERVER and first["ended"]
+    assert first["attributes"]["http.response.status_code"] == 429 and first["status"] == "ERROR"
+    assert first["attributes"]["error.type"] == "error"
+    assert second["attributes"]["gen_ai.usage.output_tokens"] == 5 and "status" not in second

@@ -177,6 +177,7 @@ class Gateway:
         self._forward = frozenset(name.encode("latin-1") for name in forward)  # ASGI names: lower-case bytes
         self._models: tuple[float, int, bytes, bytes] | None = None
         self._batch = Batch()  # every answer's pieces of one loop turn, flushed in one callback
+        self._tracer = _tracer() if self.server.otel else None
 
     # lifecycle
 
@@ -610,6 +611,8 @@ class Gateway:
                 f": {record['why']}" if record.get("why") else "",
                 extra={"answer": record},
             )
+        if self._tracer is not None:
+            _span(self._tracer, record, arrived)
         if self.on_answer is not None:
             self.on_answer(record)
 
@@ -641,6 +644,50 @@ class Gateway:
         if status == 200:
             self._models = (now, status, data, kind)
         await send_whole(send, status, data, content_type=(b"content-type", kind))
+
+
+def _tracer() -> Any:
+    """The OpenTelemetry tracer of the gateway. It raises ConfigError when opentelemetry-api is
+    not installed (``server.otel = true`` asked for it)."""
+    try:
+        from opentelemetry import trace
+    except ImportError:
+        from ._config import ConfigError
+
+        raise ConfigError("server.otel needs opentelemetry-api: pip install opentelemetry-api") from None
+    return trace.get_tracer("fastsse.gateway")
+
+
+def _span(tracer: Any, record: dict[str, Any], arrived: int) -> None:
+    """One SERVER span per answer, after the OpenTelemetry GenAI conventions, from its arrival to
+    now (``time.monotonic_ns`` moved onto the wall clock OpenTelemetry stamps with)."""
+    from opentelemetry.trace import SpanKind, Status, StatusCode
+
+    start = time.time_ns() - (time.monotonic_ns() - arrived)
+    operation = {"chat": "chat", "responses": "responses", "messages": "chat"}[record["route"]]
+    attributes: dict[str, Any] = {
+        "gen_ai.operation.name": operation,
+        "gen_ai.request.model": record.get("model") or "",
+        "http.response.status_code": record.get("status") or 0,
+        "fastsse.gateway.route": record["route"],
+        "fastsse.gateway.upstream": record.get("upstream") or "-",
+        "fastsse.gateway.outcome": record.get("outcome") or "",
+        "fastsse.gateway.request_id": record["rid"],
+    }
+    if isinstance(record.get("tokens_in"), int):
+        attributes["gen_ai.usage.input_tokens"] = record["tokens_in"]
+    if isinstance(record.get("tokens_out"), int):
+        attributes["gen_ai.usage.output_tokens"] = record["tokens_out"]
+    span = tracer.start_span(
+        f"{operation} {record.get('model') or ''}".strip(),
+        kind=SpanKind.SERVER,
+        start_time=start,
+        attributes=attributes,
+    )
+    if record.get("outcome") not in ("complete", None):
+        span.set_attribute("error.type", str(record.get("outcome")))
+        span.set_status(Status(StatusCode.ERROR, str(record.get("why") or "")))
+    span.end()
 
 
 async def _get(up: Upstream, *, timeout: float) -> tuple[int, bytes, bytes]:

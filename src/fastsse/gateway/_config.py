@@ -59,6 +59,7 @@ class ServerConfig:
     workers: int = 1
     grace_seconds: float = 30.0
     keep_alive_seconds: float = 5.0
+    otel: bool = False
     log: str = "json"
     loop: str = "auto"
 
@@ -131,6 +132,8 @@ def server_config(given: Mapping[str, Any], environ: Mapping[str, str]) -> Serve
             out[name] = _positive(table, name, value, float)
         elif name in ("keys", "forward_headers"):
             out[name] = _strings(table, name, value)
+        elif name == "otel":
+            out[name] = _typed(table, name, value, bool)
     keys = list(out.get("keys", ()))
     if "keys_env" in out:
         keys += [k.strip() for k in _env(table, "keys_env", out["keys_env"], environ).split(",") if k.strip()]
