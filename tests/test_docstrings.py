@@ -25,6 +25,7 @@ PUBLIC_MODULES = (
     "fastsse.translate",
     "fastsse.client",
     "fastsse.testing",
+    "fastsse.gateway",
     "fastsse.chat.encode",
     "fastsse.responses.encode",
     "fastsse.messages.encode",

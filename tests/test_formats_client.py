@@ -128,3 +128,39 @@ def test_abort_and_unknown_api(formats_backend: SimpleNamespace, replay: Replay)
     assert result["verdict"]["why"] == "aborted by the caller"
     with pytest.raises(ValueError):
         fastsse.create_stream({}, api="completions", base_url=base(replay))
+
+
+@pytest.mark.parametrize("api", ["responses", "messages"])
+def test_passthrough_hands_on_whole_events_unchanged(
+    backend: SimpleNamespace, monkeypatch: pytest.MonkeyPatch, replay: Replay, api: str
+) -> None:
+    # format="passthrough": the API's own bytes go on unchanged, cut only after a whole event (at
+    # any split of the reads), with the API's fold beside them; the gateway's same-API path
+    from fastsse.client._streams import PassThrough
+
+    monkeypatch.setattr(fastsse._backend, "current", backend)
+    vector = next(iter(VECTORS[api].values()))
+    body = frame(vector["events"], named=True)
+    for split in range(1, len(body), max(1, len(body) // 40)):
+        writer = PassThrough(api)
+        out = writer.write(body[:split]) + writer.write(body[split:]) + writer.close()
+        assert out == body
+        assert writer.result()["verdict"]["complete"] is True
+    replay.body = body
+    pieces: list[bytes] = []
+    request = (
+        {"model": "m", "input": "hi"}
+        if api == "responses"
+        else {"model": "m", "max_tokens": 5, "messages": []}
+    )
+    result = fastsse.create_stream(
+        request, pieces.append, api=api, base_url=base(replay), api_key="k", format="passthrough"
+    )
+    assert b"".join(pieces) == body and all(p.endswith(b"\n\n") for p in pieces)
+    result.pop("verdict")
+    assert result == vector["result"]
+    cut = PassThrough(api)
+    half = body[: len(body) // 2 + 3]
+    sent = cut.write(half) + cut.close(truncated=True)
+    assert half.startswith(sent) and sent.endswith(b"\n\n") and len(sent) < len(half)  # no half event
+    assert cut.result()["verdict"]["complete"] is False

@@ -1,38 +1,33 @@
-"""The example gateway serving the three APIs over one upstream of each API, on 127.0.0.1: the
-real anthropic SDK (``messages.create`` / ``messages.stream``) and openai SDK (``responses.create``
-/ ``responses.stream``, ``chat.completions``) run a two-turn tool-use conversation (the model asks
-for two tools, the client sends the results, the model answers), streamed and not; what each SDK
-parsed equals what the upstream said (the loopback server's scenario: text, tool names and
-arguments, stop reason, usage). The exact chat request the gateway sent for a Messages and a
-Responses request with tool results is asserted, and the gateway's own failure handling (a cut
-upstream, an upstream HTTP error, the log) through the new routes."""
+"""``python -m fastsse gateway`` (a real process on 127.0.0.1) serving the three APIs over one
+upstream of each API: the real anthropic SDK (``messages.create`` / ``messages.stream``) and openai
+SDK (``responses.create`` / ``responses.stream``, ``chat.completions``) run a two-turn tool-use
+conversation (the model asks for two tools, the client sends the results, the model answers),
+streamed and not, on both backends (the gateway process runs the pure-Python one under
+``FASTSSE_NO_EXTENSIONS=1``); what each SDK parsed equals what the upstream said (the loopback
+server's scenario: text, tool names and arguments, stop reason, usage). The exact chat request the
+gateway sent for a Messages and a Responses request with tool results is asserted, and the
+gateway's own failure handling (a cut upstream, an upstream HTTP error, the log) through the new
+routes."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import logging
-import pathlib
-import socket
-import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
-pytest.importorskip("starlette")
-uvicorn = pytest.importorskip("uvicorn")
+pytest.importorskip("uvicorn")
 openai = pytest.importorskip("openai")
 anthropic = pytest.importorskip("anthropic")
 httpx = pytest.importorskip("httpx")
 pytest.importorskip("pycurl")
 
-import fastsse._backend  # noqa: E402
+from _gateway_process import GatewayProcess  # noqa: E402
 from fastsse.testing import _translated  # noqa: E402
 from fastsse.testing.server import TOOLS, LoopbackServer, expected_completion, serve_in_thread  # noqa: E402
 
-GATEWAY = pathlib.Path(__file__).resolve().parents[1] / "examples" / "gateway.py"
 TIMEOUT = 20.0
 QUESTION = "What is the weather and the time in Paris?"
 RESULTS = {"call_weather_paris": "18 C and sunny", "call_time_paris": "14:05"}
@@ -48,14 +43,6 @@ CLOCK = {
 }
 
 
-def _load_gateway() -> Any:
-    spec = importlib.util.spec_from_file_location("fastsse_example_gateway_apis", GATEWAY)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
 def upstream() -> Iterator[LoopbackServer]:
     with serve_in_thread(port=0) as server:
@@ -63,44 +50,30 @@ def upstream() -> Iterator[LoopbackServer]:
 
 
 @pytest.fixture(scope="module")
-def gateways(upstream: LoopbackServer) -> Iterator[Callable[[str], tuple[Any, str]]]:
-    """``start(api, base_url=None)``: the gateway over ``base_url`` (the loopback server's by
-    default) speaking ``api``, started once per pair."""
-    module = _load_gateway()
-    running: dict[tuple[str, str], tuple[Any, str, Any, threading.Thread, socket.socket]] = {}
+def gateways(upstream: LoopbackServer) -> Iterator[Callable[..., tuple[GatewayProcess, str]]]:
+    """``start(api, base_url=None, backend="cython")``: the gateway process over ``base_url`` (the
+    loopback server's by default) speaking ``api``, on ``backend``, started once per triple."""
+    running: dict[tuple[str, str, str], GatewayProcess] = {}
 
-    def start(api: str, base_url: str | None = None) -> tuple[Any, str]:
-        where = (api, base_url or upstream.base_url)
+    def start(api: str, base_url: str | None = None, backend: str = "cython") -> tuple[GatewayProcess, str]:
+        where = (api, base_url or upstream.base_url, backend)
         if where not in running:
-            app = module.create_app(where[1], api=api, api_key="upstream-key")
-            sock = socket.socket()
-            sock.bind(("127.0.0.1", 0))
-            port = sock.getsockname()[1]
-            config = uvicorn.Config(app, host="127.0.0.1", port=port, loop="asyncio", log_level="warning")
-            server = uvicorn.Server(config)
-            thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-            thread.start()
-            deadline = time.monotonic() + 10
-            while not server.started:
-                assert time.monotonic() < deadline, "uvicorn did not start"
-                time.sleep(0.01)
-            running[where] = (app, f"http://127.0.0.1:{port}", server, thread, sock)
-        app, url, *_ = running[where]
-        return app, url
+            env = {"FASTSSE_NO_EXTENSIONS": "1"} if backend == "python" else {"FASTSSE_NO_EXTENSIONS": ""}
+            upstreams = [{"name": f"{api}-up", "base_url": where[1], "api": api, "api_key": "upstream-key"}]
+            running[where] = GatewayProcess(upstreams, env=env).start()
+        process = running[where]
+        return process, process.url
 
     yield start
-    for _, _, server, thread, sock in running.values():
-        server.should_exit = True
-        thread.join(10)
-        sock.close()
+    for process in running.values():
+        process.stop()
+        process.dir.cleanup()
 
 
 @pytest.fixture
-def on_backend(backend: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
-    """The gateway's streams (relay, translators, folds) from ``backend``: the engine reads the
-    backend at each request, so the running gateways follow."""
-    monkeypatch.setattr(fastsse._backend, "current", backend)
-    return backend
+def on_backend(backend: Any) -> str:
+    """The backend the gateway process runs (its relay, translators and folds)."""
+    return str(backend.name)
 
 
 def said(upstream: LoopbackServer, api: str) -> dict[str, Any]:
@@ -181,9 +154,9 @@ def _anthropic_turns(client: Any, stream: bool, upstream: LoopbackServer, api: s
 @pytest.mark.parametrize("api", ["chat", "messages", "responses"])
 @pytest.mark.parametrize("stream", [True, False], ids=["stream", "create"])
 def test_anthropic_sdk_tool_conversation(
-    on_backend: Any, gateways: Any, upstream: LoopbackServer, api: str, stream: bool
+    on_backend: str, gateways: Any, upstream: LoopbackServer, api: str, stream: bool
 ) -> None:
-    _, url = gateways(api)
+    _, url = gateways(api, backend=on_backend)
     with anthropic.Anthropic(base_url=url, api_key="x", max_retries=0, timeout=TIMEOUT) as client:
         _anthropic_turns(client, stream, upstream, api)
 
@@ -242,9 +215,9 @@ def _responses_turns(client: Any, stream: bool, upstream: LoopbackServer, api: s
 @pytest.mark.parametrize("api", ["chat", "messages", "responses"])
 @pytest.mark.parametrize("stream", [True, False], ids=["stream", "create"])
 def test_openai_responses_tool_conversation(
-    on_backend: Any, gateways: Any, upstream: LoopbackServer, api: str, stream: bool
+    on_backend: str, gateways: Any, upstream: LoopbackServer, api: str, stream: bool
 ) -> None:
-    _, url = gateways(api)
+    _, url = gateways(api, backend=on_backend)
     with openai.OpenAI(base_url=url + "/v1", api_key="x", max_retries=0, timeout=TIMEOUT) as client:
         _responses_turns(client, stream, upstream, api)
 
@@ -291,9 +264,9 @@ def _chat_turns(client: Any, stream: bool, upstream: LoopbackServer, api: str) -
 @pytest.mark.parametrize("api", ["chat", "messages", "responses"])
 @pytest.mark.parametrize("stream", [True, False], ids=["stream", "create"])
 def test_openai_chat_tool_conversation(
-    on_backend: Any, gateways: Any, upstream: LoopbackServer, api: str, stream: bool
+    on_backend: str, gateways: Any, upstream: LoopbackServer, api: str, stream: bool
 ) -> None:
-    _, url = gateways(api)
+    _, url = gateways(api, backend=on_backend)
     with openai.OpenAI(base_url=url + "/v1", api_key="x", max_retries=0, timeout=TIMEOUT) as client:
         _chat_turns(client, stream, upstream, api)
 
@@ -385,7 +358,7 @@ def test_a_messages_upstream_gets_max_tokens_and_what_it_cannot_take_is_logged(
     gateways: Any, upstream: LoopbackServer
 ) -> None:
     app, url = gateways("messages")
-    before = len(app.state.log)
+    before = len(app.records())
     body = {"model": "plain", "messages": [{"role": "user", "content": "hi"}], "seed": 7, "stream": True}
     with httpx.Client(timeout=TIMEOUT) as http:
         r = http.post(url + "/v1/chat/completions", json=body)
@@ -399,14 +372,14 @@ def test_a_messages_upstream_gets_max_tokens_and_what_it_cannot_take_is_logged(
         "stream": True,
     }
     entry = _logged(app, before)
-    assert entry["dropped"] == ["seed"] and entry["failure"] is None
+    assert entry["dropped"] == ["seed"] and entry["outcome"] == "complete"
 
 
 def test_a_coding_agents_messages_request_over_chat(gateways: Any, upstream: LoopbackServer) -> None:
     """What a coding agent sends to /v1/messages (cached system blocks, extended thinking, a user
     id, a cached tool): the chat upstream gets what it can take, the rest is listed in the log."""
     app, url = gateways("chat")
-    before = len(app.state.log)
+    before = len(app.records())
     body = {
         "model": "plain",
         "max_tokens": 32000,
@@ -466,13 +439,8 @@ def test_an_untranslatable_request_is_a_400_in_the_callers_shape(gateways: Any) 
 # -- failures through the new routes -------------------------------------------------------------
 
 
-def _logged(app: Any, before: int) -> dict[str, Any]:
-    deadline = time.monotonic() + 10
-    while len(app.state.log) <= before:
-        assert time.monotonic() < deadline, "the gateway logged nothing"
-        time.sleep(0.01)
-    entry: dict[str, Any] = app.state.log[-1]
-    return entry
+def _logged(app: GatewayProcess, before: int) -> dict[str, Any]:
+    return app.record(before)
 
 
 @pytest.mark.parametrize("status", [401, 429, 503])
@@ -489,18 +457,10 @@ def test_upstream_http_errors_reach_anthropic_clients_in_their_shape(gateways: A
     assert info.value.body["type"] == "error"
 
 
-def test_a_cut_upstream_cuts_the_anthropic_stream_and_logs_one_line(
-    on_backend: Any, gateways: Any, caplog: pytest.LogCaptureFixture
-) -> None:
-    app, url = gateways("chat")
-    before = len(app.state.log)
-    server_records: list[logging.LogRecord] = []
-    catcher = logging.Handler()
-    catcher.emit = server_records.append  # type: ignore[method-assign]
-    server_log = logging.getLogger("uvicorn.error")  # uvicorn's config keeps it from the root
-    server_log.addHandler(catcher)
+def test_a_cut_upstream_cuts_the_anthropic_stream_and_logs_one_line(on_backend: str, gateways: Any) -> None:
+    app, url = gateways("chat", backend=on_backend)
+    before = len(app.records())
     with (
-        caplog.at_level(logging.INFO),
         anthropic.Anthropic(base_url=url, api_key="x", max_retries=0, timeout=TIMEOUT) as client,
         pytest.raises(Exception) as info,
         client.messages.stream(
@@ -513,13 +473,10 @@ def test_a_cut_upstream_cuts_the_anthropic_stream_and_logs_one_line(
     # the SDK lets the HTTP client's error for a response cut short out as it is
     assert isinstance(info.value, anthropic.APIError) or "incomplete chunked read" in str(info.value)
     entry = _logged(app, before)
-    assert "curl error" in entry["failure"]
-    cuts = [r for r in caplog.records if "cut after" in r.getMessage()]
-    assert len(cuts) == 1 and cuts[0].name == "fastsse.gateway" and cuts[0].exc_info is None
-    assert entry["rid"] in cuts[0].getMessage() and "model=disconnect" in cuts[0].getMessage()
+    assert entry["outcome"] == "cut" and "curl error" in entry["why"] and entry["model"] == "disconnect"
     time.sleep(0.2)  # the server logs the aborted response after the client saw it end
-    server_log.removeHandler(catcher)
-    assert not [r for r in server_records if r.exc_info]  # no traceback from the server either
+    lines = [r for r in app.lines() if r.get("rid") == entry["rid"] or "exc" in r or r["level"] == "error"]
+    assert lines == [entry]  # one line for the cut: no traceback, no line of the server's
 
 
 UNFINISHED = (
@@ -529,7 +486,7 @@ UNFINISHED = (
 )
 
 
-def test_an_unfinished_choice_after_done_ends_the_stream_abnormally(on_backend: Any, gateways: Any) -> None:
+def test_an_unfinished_choice_after_done_ends_the_stream_abnormally(on_backend: str, gateways: Any) -> None:
     """[DONE] after a choice that never finished: the relay forwards what came, but the fold's
     verdict says the answer is not whole, so the caller's response is cut, not ended."""
     from _raw_server import RawServer
@@ -541,8 +498,8 @@ def test_an_unfinished_choice_after_done_ends_the_stream_abnormally(on_backend: 
         )
 
     with RawServer(answer) as raw:
-        app, url = gateways("chat", raw.base_url)
-        before = len(app.state.log)
+        app, url = gateways("chat", raw.base_url, backend=on_backend)
+        before = len(app.records())
         body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True}
         got = bytearray()
         with (
@@ -555,11 +512,11 @@ def test_an_unfinished_choice_after_done_ends_the_stream_abnormally(on_backend: 
                 got += piece
         entry = _logged(app, before)
     assert b'"content":"Hal"' in got
-    assert entry["failure"] and not entry["verdict"]["complete"]
+    assert entry["outcome"] == "cut" and "finish_reason" in entry["why"]
 
 
-def test_an_error_in_the_stream_reaches_the_anthropic_sdk_as_an_error(on_backend: Any, gateways: Any) -> None:
-    _, url = gateways("chat")
+def test_an_error_in_the_stream_reaches_the_anthropic_sdk_as_an_error(on_backend: str, gateways: Any) -> None:
+    _, url = gateways("chat", backend=on_backend)
     with (
         anthropic.Anthropic(base_url=url, api_key="x", max_retries=0, timeout=TIMEOUT) as client,
         pytest.raises(anthropic.APIStatusError) as info,
@@ -590,73 +547,3 @@ def test_models_are_passed_through(gateways: Any, upstream: LoopbackServer) -> N
         mine = http.get(url + "/v1/models").json()
         theirs = http.get(upstream.base_url + "/models").json()
     assert mine == theirs and mine["data"]
-
-
-def test_the_log_is_bounded(gateways: Any) -> None:
-    app, url = gateways("responses")
-    module = _load_gateway()
-    app.state.log.extend([{}] * (module.LOG_LIMIT - len(app.state.log)))
-    with openai.OpenAI(base_url=url + "/v1", api_key="x", max_retries=0, timeout=TIMEOUT) as client:
-        client.chat.completions.create(model="plain", messages=[{"role": "user", "content": "hi"}])
-    deadline = time.monotonic() + 10
-    while app.state.log[-1] == {}:
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
-    assert len(app.state.log) == module.LOG_LIMIT and app.state.log[-1]["model"] == "plain"
-
-
-def test_the_documented_uvicorn_command_shows_the_gateway_log(
-    upstream: LoopbackServer, tmp_path: Any
-) -> None:
-    """``uvicorn --app-dir examples --factory gateway:create_app`` as the module docstring writes it:
-    the gateway's INFO line for an answer reaches stderr (uvicorn's logging config knows only its
-    own loggers)."""
-    import os
-    import subprocess
-    import sys
-
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    sock.close()
-    env = {**os.environ, "FASTSSE_UPSTREAM": upstream.base_url, "FASTSSE_UPSTREAM_API": "chat"}
-    env["PYTHONPATH"] = os.pathsep.join([str(GATEWAY.parents[1] / "src"), env.get("PYTHONPATH", "")])
-    err = tmp_path / "stderr.txt"
-    with open(err, "wb") as sink:
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "uvicorn",
-                "--app-dir",
-                str(GATEWAY.parent),
-                "--factory",
-                "gateway:create_app",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(port),
-            ],
-            env=env,
-            stdout=sink,
-            stderr=sink,
-        )
-        try:
-            deadline = time.monotonic() + 20
-            body = {"model": "plain", "messages": [{"role": "user", "content": "hi"}]}
-            while True:
-                try:
-                    r = httpx.post(f"http://127.0.0.1:{port}/v1/chat/completions", json=body, timeout=TIMEOUT)
-                    break
-                except httpx.ConnectError:
-                    assert time.monotonic() < deadline, err.read_text()
-                    time.sleep(0.1)
-            assert r.status_code == 200
-            while "fastsse.gateway" not in err.read_text():
-                assert time.monotonic() < deadline, err.read_text()
-                time.sleep(0.05)
-        finally:
-            proc.terminate()
-            proc.wait(10)
-    line = next(ln for ln in err.read_text().splitlines() if "fastsse.gateway" in ln)
-    assert line.startswith("INFO:") and "chat->chat model=plain complete=True" in line

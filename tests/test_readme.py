@@ -27,7 +27,7 @@ import fastsse
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
 RUN = {"python", "console"}
-SHOWN = {"sh", "text", ""}  # recipes (pip install, nox) and illustrations: never executed
+SHOWN = {"sh", "text", "toml", ""}  # recipes (pip install, nox), configs and illustrations: never executed
 SKIP = re.compile(r"^<!--\s*not-tested:\s*(.+?)\s*-->$")
 
 

@@ -185,6 +185,25 @@ def test_idle_timeout_ends_a_silent_stream(stream_backend: Any) -> None:
     assert exc.result["choices"][0]["message"]["content"] == "Hello"
 
 
+def test_first_byte_timeout_ends_an_answer_that_never_starts(stream_backend: Any) -> None:
+    # An upstream that accepts and never answers: the first-byte bound ends it, and names itself.
+    with RawServer(_silent) as raw:
+        _, exc, elapsed = timed(lambda: call(raw.base_url, timeout=None, first_byte_timeout=0.5))
+    assert isinstance(exc, fastsse.TransportError), exc
+    assert exc.code == pycurl.E_OPERATION_TIMEDOUT and "first_byte_timeout" in str(exc)
+    assert 0.5 <= elapsed < 0.5 + MARGIN
+
+
+def test_first_byte_timeout_leaves_a_started_answer_alone(stream_backend: Any) -> None:
+    # Past the status line only idle_timeout counts: a short first-byte bound does not cut it.
+    with RawServer(_silent_mid_event) as raw:
+        _, exc, elapsed = timed(
+            lambda: call(raw.base_url, timeout=None, first_byte_timeout=0.2, idle_timeout=1)
+        )
+    assert isinstance(exc, fastsse.TransportError), exc
+    assert "idle_timeout" in str(exc) and 1 <= elapsed < 1 + MARGIN
+
+
 def _endless_events(conn: socket.socket) -> None:
     conn.sendall(SSE_HEAD + b"\r\n")
     event = chunk({"content": "x"})

@@ -19,6 +19,10 @@ COMMANDS = {
     "check": ("fastsse.cli.check", "lint a captured stream or a live endpoint for OpenAI stream conformance"),
     "bench": ("fastsse.cli.bench", "compare fastsse with the pure-Python backend and the peers"),
     "load": ("fastsse.cli.load", "load an OpenAI-compatible server: TTFT, TPOT, ITL, E2E, throughput"),
+    "gateway": (
+        "fastsse.cli.gateway",
+        "serve chat, Responses and Messages over upstreams of any of the three",
+    ),
 }
 
 

@@ -20,6 +20,7 @@ from ._request import apply as apply
 from ._request import import_pycurl as import_pycurl
 from ._request import prepare as prepare
 from ._request import redact as redact
+from ._retry import should_retry
 from .iterators import ChunkIterator, aiter_chunks, aiter_events, iter_chunks, iter_events
 from .sync import ChunkStream, Client, EventSource, create_stream
 
@@ -51,6 +52,7 @@ __all__ = [
     "create_stream",
     "iter_chunks",
     "iter_events",
+    "should_retry",
 ]
 
 

@@ -205,6 +205,14 @@ OPTIONS: Final[tuple[Option, ...]] = (
         BOTH,
         "seconds without a byte from the server (keep-alive comments count) before giving up",
     ),
+    Option(
+        "first_byte_timeout",
+        "float | None",
+        None,
+        BOTH,
+        "seconds from the start of an attempt to the server's first byte (its status line), the "
+        "connection included; None: idle_timeout holds from the start too",
+    ),
     Option("proxy", "str | None", None, BOTH, 'a proxy URL, "" for none; None follows the environment'),
     Option("ca_bundle", "str | None", None, BOTH, "a PEM file of CAs to trust"),
     Option(
@@ -287,8 +295,9 @@ OPTIONS: Final[tuple[Option, ...]] = (
         "str | None",
         None,
         CALL,
-        'None: the API\'s fold; "relay" (chat) or "to-chat" / "to-responses" / "to-messages": '
-        "on_chunk receives the bytes to send downstream",
+        'None: the API\'s fold; "relay" (chat), "passthrough" (any API: its whole events unchanged), '
+        '"events" (each Event) or "to-chat" / "to-responses" / "to-messages": on_chunk receives the '
+        "bytes to send downstream",
     ),
     Option(
         "curl",
@@ -501,6 +510,7 @@ class RequestOptions:
     timeout: float | None = None
     connect_timeout: float | None = None
     idle_timeout: float | None = None
+    first_byte_timeout: float | None = None
     proxy: str | None = None
     ca_bundle: str | None = None
     client_cert: str | tuple[str, str] | None = None
@@ -550,6 +560,7 @@ class _RequestKeywords(TypedDict, total=False):
     timeout: float | None
     connect_timeout: float | None
     idle_timeout: float | None
+    first_byte_timeout: float | None
     proxy: str | None
     ca_bundle: str | None
     client_cert: str | tuple[str, str] | None

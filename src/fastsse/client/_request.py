@@ -101,8 +101,9 @@ class RequestSpec:
     ``url`` is what curl gets; ``display_url`` is the same with any ``user:password@`` replaced, for
     messages. ``headers`` are curl ``HTTPHEADER`` lines (Authorization included, so never log them;
     a ``Last-Event-ID`` that is not ASCII is a line of UTF-8 bytes, as pycurl takes no other).
-    Timeouts are whole milliseconds (0: none); ``idle_timeout`` is seconds (None: none), enforced by
-    the wait loop against ``Response.last_activity``, not by curl.
+    Timeouts are whole milliseconds (0: none); ``idle_timeout`` and ``first_byte_timeout`` are
+    seconds (None: none), enforced by the wait loop against ``Response.last_activity`` (set when
+    the attempt starts, moved by every header line and read), not by curl.
     """
 
     url: str
@@ -112,6 +113,7 @@ class RequestSpec:
     timeout_ms: int = 0
     connect_timeout_ms: int = 0
     idle_timeout: float | None = None
+    first_byte_timeout: float | None = None
     proxy: str | None = None
     ca_bundle: str | None = None
     client_cert: str | None = None
@@ -307,6 +309,7 @@ def _prepare(
     timeout: float | None = None,
     connect_timeout: float | None = None,
     idle_timeout: float | None = None,
+    first_byte_timeout: float | None = None,
     proxy: str | None = None,
     ca_bundle: str | None = None,
     client_cert: str | tuple[str, str] | None = None,
@@ -370,32 +373,51 @@ def _prepare(
     lines = [line for line in fmt.headers(key) if line.split(":", 1)[0].lower() not in named]
     lines += given
 
-    cert, cert_key = _check_proxy_and_files(proxy, ca_bundle, client_cert)
-
     return RequestSpec(
         url=url,
         display_url=redact(url),
         body=fmt.body(input),
         api=fmt.name,
         headers=tuple(lines),
-        timeout_ms=_milliseconds(timeout, "timeout"),
-        connect_timeout_ms=_milliseconds(connect_timeout, "connect_timeout"),
-        idle_timeout=None if idle_timeout is None else _seconds(idle_timeout, "idle_timeout"),
-        proxy=proxy,
-        ca_bundle=None if ca_bundle is None else os.fspath(ca_bundle),
-        client_cert=None if cert is None else os.fspath(cert),
-        client_key=None if cert_key is None else os.fspath(cert_key),
-        max_event_bytes=max_event_bytes,
         raise_for_status=raise_for_status,
+        **_transport(
+            timeout, connect_timeout, idle_timeout, first_byte_timeout, proxy, ca_bundle, client_cert
+        ),
+        max_event_bytes=max_event_bytes,
         http2=http2,
     )
+
+
+def _transport(
+    timeout: Any,
+    connect_timeout: Any,
+    idle_timeout: Any,
+    first_byte_timeout: Any,
+    proxy: Any,
+    ca_bundle: Any,
+    client_cert: Any,
+) -> dict[str, Any]:
+    """The ``RequestSpec`` fields of the transport options, checked (what ``_prepare`` and
+    ``prepare_get`` raise for them)."""
+    cert, cert_key = _check_proxy_and_files(proxy, ca_bundle, client_cert)
+    return {
+        "timeout_ms": _milliseconds(timeout, "timeout"),
+        "connect_timeout_ms": _milliseconds(connect_timeout, "connect_timeout"),
+        "idle_timeout": None if idle_timeout is None else _seconds(idle_timeout, "idle_timeout"),
+        "first_byte_timeout": None
+        if first_byte_timeout is None
+        else _seconds(first_byte_timeout, "first_byte_timeout"),
+        "proxy": proxy,
+        "ca_bundle": None if ca_bundle is None else os.fspath(ca_bundle),
+        "client_cert": None if cert is None else os.fspath(cert),
+        "client_key": None if cert_key is None else os.fspath(cert_key),
+    }
 
 
 def _check_proxy_and_files(
     proxy: Any, ca_bundle: Any, client_cert: Any
 ) -> tuple[str | os.PathLike[str] | None, str | os.PathLike[str] | None]:
-    """``(cert, key)`` of ``client_cert``, once ``proxy`` and the file options are checked (what
-    ``_prepare`` and ``prepare_get`` raise for them)."""
+    """``(cert, key)`` of ``client_cert``, once ``proxy`` and the file options are checked."""
     if proxy is not None:
         if not isinstance(proxy, str):
             raise TypeError(f"proxy must be a str, not {type(proxy).__name__}")
@@ -465,22 +487,15 @@ def prepare_get(
     if last_event_id:
         line = f"Last-Event-ID: {last_event_id}"
         lines.append(line if line.isascii() else line.encode())
-    cert, cert_key = _check_proxy_and_files(proxy, ca_bundle, client_cert)
     return RequestSpec(
         url=url,
         display_url=redact(url),
         body=b"",
         api="events",
         headers=tuple(lines),
-        timeout_ms=_milliseconds(timeout, "timeout"),
-        connect_timeout_ms=_milliseconds(connect_timeout, "connect_timeout"),
-        idle_timeout=None if idle_timeout is None else _seconds(idle_timeout, "idle_timeout"),
-        proxy=proxy,
-        ca_bundle=None if ca_bundle is None else os.fspath(ca_bundle),
-        client_cert=None if cert is None else os.fspath(cert),
-        client_key=None if cert_key is None else os.fspath(cert_key),
-        max_event_bytes=max_event_bytes,
         raise_for_status=True,
+        **_transport(timeout, connect_timeout, idle_timeout, None, proxy, ca_bundle, client_cert),
+        max_event_bytes=max_event_bytes,
         http2=http2,
         method="GET",
     )
@@ -743,6 +758,8 @@ class Response:
                     return 0
                 if self.direct is not None and not self.directed:
                     self.directed = self.direct(self.stream, self)
+                    if not self.directed:
+                        self.direct = None  # a stream C cannot feed (a byte format): do not ask again
                 return None
             except BaseException as exc:  # re-raised unchanged by finish() once curl has stopped
                 self.exc = exc

@@ -29,7 +29,7 @@ import random
 from collections.abc import Callable
 from typing import Any, Final
 
-from .._errors import TransportError
+from .._errors import HTTPStatusError, TransportError
 
 __all__ = ["Gate", "backoff", "reconnect_wait", "retryable", "wait_for"]
 
@@ -80,6 +80,18 @@ def retryable(outcome: Any, headers: dict[str, str]) -> bool:
         verdict = outcome.get("verdict")
         return isinstance(verdict, dict) and bool(verdict.get("error"))  # an in-band error (the gate)
     return False
+
+
+def should_retry(outcome: Any, /) -> bool:
+    """``should_retry(outcome) -> bool``: whether a failed request's ``outcome`` is one the
+    resilience rules would try again (on the next upstream, or after a wait): a ``TransportError``
+    of a retryable curl code (refused, reset, timed out, cut...), or an ``HTTPStatusError`` (or a
+    result that was no stream) of 408, 409, 429 or 5xx, unless the server's ``x-should-retry``
+    says otherwise. It says nothing of whether part of the answer already reached the caller:
+    that is the caller's to know (never retry then)."""
+    if isinstance(outcome, HTTPStatusError):
+        return retryable_status(outcome.status, outcome.headers.get("x-should-retry"))
+    return retryable(outcome, {})
 
 
 def backoff(retry: int, rand: Callable[[], float] = random.random) -> float:

@@ -6,8 +6,9 @@ fused fold of its API (``ChatStream``, ``ResponsesStream``, ``MessagesStream``) 
 writer. Every class comes from ``fastsse._backend.current``, the selected backend's namespace, read
 at each request: the tests replace that one name to run every format on one backend.
 
-The byte-out formats: a ``Relay`` (``format="relay"``)
-or a translator (``format="to-chat"``, ``"to-responses"``, ``"to-messages"``: the request's API
+The byte-out formats: a ``Relay`` (``format="relay"``), the API's own stream passed through
+whole event by whole event (``format="passthrough"``, any API: the bytes unchanged, cut only at
+event boundaries, the API's fold beside them), or a translator (``format="to-chat"``, ``"to-responses"``, ``"to-messages"``: the request's API
 translated into that one) behind the engine's stream protocol, so a gateway gets the bytes to send
 downstream out of the same write callback that would otherwise fold chunks.
 
@@ -46,6 +47,7 @@ FORMATS: Final = (
     "responses",
     "messages",
     "relay",
+    "passthrough",
     "to-chat",
     "to-responses",
     "to-messages",
@@ -106,6 +108,8 @@ def new_stream(
         return EventsStream(on_chunk, max_event_bytes=max_event_bytes, timing=timing, decoder=decoder)
     if name == "relay":
         return RelayStream(on_chunk, max_event_bytes=max_event_bytes, timing=timing)
+    if name == "passthrough":
+        return _BytesStream(PassThrough(api, max_event_bytes=max_event_bytes), on_chunk, timing)
     if name.startswith("to-"):
         return TranslateStream(
             on_chunk, source=api, target=name[3:], max_event_bytes=max_event_bytes, timing=timing
@@ -175,6 +179,49 @@ class _BytesStream:
         if self._reads is None or self._anchor is None:
             return None
         return build_timing(self._reads, [], [], [], self._anchor)
+
+
+def _boundary(data: bytes) -> int:
+    """Where the last whole event of ``data`` ends (after its blank line), 0 if none does: LF, CRLF
+    and CR line ends alike."""
+    cut = data.rfind(b"\n\n") + 2
+    crlf = data.rfind(b"\r\n\r\n") + 4
+    cr = data.rfind(b"\r\r") + 2
+    return max(cut if cut > 1 else 0, crlf if crlf > 3 else 0, cr if cr > 1 else 0)
+
+
+class PassThrough:
+    """``PassThrough(api, *, max_event_bytes=None)``: a writer that hands on an ``api`` stream's
+    bytes unchanged, each write cut after its last whole event (the rest waits for the next read,
+    so the caller never gets half an event), while the API's fused fold reads the same bytes for
+    ``result()`` and its verdict. An event without its blank line at the end of the stream is not
+    an event (the SSE rules): it is never handed on."""
+
+    __slots__ = ("_fold", "_ready", "_tail")
+
+    def __init__(self, api: str, *, max_event_bytes: int | None = None) -> None:
+        cls = getattr(_backend.current, api_format(api).stream_name)
+        self._fold = cls(None, max_event_bytes=max_event_bytes, timing=False)
+        self._tail = b""
+        self._ready = b""
+
+    def write(self, data: bytes, /) -> bytes:
+        data = bytes(data)
+        held = self._tail + data if self._tail else data
+        cut = _boundary(held)
+        self._ready, self._tail = held[:cut], held[cut:]
+        self._fold.write(data)  # EventTooLarge leaves the whole events before it in _ready
+        out, self._ready = self._ready, b""
+        return out
+
+    def close(self, *, truncated: bool = False) -> bytes:
+        out, self._ready, self._tail = self._ready, b"", b""
+        self._fold.close(truncated=truncated)
+        return out
+
+    def result(self) -> dict[str, Any]:
+        out: dict[str, Any] = self._fold.result()
+        return out
 
 
 class RelayStream(_BytesStream):

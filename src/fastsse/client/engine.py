@@ -345,7 +345,7 @@ class _Engine:
         job.stream, job.response = stream, response
         job.started = time.monotonic_ns()
         self.active[id(handle)] = job
-        if spec.idle_timeout is not None:
+        if spec.idle_timeout is not None or spec.first_byte_timeout is not None:
             self.idle_jobs.add(job)
         self.multi.add_handle(handle)
         self.alive += 1
@@ -581,13 +581,15 @@ class _Engine:
         out = []
         for job in self.idle_jobs:
             response = job.response
-            idle = job.spec.idle_timeout
-            if response is None or idle is None or response.paused:  # held by its consumer: not idle
+            if response is None or response.paused:  # held by its consumer: not idle
+                continue
+            limit = _silence_limit(job.spec, response)[0]
+            if limit is None:
                 continue
             last = response.last_activity
             if response.directed:  # the compiled driver feeds its reads from C and keeps their time
                 last = max(last, job.handle.last_read)
-            if now - last >= idle:
+            if now - last >= limit:
                 out.append(job)
         return out
 
@@ -605,10 +607,10 @@ class _Engine:
             self._read_pending(silent)
             silent = self._silent()
         for job in silent:
-            idle = job.spec.idle_timeout
-            self._complete(
-                job.handle, self.pycurl.E_OPERATION_TIMEDOUT, f"no data for {idle:g} s (idle_timeout)"
-            )
+            assert job.response is not None
+            limit, name = _silence_limit(job.spec, job.response)
+            what = "no answer" if name == "first_byte_timeout" else "no data"
+            self._complete(job.handle, self.pycurl.E_OPERATION_TIMEDOUT, f"{what} for {limit:g} s ({name})")
         self._admit()
 
     def _read_pending(self, jobs: list[_Job]) -> None:
@@ -729,6 +731,15 @@ class _Engine:
         self.pool.clear()
         self.applied.clear()
         self.multi.close()
+
+
+def _silence_limit(spec: RequestSpec, response: Response) -> tuple[float | None, str]:
+    """How long ``response`` may stay silent, and the option that says so: ``first_byte_timeout``
+    until the status line arrived (when it is set), ``idle_timeout`` after it (and before it
+    otherwise)."""
+    if response.status == 0 and spec.first_byte_timeout is not None:
+        return spec.first_byte_timeout, "first_byte_timeout"
+    return spec.idle_timeout, "idle_timeout"
 
 
 # Error and hang-up wake curl as a read would: it reads, and learns what happened.

@@ -1,0 +1,43 @@
+"""Structured logs: ``JsonFormatter`` writes each record as one JSON line (an answer's record
+merged in), and ``QuietCuts`` drops the one line a server writes for a response the gateway cut
+on purpose (its own record says why)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, Final
+
+import orjson
+
+# uvicorn's words for an app that returned before its response's end: the gateway's way to cut
+_CUT_LINES: Final = ("ASGI callable returned without completing response.",)
+
+
+class JsonFormatter(logging.Formatter):
+    """``{"ts", "level", "logger", "msg", ...}``: one line per record; a record's ``answer``
+    (the gateway's per-answer dict) is merged in, a traceback goes under ``"exc"``."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        """The record as one JSON line."""
+        out: dict[str, Any] = {
+            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+            + f".{int(record.msecs):03d}Z",
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        answer = getattr(record, "answer", None)
+        if isinstance(answer, dict):
+            out.update(answer)
+        if record.exc_info:
+            out["exc"] = self.formatException(record.exc_info)
+        return orjson.dumps(out, default=str).decode()
+
+
+class QuietCuts(logging.Filter):
+    """Drops a server's line for a response the app left unfinished on purpose (a cut)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """False for a server's line about a response left unfinished on purpose."""
+        return record.getMessage() not in _CUT_LINES

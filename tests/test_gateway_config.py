@@ -1,0 +1,182 @@
+"""The gateway's configuration (``fastsse.gateway.load_config``) and the command's start: a config
+that cannot work stops ``python -m fastsse gateway`` at once with one line and exit 2, never at
+the first request."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import subprocess
+import sys
+import time
+from typing import Any
+
+import pytest
+
+from _gateway_process import SRC, toml
+from fastsse.gateway import ConfigError, config_from, load_config
+
+UP = {"name": "primary", "base_url": "http://127.0.0.1:8000/v1"}
+
+
+def write(tmp_path: pathlib.Path, server: dict[str, Any], upstreams: list[dict[str, Any]]) -> pathlib.Path:
+    path = tmp_path / "gateway.toml"
+    path.write_text(toml(server, upstreams))
+    return path
+
+
+def test_every_field_is_read(tmp_path: pathlib.Path) -> None:
+    server = {
+        "host": "0.0.0.0",
+        "port": 9000,
+        "keys": ["k1"],
+        "keys_env": "GW_KEYS",
+        "max_body_bytes": 1000,
+        "max_event_bytes": 2000,
+        "max_tokens": 100,
+        "forward_headers": ["X-Team"],
+        "workers": 2,
+        "grace_seconds": 5,
+        "keep_alive_seconds": 2,
+        "log": "text",
+        "loop": "asyncio",
+    }
+    upstreams = [
+        {
+            **UP,
+            "api": "messages",
+            "api_key_env": "UP_KEY",
+            "connect_timeout": 1,
+            "first_byte_timeout": 2.5,
+            "idle_timeout": 3,
+            "timeout": 60,
+            "max_retries": 1,
+            "max_connections": 10,
+            "first_chunk_gate": True,
+            "http2": True,
+            "headers": {"X-Env": "prod"},
+        },
+        {"name": "backup", "base_url": "https://example.invalid/v1", "api_key": "inline"},
+    ]
+    config = load_config(write(tmp_path, server, upstreams), {"GW_KEYS": "k2, k3", "UP_KEY": "secret"})
+    assert config.server.keys == ("k1", "k2", "k3") and config.server.forward_headers == ("x-team",)
+    assert (config.server.port, config.server.workers, config.server.grace_seconds) == (9000, 2, 5.0)
+    first, second = config.upstreams
+    assert (first.api, first.api_key, first.first_byte_timeout, first.headers) == (
+        "messages",
+        "secret",
+        2.5,
+        {"X-Env": "prod"},
+    )
+    assert (second.api, second.api_key, second.idle_timeout) == ("chat", "inline", 300.0)
+    assert "secret" not in repr(first)  # a key never shows in a repr (or a traceback)
+
+
+@pytest.mark.parametrize(
+    ("data", "words"),
+    [
+        ({"server": {"prot": 1}, "upstream": [UP]}, "unknown field server.prot"),
+        ({"upstream": [{**UP, "apikey": "x"}]}, "unknown field upstream[0].apikey"),
+        ({"servers": {}, "upstream": [UP]}, "unknown table [servers]"),
+        ({"upstream": [{**UP, "api_key_env": "NOT_SET_ANYWHERE"}]}, "NOT_SET_ANYWHERE is not set"),
+        ({"server": {"keys_env": "NOT_SET_ANYWHERE"}, "upstream": [UP]}, "NOT_SET_ANYWHERE is not set"),
+        ({"upstream": [{**UP, "api_key": "a", "api_key_env": "B"}]}, "not both"),
+        ({"upstream": [{**UP, "api": "gemini"}]}, "upstream[0].api must be one of"),
+        ({"upstream": [{**UP, "base_url": "ftp://x"}]}, "http:// or https://"),
+        ({"upstream": [{"name": "x"}]}, "upstream[0].base_url is missing"),
+        ({"upstream": [UP, UP]}, "two upstreams are named 'primary'"),
+        ({"upstream": []}, "no [[upstream]]"),
+        ({"server": {"port": 70000}, "upstream": [UP]}, "server.port must be 0 to 65535"),
+        ({"server": {"max_body_bytes": 0}, "upstream": [UP]}, "server.max_body_bytes must be above 0"),
+        ({"server": {"workers": True}, "upstream": [UP]}, "server.workers must be an integer"),
+        ({"upstream": [{**UP, "idle_timeout": "5"}]}, "upstream[0].idle_timeout must be a number"),
+        ({"upstream": [{**UP, "headers": {"X-A": "a\r\nb"}}]}, "CR/LF"),
+        ({"server": {"forward_headers": ["bad header"]}, "upstream": [UP]}, "not a header name"),
+    ],
+)
+def test_a_bad_config_names_its_field(data: dict[str, Any], words: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        config_from(data, {})
+    assert words in str(info.value)
+
+
+def _run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    environ = {**os.environ, **(env or {}), "PYTHONPATH": str(SRC)}
+    return subprocess.run(
+        [sys.executable, "-m", "fastsse", "gateway", *args],
+        capture_output=True,
+        text=True,
+        env=environ,
+        timeout=60,
+    )
+
+
+@pytest.mark.parametrize(
+    ("server", "upstream", "words"),
+    [
+        ({"colour": "blue"}, UP, "unknown field server.colour"),
+        ({}, {**UP, "api_key_env": "FASTSSE_TEST_MISSING_KEY"}, "FASTSSE_TEST_MISSING_KEY is not set"),
+    ],
+    ids=["unknown-field", "missing-key-variable"],
+)
+def test_the_command_stops_at_start_with_one_line(
+    tmp_path: pathlib.Path, server: Any, upstream: Any, words: str
+) -> None:
+    out = _run("--config", str(write(tmp_path, server, [upstream])))
+    assert out.returncode == 2
+    assert out.stderr.strip().count("\n") == 0 and words in out.stderr, out.stderr
+    assert out.stderr.startswith("fastsse gateway: ")
+
+
+def test_a_config_that_is_not_toml_or_not_there(tmp_path: pathlib.Path) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[server\nport = 1\n")
+    for path, words in ((bad, "is not valid TOML"), (tmp_path / "missing.toml", "cannot read")):
+        out = _run("--config", str(path))
+        assert out.returncode == 2 and words in out.stderr and out.stderr.strip().count("\n") == 0
+
+
+def test_flags_need_an_upstream_or_a_config() -> None:
+    out = _run()
+    assert out.returncode == 2 and "give --config FILE or --upstream URL" in out.stderr
+    out = _run("--upstream", "http://127.0.0.1:1/v1", "--keys-env", "FASTSSE_TEST_MISSING_KEYS")
+    assert out.returncode == 2 and "FASTSSE_TEST_MISSING_KEYS is not set" in out.stderr
+
+
+def test_otel_spans_one_per_answer(monkeypatch: pytest.MonkeyPatch) -> None:
+    # server.otel: one SERVER span per answer with the GenAI attributes, through the API's tracer
+    trace = pytest.importorskip("opentelemetry.trace")
+    from fastsse.gateway import Gateway
+
+    spans: list[dict[str, Any]] = []
+
+    class Span:
+        def __init__(self, name: str, **kwargs: Any) -> None:
+            self.entry = {"name": name, **kwargs}
+            spans.append(self.entry)
+
+        def set_attribute(self, key: str, value: Any) -> None:
+            self.entry["attributes"][key] = value
+
+        def set_status(self, status: Any) -> None:
+            self.entry["status"] = status.status_code.name
+
+        def end(self) -> None:
+            self.entry["ended"] = True
+
+    class Tracer:
+        def start_span(self, name: str, **kwargs: Any) -> Span:
+            return Span(name, **kwargs)
+
+    monkeypatch.setattr(trace, "get_tracer", lambda *a, **k: Tracer())
+    gateway = Gateway(config_from({"server": {"otel": True}, "upstream": [UP]}, {}))
+    record = {"rid": "r1", "route": "messages", "upstream": "primary", "model": "m", "status": 429}
+    gateway._done({**record, "outcome": "error", "why": "HTTP 429"}, time.monotonic_ns())
+    gateway._done(
+        {**record, "status": 200, "outcome": "complete", "tokens_in": 3, "tokens_out": 5}, time.monotonic_ns()
+    )
+    first, second = spans
+    assert first["name"] == "chat m" and first["kind"] == trace.SpanKind.SERVER and first["ended"]
+    assert first["attributes"]["http.response.status_code"] == 429 and first["status"] == "ERROR"
+    assert first["attributes"]["error.type"] == "error"
+    assert second["attributes"]["gen_ai.usage.output_tokens"] == 5 and "status" not in second
