@@ -151,6 +151,35 @@ def test_one_huge_chunk_costs_a_few_times_its_size(backend: Any, make: Any) -> N
 
 
 @pytest.mark.parametrize("make", [many_finished, many_calls], ids=["choices", "tool-calls"])
+@pytest.mark.parametrize("path", ["ChatStream", "feed_data"])
+def test_the_plain_fold_drops_one_huge_chunk_before_parsing_it(backend: Any, make: Any, path: str) -> None:
+    # The relay's pre-parse bound holds with no relay in front too: parsed, such a chunk cost
+    # orjson some 20 times its size in small objects before the fold dropped its indexes.
+    head = frame([content(0, "Hello", role=True)])
+    data = make(200_000 if make is many_finished else 150_000)  # 12-13 MiB
+    fold = backend.ChatStream(max_event_bytes=16 << 20) if path == "ChatStream" else backend.ChatAggregator()
+    if path == "ChatStream":
+        fold.write(head)
+    else:
+        fold.feed_data(head[6:-2])
+    with traced_peak() as peak:
+        if path == "ChatStream":
+            fold.write(data)
+        else:
+            fold.feed_data(data[6:-2])
+    assert peak.bytes < 3 * len(data), peak.bytes / len(data)
+    if path == "ChatStream":
+        fold.write(FINISH + DONE)
+        fold.close()
+    else:
+        fold.feed_data(FINISH[6:-2])
+        fold.feed_data(b"[DONE]")
+    result = fold.result()
+    assert result["choices"][0]["message"]["content"] == "Hello"
+    assert result["verdict"]["skipped"] == 1  # counted as a payload the fold could not read
+
+
+@pytest.mark.parametrize("make", [many_finished, many_calls], ids=["choices", "tool-calls"])
 def test_a_chunk_under_the_scan_bound_keeps_128_and_counts_the_rest(backend: Any, make: Any) -> None:
     data = make(10_000)
     relay = backend.Relay(max_event_bytes=16 << 20)

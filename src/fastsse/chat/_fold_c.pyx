@@ -61,6 +61,7 @@ from ._chunk_reader cimport (
 import orjson
 
 from ._result import ChatVerdict, build_result, joined, loads_replacing as _loads_replacing, make_verdict, verdict_dict
+from ._result import SCAN_FROM, over_index_bound as _over_index_bound
 from ._result import Annotations, ReasoningDetails, content_parts, provider_usage, with_provider_usage
 from .._errors import too_large
 from .._timing import anchor_pair, build_timing
@@ -89,6 +90,7 @@ cdef extern from "Python.h":
 
 
 cdef object _loads = orjson.loads
+cdef Py_ssize_t _SCAN_FROM = SCAN_FROM
 cdef object _JSONDecodeError = orjson.JSONDecodeError
 cdef str _BLANKS = " \t\r\n"
 cdef bytes _BLANKS_B = b" \t\r\n"
@@ -772,6 +774,9 @@ Folds the chunks of an OpenAI-style chat stream into one response shaped like a
             return None
         if len(payload) < 64 and _is_done(payload):  # before parsing: orjson would raise twice
             self._done = True
+            return None
+        if len(payload) > _SCAN_FROM and _over_index_bound(payload):  # before the parse's 20x
+            self._skipped += 1
             return None
         try:
             chunk = _loads(payload)

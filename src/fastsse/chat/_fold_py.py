@@ -29,7 +29,9 @@ from ._result import (
     verdict_dict,
     with_provider_usage,
 )
+from ._result import SCAN_FROM as _SCAN_FROM
 from ._result import loads_replacing as _loads_replacing
+from ._result import over_index_bound as _over_index_bound
 
 _loads: Final = orjson.loads
 _JSONDecodeError: Final = orjson.JSONDecodeError
@@ -354,6 +356,9 @@ class ChatAggregator:
             return None
         if len(payload) < 64 and _is_done(payload):  # before parsing: orjson would raise twice
             self._done = True
+            return None
+        if len(payload) > _SCAN_FROM and _over_index_bound(payload):  # before the parse's 20x
+            self._skipped += 1
             return None
         try:
             chunk = _loads(payload)

@@ -186,6 +186,25 @@ def make_verdict(
 # linter reports it (index-out-of-range). It also bounds what one stream can make a relay keep
 # and send (a choice's finish is sent once, RELAY_CALLS calls per choice at most).
 INDEX_LIMIT: Final = 128
+# A chunk holding more indexes than every choice and each of its calls could use (INDEX_LIMIT
+# choices of INDEX_LIMIT calls) is over the bound by itself: the folds and the relay drop it whole
+# (counted in ``skipped``; the answer then misses it, so it is not complete) before it is parsed,
+# since the parse alone costs some 20 times the chunk's size in small objects. The count is a byte
+# scan (a quote cannot follow ``index`` inside a JSON string), made only on payloads longer than
+# SCAN_FROM bytes.
+MAX_INDEXES: Final = INDEX_LIMIT * (INDEX_LIMIT + 1)
+SCAN_FROM: Final = 1 << 16
+
+
+def over_index_bound(payload: Any) -> bool:
+    """Whether a data payload (str or bytes-like) longer than SCAN_FROM names ``"index"`` more
+    than MAX_INDEXES times: a chunk no answer within the index bounds can send."""
+    if len(payload) <= SCAN_FROM:
+        return False
+    if isinstance(payload, str):
+        return payload.count('"index"') > MAX_INDEXES
+    data = payload if isinstance(payload, (bytes, bytearray)) else bytes(payload)
+    return data.count(b'"index"') > MAX_INDEXES
 
 
 def _is_index(value: object) -> bool:

@@ -17,7 +17,7 @@ from typing import Any, Final
 
 import orjson
 
-from ..chat import INDEX_LIMIT, content_parts, loads_replacing
+from ..chat import INDEX_LIMIT, content_parts, loads_replacing, over_index_bound
 
 DONE: Final = b"data: [DONE]\n\n"
 USAGE_MODES: Final = ("end", "keep", "drop")
@@ -26,13 +26,6 @@ _BLANKS: Final = b" \t\r\n"
 # Tool calls one choice may start (the indexes are bounded by INDEX_LIMIT, but Gemini and Ollama
 # start each new call at a used index): fragments of a call past this are dropped and counted.
 RELAY_CALLS: Final = 128
-# A chunk holding more indexes than every choice and each of its calls could use is over the bound
-# by itself: it is dropped whole (counted in ``skipped``; the answer then misses it, so it is not
-# complete) before it is parsed, since the parse alone costs some 20 times the chunk's size in
-# small objects. The count is a byte scan (a quote cannot follow ``index`` inside a JSON string),
-# made only on payloads past _SCAN_FROM bytes.
-MAX_INDEXES: Final = INDEX_LIMIT * (RELAY_CALLS + 1)
-_SCAN_FROM: Final = 1 << 16
 # The field names the compiled reader reads itself (at the top, choice or delta level) rather
 # than handing them over as "other" values.
 READER_FIELDS: Final = frozenset(
@@ -192,7 +185,7 @@ class RelayCore:
         """Relay one dispatched event; returns the bytes to send (maybe ``b""``)."""
         agg = self.agg
         mended = False
-        if len(payload) > _SCAN_FROM and payload.count(b'"index"') > MAX_INDEXES:
+        if over_index_bound(payload):  # dropped whole before it is parsed (chat._result)
             self.lost = True
             agg.feed(None)
             return b""
