@@ -27,6 +27,7 @@ import orjson
 import pytest
 
 import fastsse
+from _memory import traced_peak
 from fastsse.client import aio
 
 # every test here runs on both engine drivers (the compiled libcurl driver and pycurl)
@@ -320,6 +321,21 @@ def test_megabytes_of_blank_lines_before_an_untyped_body_cost_linear_time(
     took = time.monotonic() - start
     assert text(result) == "after the blanks"
     assert took < 3.0, f"{took:.1f} s for 16 MiB of blank lines"
+
+
+def test_megabytes_of_blank_lines_before_an_untyped_body_take_no_memory(
+    srv: Scripted, stream_backend: Any
+) -> None:
+    # What the body's head keeps is squeezed to two bytes past 64 KiB, so 16 MiB of blank lines
+    # cost a few read buffers, with max_event_bytes set or not. (A whole process's RSS grows some
+    # 10 MB on its first request, 64 KiB of blanks or 16 MiB alike: pycurl and libcurl starting.)
+    options = {"base_url": srv.base_url, "api_key": "x", "timeout": 20}
+    fastsse.create_stream(req("blank-65536"), **options)
+    for limit in (None, 1 << 20):
+        with traced_peak() as peak:
+            result = fastsse.create_stream(req(f"blank-{16 << 20}"), **options, max_event_bytes=limit)
+        assert text(result) == "after the blanks"
+        assert peak.bytes < 1 << 20, (limit, peak.bytes)
 
 
 # risks: threads, loops, aclose, queue time, messages
