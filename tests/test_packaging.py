@@ -77,6 +77,27 @@ def test_the_libcurl_driver_is_built_on_linux() -> None:
     assert str(module.__file__).endswith(tuple(importlib.machinery.EXTENSION_SUFFIXES))
 
 
+@pytest.mark.c_extension
+def test_check_dist_says_whether_the_installed_build_loads() -> None:
+    # the wheel job's first test step: the compiled modules run and, on glibc Linux, the driver
+    # loads into pycurl's libcurl; the pure build fails it, saying which part does not load
+    tool = SOURCE_TREE.parent.parent / "tools" / "check_dist.py"
+    if not tool.is_file():
+        pytest.skip("no tools/ beside the tests")
+    env = {k: v for k, v in os.environ.items() if k not in ("FASTSSE_NO_EXTENSIONS", "FASTSSE_BACKEND")}
+    ok = subprocess.run([sys.executable, str(tool), "--loads"], capture_output=True, text=True, env=env)
+    assert ok.returncode == 0, ok.stderr
+    assert "compiled modules and driver load" in ok.stdout
+    pure = subprocess.run(
+        [sys.executable, str(tool), "--loads"],
+        capture_output=True,
+        text=True,
+        env={**env, "FASTSSE_NO_EXTENSIONS": "1"},
+    )
+    assert pure.returncode == 1
+    assert "the compiled modules do not load (backend 'python')" in pure.stderr
+
+
 def _pyx_sources() -> dict[str, str]:
     # The wheel ships the .pyx next to the modules; a source checkout has them under src/.
     installed = importlib.resources.files("fastsse")

@@ -1,11 +1,16 @@
 """Check what the sdist and the wheels carry; exit 1 on the first dist that is wrong.
 
     python tools/check_dist.py dist/*
+    python tools/check_dist.py --loads      # the installed fastsse, in the wheel's test job
 
 sdist: the .pyx/.pxd sources, tests and the Cython pin, never generated C or built modules.
 binary wheel: both compiled modules and py.typed (a wheel that silently lost its extensions fails).
 py3-none-any wheel: py.typed and no compiled module (it is the FASTSSE_NO_EXTENSIONS=1 build).
-Used by the nox ``build`` session, by cibuildwheel's ``audit-command`` and by wheels.yml.
+--loads: the installed fastsse runs its compiled modules (the selected backend is the compiled
+one) and, on glibc Linux, loads the compiled driver into the libcurl pycurl brought (a wheel whose
+driver is present but cannot load would otherwise fall back to pycurl in silence).
+Used by the nox ``build`` session, by cibuildwheel's ``audit-command`` and ``test-command``, and
+by wheels.yml.
 Standard library only: it runs in cibuildwheel's bare audit environment.
 """
 
@@ -81,7 +86,33 @@ def check_wheel(path: str) -> list[str]:
     return problems
 
 
+def check_loads() -> list[str]:
+    import platform
+
+    try:
+        import fastsse
+        from fastsse import _backend
+        from fastsse.client import engine
+    except ImportError as exc:
+        return [f"fastsse does not import: {exc}"]
+    problems = []
+    if _backend.current.name != "cython":
+        problems.append(f"the compiled modules do not load (backend {_backend.current.name!r})")
+    if sys.platform == "linux" and platform.libc_ver()[0] == "glibc":
+        driver = engine.compiled_driver()
+        if isinstance(driver, str):
+            problems.append(f"the compiled driver does not load: {driver}")
+    if not problems:
+        print(f"fastsse {fastsse.__version__}: compiled modules and driver load")
+    return problems
+
+
 def main(paths: list[str]) -> int:
+    if paths == ["--loads"]:
+        problems = check_loads()
+        for problem in problems:
+            print(f"installed fastsse: {problem}", file=sys.stderr)
+        return 1 if problems else 0
     if not paths:
         print(__doc__, file=sys.stderr)
         return 2
