@@ -214,6 +214,49 @@ def test_gemini_style_new_calls_past_the_bound_are_dropped(backend: Any) -> None
     assert result["verdict"]["malformed"] == 2 * (200 - 128)
 
 
+def _calls_past_the_bound(indexed_tail: bool) -> bytes:
+    # 128 calls at indexes 0..127, then a 129th (past RELAY_CALLS) at index 0 with a new id, then
+    # fragments of that 129th call without an index (the fold's rule: a fragment without index
+    # continues the choice's most recent call): they must go with the dropped call, not onto the
+    # last kept one, which is what a client would attach them to.
+    def call(i: int, at: int | None) -> dict[str, Any]:
+        entry: dict[str, Any] = {
+            "id": f"call_{i}",
+            "type": "function",
+            "function": {"name": "f", "arguments": "{}"},
+        }
+        return entry if at is None else {"index": at, **entry}
+
+    data = frame([{"index": 0, "delta": {"role": "assistant"}, "finish_reason": None}])
+    for i in range(128):
+        data += frame([{"index": 0, "delta": {"tool_calls": [call(i, i)]}, "finish_reason": None}])
+    data += frame([{"index": 0, "delta": {"tool_calls": [call(128, None if indexed_tail else 0)]}}])
+    for piece in ('{"x":', " 1}"):
+        fragment: dict[str, Any] = {"function": {"arguments": piece}}
+        data += frame([{"index": 0, "delta": {"tool_calls": [fragment]}, "finish_reason": None}])
+    return data + frame([{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]) + DONE
+
+
+@pytest.mark.parametrize("start", ["indexed", "without-index"])
+def test_fragments_without_an_index_after_a_dropped_call_are_dropped_with_it(
+    backend: Any, start: str
+) -> None:
+    data = _calls_past_the_bound(indexed_tail=start == "without-index")
+    out, relay = relay_all(backend, data)
+    sent = [call for c in forwarded_choices(out) for call in c["delta"].get("tool_calls", [])]
+    assert [c.get("id") for c in sent if c.get("id")] == [f"call_{i}" for i in range(128)]
+    assert not any("x" in c.get("function", {}).get("arguments", "") for c in sent), sent[-3:]
+    # what a client folds from the relayed bytes: 128 whole calls, the last one untouched
+    client = backend.ChatStream()
+    client.write(out)
+    client.close()
+    calls = client.result()["choices"][0]["message"]["tool_calls"]
+    assert len(calls) == 128 and calls[-1]["function"]["arguments"] == "{}"
+    result = relay.result()
+    assert [c["function"]["arguments"] for c in result["choices"][0]["message"]["tool_calls"]][-1] == "{}"
+    assert result["verdict"]["malformed"] == 3  # the dropped call and its two fragments
+
+
 # a chunk that cannot be read
 
 

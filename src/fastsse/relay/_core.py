@@ -78,13 +78,17 @@ _DROPPED: Final = _Call()  # a call past RELAY_CALLS: every fragment at its inde
 
 
 class _Choice:
-    __slots__ = ("calls", "finished", "role", "started")
+    __slots__ = ("calls", "finished", "last", "role", "started")
 
     def __init__(self) -> None:
         self.role: str | None = None
         self.finished = False
         self.calls: dict[int, _Call] = {}
         self.started = 0  # calls started (RELAY_CALLS at most)
+        # the call a fragment without an index continues (the fold's rule: the most recent one),
+        # _DROPPED when that call is past the bound; exact once a call was dropped (the compiled
+        # fast path then hands every tool-call fragment to the core)
+        self.last: _Call | None = None
 
 
 def check_options(
@@ -177,7 +181,9 @@ class RelayCore:
         # never gets a [DONE] and is not complete
         self.lost = False
         self.bad: list[Any] = []  # choice entries dropped by the repair, folded (counted) after it
-        self.capped = False  # a choice reached RELAY_CALLS: the compiled fast path asks dropped_call
+        self.capped = (
+            False  # a choice reached RELAY_CALLS: the compiled fast path leaves its calls to the core
+        )
 
     # events
 
@@ -299,12 +305,6 @@ class RelayCore:
         chunk["choices"] = []
         chunk["usage"] = usage
         return _frame(chunk)
-
-    def dropped_call(self, choice: int, call: int) -> bool:
-        """Whether the fragments of tool call ``call`` of choice ``choice`` are dropped (a call
-        past RELAY_CALLS)."""
-        state = self.choices.get(choice)
-        return state is not None and state.calls.get(call) is _DROPPED
 
     # the repair rules
 
@@ -508,25 +508,41 @@ def _tool_call(state: _Choice, call: Any) -> tuple[bool | None, bool]:
     at = call.get("index")
     if at is not None and (type(at) is not int or not 0 <= at < INDEX_LIMIT):
         return None, True
-    if type(at) is not int:
-        return True, False
-    changed = False
-    held = state.calls.get(at)
-    if held is _DROPPED:
-        return None, True
     function = call.get("function")
     # Only non-empty strings count: null means absent, "" adds nothing to what clients join, and
     # a value of another type is the fold's to count as malformed, not the relay's to touch.
     name = _text(function.get("name")) if isinstance(function, dict) else None
     call_id = _text(call.get("id"))
+    if type(at) is not int:
+        # Without an index it continues the most recent call, or starts one (a new id and name):
+        # it is forwarded as sent, but a call past the bound takes such fragments with it too.
+        last = state.last
+        if (
+            call_id
+            and name
+            and (last is None or last is _DROPPED or (last.id is not None and call_id != last.id))
+        ):
+            if state.started >= RELAY_CALLS:
+                state.last = _DROPPED
+                return None, True
+            state.started += 1
+            state.last = last = _Call()
+            last.id = call_id
+        return (None, True) if last is _DROPPED else (True, False)
+    changed = False
+    held = state.calls.get(at)
+    if held is _DROPPED:
+        state.last = _DROPPED
+        return None, True
     if held is not None and call_id and name and held.id is not None and call_id != held.id:
         held = None  # a new call at a used index (Gemini, Ollama): left as sent, tracked anew
     if held is None:
         if state.started >= RELAY_CALLS:
-            state.calls[at] = _DROPPED  # the rest of this call's fragments go with it
+            state.calls[at] = state.last = _DROPPED  # the rest of this call's fragments go with it
             return None, True
         state.started += 1
         held = state.calls[at] = _Call()
+    state.last = held
     if call_id:
         if held.id is None:
             held.id = call_id

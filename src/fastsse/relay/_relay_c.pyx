@@ -381,13 +381,15 @@ Upstream bytes in, compliant bytes out, folded on the way: one per proxied strea
                     continue
                 if op.target == K_ARGUMENTS:
                     payload = True
-                    if op.index >= 0:
-                        if self._capped and self._core.dropped_call(cp.index, op.index):
-                            return 0  # a call past the bound: the core drops it
-                        if op.type.p != NULL and op.type.n:
-                            return 0  # a type resent: the core drops it
-                        if op.text.p == NULL and not self._has_other(plan, j):
-                            return 0  # a fragment with nothing in it: the core drops it
+                    if op.index < 0 or self._capped:
+                        # without an index it continues the most recent call, which the core
+                        # tracks; once a call was dropped the core sees every fragment, so the
+                        # call a fragment without an index continues is known exactly
+                        return 0
+                    if op.type.p != NULL and op.type.n:
+                        return 0  # a type resent: the core drops it
+                    if op.text.p == NULL and not self._has_other(plan, j):
+                        return 0  # a fragment with nothing in it: the core drops it
                 elif op.target == K_CONTENT or op.target == K_REASONING_CONTENT or op.target == K_REASONING or op.target == K_REFUSAL:
                     if op.text.n == 0:
                         return 0  # empty text: the core drops it
