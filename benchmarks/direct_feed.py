@@ -75,7 +75,10 @@ def own_cost(url: str, api: str, fmt: str | None, chunks: int, itl_ms: float, re
             return _backend.current.Relay()
         if fmt == "to-messages":
             return translator(api, "messages")
-        return getattr(_backend.current, {"chat": "ChatStream", "responses": "ResponsesStream"}.get(api, "MessagesStream"))(None)
+        return getattr(
+            _backend.current,
+            {"chat": "ChatStream", "responses": "ResponsesStream"}.get(api, "MessagesStream"),
+        )(None)
 
     cpu0 = time.process_time()
     for _ in range(reps):
@@ -87,7 +90,9 @@ def own_cost(url: str, api: str, fmt: str | None, chunks: int, itl_ms: float, re
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--streams", type=int, default=128)
     parser.add_argument("--chunks", type=int, default=200)
     parser.add_argument("--itl-ms", type=float, default=0.0)
@@ -96,11 +101,16 @@ def main(argv: list[str] | None = None) -> int:
     with spawn_scripted_server(cpu=0) as server:
         url = server.base_url
         for api, fmt in ROWS:
-            runs = [engine_cost(url, api, fmt, args.streams, args.chunks, args.itl_ms) for _ in range(args.repeats)]
+            runs = [
+                engine_cost(url, api, fmt, args.streams, args.chunks, args.itl_ms)
+                for _ in range(args.repeats)
+            ]
             own = own_cost(url, api, fmt, args.chunks, args.itl_ms)
             best = min(runs)
             name = f"AsyncClient {fmt or api}"
-            print(f"{name:26} {best:6.2f} µs/chunk (runs {', '.join(f'{r:.2f}' for r in runs)}), own {own:5.2f}, engine {best - own:5.2f}")
+            print(
+                f"{name:26} {best:6.2f} µs/chunk (runs {', '.join(f'{r:.2f}' for r in runs)}), own {own:5.2f}, engine {best - own:5.2f}"
+            )
     return 0
 
 
