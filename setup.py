@@ -33,6 +33,7 @@ MODULES = (
     "relay._relay_c",
     "translate._to_chat_c",
     "translate._from_chat_c",
+    "client._streams_c",
 )
 # The compiled libcurl driver (client/_curl_c.pyx: dlopen, epoll): Linux only; elsewhere the engine
 # runs on pycurl.

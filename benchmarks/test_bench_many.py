@@ -36,6 +36,8 @@ from typing import Any
 import pytest
 
 FASTSSE_CLIENTS = ("AsyncClient", "AsyncClient+on_chunk", "Client", "Client+on_chunk")
+# The gateway's byte formats, with an on_chunk that only counts the pieces (the read-cost rows)
+FORMAT_CLIENTS = {"AsyncClient relay": "relay", "AsyncClient to-messages": "to-messages"}
 PEER_CLIENTS = ("aiohttp-vllm", "openai", "httpx-sse", "fastsse-aiohttp", "fastsse-threads")
 CLIENTS = FASTSSE_CLIENTS + PEER_CLIENTS
 SERVER_CPU, CLIENT_CPU = 0, 1
@@ -68,6 +70,11 @@ def _fastsse_run(name: str, url: str, bodies: list[dict[str, Any]]) -> tuple[int
     n = len(bodies)
     lags: list[int] = []
     with_cb = name.endswith("+on_chunk")
+    fmt = FORMAT_CLIENTS.get(name)
+    pieces = [0]
+
+    def count(piece: bytes) -> None:
+        pieces[0] += 1
 
     def on_chunk(chunk: dict[str, Any]) -> None:
         now = time.monotonic_ns()
@@ -81,10 +88,11 @@ def _fastsse_run(name: str, url: str, bodies: list[dict[str, Any]]) -> tuple[int
             async with fastsse.AsyncClient(
                 base_url=url, api_key="x", max_connections=n, timeout=600
             ) as client:
-                return await asyncio.gather(
-                    *(client.create_stream(b, on_chunk if with_cb else None) for b in bodies),
-                    return_exceptions=True,
-                )
+                if fmt is not None:
+                    streams = (client.create_stream(b, count, format=fmt) for b in bodies)
+                else:
+                    streams = (client.create_stream(b, on_chunk if with_cb else None) for b in bodies)
+                return await asyncio.gather(*streams, return_exceptions=True)
 
         try:
             import uvloop
@@ -100,7 +108,10 @@ def _fastsse_run(name: str, url: str, bodies: list[dict[str, Any]]) -> tuple[int
         if isinstance(outcome, BaseException) or not outcome.get("verdict", {}).get("complete"):
             failed += 1
             continue
-        chunks += len(outcome["timing"]["token_reads"])
+        if fmt is not None:  # a byte format records no token stamps: the chunks asked for
+            chunks += int(bodies[0]["model"].rsplit("chunks=", 1)[1])
+        else:
+            chunks += len(outcome["timing"]["token_reads"])
     return chunks, lags, failed
 
 
@@ -143,7 +154,7 @@ def _warm_up(name: str, url: str) -> None:
 def measure(name: str, url: str, streams: int, chunks: int, itl_ms: float) -> dict[str, Any]:
     """Run one client over ``streams`` concurrent streams in this process; its figures."""
     bodies = [_body(itl_ms, chunks) for _ in range(streams)]
-    runner = _fastsse_run if name in FASTSSE_CLIENTS else _peer_run
+    runner = _fastsse_run if name in FASTSSE_CLIENTS or name in FORMAT_CLIENTS else _peer_run
     _warm_up(name, url)
     cpu0, wall0 = time.process_time(), time.monotonic()
     got, lags, failed = runner(name, url, bodies)

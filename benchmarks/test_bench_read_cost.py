@@ -61,7 +61,10 @@ CYTHON = "Cython-libcurl+ChatStream"
 CYTHON_ON_CHUNK = CYTHON + "+on_chunk"
 FASTSSE_CLIENTS = ("AsyncClient", "AsyncClient+on_chunk", "Client", "Client+on_chunk")
 PEER_CLIENTS = ("aiohttp-vllm", "curl_cffi")
-CLIENTS = (*C_CLIENTS, CYTHON, CYTHON_ON_CHUNK, *FASTSSE_CLIENTS, *PEER_CLIENTS)
+# format="relay" / "to-messages" with an on_chunk that counts the pieces: their cost over the C
+# reference minus their compiled fold's own (benchmarks/direct_feed.py measures that in-process)
+FORMAT_CLIENTS = tuple(many.FORMAT_CLIENTS)
+CLIENTS = (*C_CLIENTS, CYTHON, CYTHON_ON_CHUNK, *FASTSSE_CLIENTS, *FORMAT_CLIENTS, *PEER_CLIENTS)
 COUNTS_EVENTS = (*C_CLIENTS, CYTHON, CYTHON_ON_CHUNK)  # clients that report event ends, not content chunks
 REFERENCE = "C-libcurl"
 # (streams, ms between chunks): where fastsse is not saturated, as the issue sets the target.

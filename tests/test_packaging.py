@@ -32,6 +32,7 @@ COMPILED = (
     "relay._relay_c",
     "translate._to_chat_c",
     "translate._from_chat_c",
+    "client._streams_c",
 )
 SOURCE_TREE = Path(__file__).resolve().parent.parent / "src" / "fastsse"
 

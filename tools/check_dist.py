@@ -31,6 +31,7 @@ COMPILED = (
     "relay._relay_c",
     "translate._to_chat_c",
     "translate._from_chat_c",
+    "client._streams_c",
 )
 DRIVER = "client._curl_c"  # built on Linux only (dlopen and epoll): required in Linux wheels
 PYX_HEADER = re.compile(r"^# cython:.*\bfreethreading_compatible=True\b")

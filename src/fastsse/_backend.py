@@ -30,6 +30,7 @@ COMPILED_MODULES: Final = (
     "relay._relay_c",
     "translate._to_chat_c",
     "translate._from_chat_c",
+    "client._streams_c",
 )
 
 

@@ -5,11 +5,13 @@ names the engine uses (``Curl``, ``CurlMulti`` and their methods), so ``engine.p
 either driver unchanged.
 
 What it changes is the cost per read: libcurl's write callback is a C function, and once a
-transfer's answer is an event stream read by a compiled ``ChatStream`` (``Response.write``
-decides, then calls ``Curl.direct``), each read goes from libcurl to the stream's C entry point
-(``stream_feed``) with no bytes object, no Python frame and no call; ``CurlMulti.drain`` hands
+transfer's answer is an event stream read by a compiled stream (``Response.write`` decides, then
+calls ``Curl.direct``), each read goes from libcurl to the stream's C entry point with no Python
+frame: ``stream_feed`` (``ChatStream``) and ``fold_feed`` (``ResponsesStream``, ``MessagesStream``)
+with no bytes object and no call, ``bytes_feed`` (the byte formats' ``BytesStream``) with one bytes
+object for its writer; ``CurlMulti.drain`` hands
 every ready socket of an epoll set to ``curl_multi_socket_action`` in one call. Every other
-callback (headers, the other streams, socket and timer callbacks) calls the Python function set
+callback (headers, an ``events`` stream, socket and timer callbacks) calls the Python function set
 with ``setopt``, as pycurl does.
 
 No libcurl headers or library at build time: the functions are taken with ``dlsym`` from the
@@ -25,10 +27,14 @@ from libc.errno cimport EINTR, errno
 from libc.string cimport strlen
 
 from ..chat._fold_c cimport stream_feed
+from ..fold._stream_c cimport fold_feed
+from ._streams_c cimport bytes_feed
 
 import os
 
 from ..chat._fold_c import ChatStream
+from ..fold._stream_c import FoldStream
+from ._streams_c import BytesStream
 
 
 cdef extern from "Python.h":
@@ -246,6 +252,13 @@ cdef object _raise(int code, Curl easy=None):
     raise _error(code, text)
 
 
+# The C entry point a directly fed stream takes (``Curl.direct``)
+cdef enum:
+    FEED_CHAT = 0
+    FEED_FOLD
+    FEED_BYTES
+
+
 cdef class Curl:
     """An easy handle: the subset of ``pycurl.Curl`` the engine uses (``setopt``, ``unsetopt``,
     ``getinfo``, ``pause``, ``reset``, ``close``), plus ``direct``."""
@@ -256,7 +269,8 @@ cdef class Curl:
     cdef object postfields  # the body bytes: libcurl reads them during the transfer, uncopied
     cdef object on_write
     cdef object on_header
-    cdef object feed  # the compiled ChatStream reads go to directly (``direct``), or None
+    cdef object feed  # the compiled stream reads go to directly (``direct``), or None
+    cdef int feed_kind  # which C entry point takes them: FEED_CHAT, FEED_FOLD or FEED_BYTES
     cdef object sink  # the Response that takes the feed's outcome
     cdef public object multi
     cdef public double last_read  # time.monotonic() of the last read fed directly (``direct``)
@@ -407,26 +421,44 @@ cdef class Curl:
         self.postfields = self.on_write = self.on_header = self.feed = self.sink = None
 
     def direct(self, stream, sink=None):
-        """Hand each read to ``stream`` (a compiled ``ChatStream``) from C, its time kept in
-        ``last_read``, setting ``sink.stopped`` / ``sink.exc`` as ``Response.write`` would; ``direct(None)`` goes back to the write callback. False if ``stream`` cannot be
-        fed directly (another stream class)."""
+        """Hand each read to ``stream`` (a compiled ``ChatStream``, ``ResponsesStream``,
+        ``MessagesStream`` or byte-out ``BytesStream``) from C, its time kept in ``last_read``,
+        setting ``sink.stopped`` / ``sink.exc`` as ``Response.write`` would; ``direct(None)`` goes
+        back to the write callback. False if ``stream`` cannot be fed directly (another stream
+        class)."""
         if stream is None:
             self.feed = self.sink = None
             return True
-        if type(stream) is not ChatStream:
+        # the class is looked at here, once per transfer: each read then takes its entry point
+        if type(stream) is ChatStream:
+            self.feed_kind = FEED_CHAT
+        elif isinstance(stream, FoldStream):
+            self.feed_kind = FEED_FOLD
+        elif isinstance(stream, BytesStream):
+            self.feed_kind = FEED_BYTES
+        else:
             return False
         self.feed, self.sink = stream, sink
         return True
+
+
+cdef inline int _feed(Curl easy, object stream, const char* p, Py_ssize_t n) except -1:
+    if easy.feed_kind == FEED_CHAT:
+        return stream_feed(stream, p, n)
+    if easy.feed_kind == FEED_FOLD:
+        return fold_feed(stream, p, n)
+    return bytes_feed(stream, p, n)
 
 
 cdef size_t _on_write(char* ptr, size_t size, size_t n, void* data) noexcept:
     cdef Curl easy = <Curl>data
     cdef size_t total = size * n
     cdef object sink = easy.sink
-    if easy.feed is not None:
+    cdef object feed = easy.feed  # held: a hold taken inside the feed clears easy.feed
+    if feed is not None:
         easy.last_read = _now()  # the engine's idle check reads it beside Response.last_activity
         try:
-            if stream_feed(easy.feed, ptr, <Py_ssize_t>total):
+            if _feed(easy, feed, ptr, <Py_ssize_t>total):
                 return total
             sink.stopped = True
             return 0

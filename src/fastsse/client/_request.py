@@ -756,7 +756,8 @@ class Response:
                 if self.stream.write(data) == 0:
                     self.stopped = True
                     return 0
-                if self.direct is not None and not self.directed:
+                # not while a hold taken in this read stands: the next read must come here, refused
+                if self.direct is not None and not self.directed and self.hold_until is None:
                     self.directed = self.direct(self.stream, self)
                     if not self.directed:
                         self.direct = None  # a stream C cannot feed (a byte format): do not ask again

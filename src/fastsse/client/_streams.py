@@ -40,6 +40,12 @@ from .._formats import api_format
 from .._timing import Timing, anchor_pair, build_timing
 from .._verdict import Verdict
 
+# The compiled twin of _BytesStream and PassThrough, for the compiled driver's direct feed
+if _backend.COMPILED:
+    from . import _streams_c
+else:
+    _streams_c = None
+
 SendBytes = Callable[[bytes], Any]
 
 FORMATS: Final = (
@@ -95,17 +101,24 @@ def new_stream(
     max_event_bytes: int | None,
     timing: bool,
     decoder: Any = None,
+    direct: bool = False,
 ) -> Any:
     """A new stream for format ``name`` reading an answer of ``api``: the fused fold of an API
     (``on_chunk`` gets parsed events), a byte-out writer (``on_chunk`` gets the bytes to send on),
     or ``events`` (``on_chunk`` gets each ``Event``; ``decoder``, when given, is the Decoder it
     reads with, so that what it keeps, the last event id and retry, outlives one transfer).
+    ``direct=True`` (the compiled driver's engine): a byte-out format is the compiled
+    ``BytesStream`` the driver feeds from C, when the compiled backend is the current one.
 
     It raises ValueError for an unknown format, or ``to-X`` where ``X`` is ``api`` itself.
     """
     check_format(name)
     if name == "events":
         return EventsStream(on_chunk, max_event_bytes=max_event_bytes, timing=timing, decoder=decoder)
+    if direct and _streams_c is not None and _backend.current.name == "cython" and name != "events":
+        compiled = _compiled_bytes(name, on_chunk, api=api, max_event_bytes=max_event_bytes, timing=timing)
+        if compiled is not None:
+            return compiled
     if name == "relay":
         return RelayStream(on_chunk, max_event_bytes=max_event_bytes, timing=timing)
     if name == "passthrough":
@@ -116,6 +129,25 @@ def new_stream(
         )
     cls = getattr(_backend.current, api_format(name).stream_name)
     return cls(on_chunk, max_event_bytes=max_event_bytes, timing=timing)
+
+
+def _compiled_bytes(
+    name: str, on_chunk: SendBytes | None, /, *, api: str, max_event_bytes: int | None, timing: bool
+) -> Any:
+    # A byte-out format on the compiled BytesStream (the twin of the classes below), or None
+    assert _streams_c is not None
+    if name == "relay":
+        relay = _backend.current.Relay(max_event_bytes=max_event_bytes)
+        return _streams_c.BytesStream(relay, on_chunk, timing, relay=True)
+    if name == "passthrough":
+        writer = _streams_c.PassThrough(api, max_event_bytes=max_event_bytes)
+        return _streams_c.BytesStream(writer, on_chunk, timing)
+    if name.startswith("to-"):
+        from ..translate import translator
+
+        writer = translator(api, name[3:], max_event_bytes=max_event_bytes)
+        return _streams_c.BytesStream(writer, on_chunk, timing)
+    return None
 
 
 class _BytesStream:
@@ -222,6 +254,12 @@ class PassThrough:
     def result(self) -> dict[str, Any]:
         out: dict[str, Any] = self._fold.result()
         return out
+
+
+# What the engine hands its Response to as ``holder``: either twin of the byte-out stream
+BYTES_STREAMS: tuple[type[Any], ...] = (
+    (_BytesStream,) if _streams_c is None else (_BytesStream, _streams_c.BytesStream)
+)
 
 
 class RelayStream(_BytesStream):

@@ -316,12 +316,13 @@ class _Engine:
                     max_event_bytes=spec.max_event_bytes,
                     timing=job.timing,
                     decoder=options.get("decoder"),
+                    direct=self.driver == "compiled" and not options.get("resumable"),
                 )
                 if options.get("resumable"):
                     stream = Resumable(stream)
             response = Response(spec, stream)
-            # reads of a compiled fold go to it from C; an events stream's take the write
-            # callback (the direct feed knows only the folds, and each Event needs Python)
+            # reads of a compiled fold or byte-out stream go to it from C; an events stream's take
+            # the write callback (each Event needs Python)
             if self.driver == "compiled" and options["format"] != "events":
                 response.direct = handle.direct
             transport = None if job.own_handle else spec.transport
@@ -335,7 +336,7 @@ class _Engine:
             if left is not None:  # what the queue left of the call's timeout
                 handle.setopt(pycurl.TIMEOUT_MS, max(1, math.ceil(left * 1000)))
             inner = stream.inner if isinstance(stream, Resumable) else stream
-            if isinstance(inner, _streams._BytesStream):
+            if isinstance(inner, _streams.BYTES_STREAMS):
                 inner.holder = response
             response.on_release = lambda job=job: self._released(job)
         except BaseException:

@@ -133,6 +133,26 @@ The base of ``ResponsesStream`` and ``MessagesStream``; not used on its own."""
             raise too_large(self._limit, [])
         return 0 if self._finished else None
 
+    cdef int _write(self, const char* p, Py_ssize_t n) except -1:
+        # ``write`` from a pointer (fold_feed): the same checks and stamp, no bytes object, no call
+        if self._finished or self._closed:
+            return 0
+        if self._writing:
+            raise RuntimeError(f"{type(self).__name__}.write() called again from inside on_chunk")
+        if self._timed:
+            PyList_Append(self._reads, _monotonic_ns())
+        self._writing = True
+        self._overflowed = False
+        try:
+            self._scan(p, n)
+        finally:
+            self._writing = False
+        if self._overflowed:
+            self._too_large = True
+            self._finished = True
+            raise too_large(self._limit, [])
+        return 0 if self._finished else 1
+
     def feed(self, data: bytes | bytearray | memoryview, /) -> list[Event]:
         """``write`` under the Decoder's name: events are folded, so it returns ``[]``."""
         self.write(data)
@@ -228,3 +248,7 @@ cdef class FoldSink:
 cdef int set_fold_sink(object stream, FoldSink sink) except -1:
     (<FoldStream>stream)._sink = sink
     return 0
+
+
+cdef int fold_feed(object stream, const char* p, Py_ssize_t n) except -1:
+    return (<FoldStream>stream)._write(p, n)
