@@ -64,3 +64,30 @@ def test_decoding_off_fails_bad_chunking_as_decoding_on(body: bytes) -> None:
     off = _run(body, decoding=0, hold=0.2)
     assert on[0] == off[0] == 56  # CURLE_RECV_ERROR
     assert on[1] == off[1]
+
+
+def test_decoding_off_is_one_callback_per_read_not_per_chunk() -> None:
+    event = b'data: {"x":1}\n\n'
+    body = b"".join(b"%x\r\n%s\r\n" % (len(event), event) for _ in range(10)) + b"0\r\n\r\n"
+
+    def script(conn: socket.socket) -> None:
+        conn.sendall(HEAD)
+        time.sleep(0.1)
+        conn.sendall(body)  # ten chunks in one server write
+        time.sleep(0.5)
+
+    counts: dict[int, int] = {}
+    for decoding in (1, 0):
+        calls: list[bytes] = []
+        with RawServer(script) as server:
+            curl = pycurl.Curl()
+            curl.setopt(pycurl.URL, server.base_url)
+            curl.setopt(pycurl.WRITEFUNCTION, calls.append)
+            curl.setopt(pycurl.HTTP_TRANSFER_DECODING, decoding)
+            curl.setopt(pycurl.TIMEOUT_MS, 10_000)
+            curl.perform()
+            curl.close()
+        counts[decoding] = len(calls)
+        assert sum(map(len, calls)) == (len(event) * 10 if decoding else len(body))
+    assert counts[1] == 10  # decoding on: one callback per HTTP chunk
+    assert counts[0] < counts[1]  # off: per socket read (one here, unless the kernel splits it)
