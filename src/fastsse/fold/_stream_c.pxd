@@ -68,7 +68,7 @@ cdef class FoldStream(Decoder):
     cdef list _token_kinds
     cdef FoldSink _sink
 
-    cdef int _write(self, const char* p, Py_ssize_t n) except -1
+    cdef int _write(self, const char* p, Py_ssize_t n, object data=*) except -1
     cdef int _token(self, int kind) except -1
     cdef int _deliver(self, object event) except -1
     # A format overrides Decoder._on_event (its hot path stays one call deep) and these:

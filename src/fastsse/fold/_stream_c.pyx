@@ -115,6 +115,11 @@ The base of ``ResponsesStream`` and ``MessagesStream``; not used on its own."""
     @cython.binding(False)
     def write(self, data: bytes | bytearray | memoryview, /) -> int | None:
         """Scan, parse and fold the next bytes: None to go on, 0 once the stream has stopped."""
+        return None if self._write(NULL, 0, data) else 0
+
+    cdef int _write(self, const char* p, Py_ssize_t n, object data=None) except -1:
+        # ``write``'s checks and stamp around the scan of ``p[:n]`` (fold_feed: no bytes object, no
+        # call), or of the object ``data`` when ``p`` is NULL; 1 to go on, 0 once stopped
         if self._finished or self._closed:
             return 0
         if self._writing:
@@ -124,27 +129,10 @@ The base of ``ResponsesStream`` and ``MessagesStream``; not used on its own."""
         self._writing = True
         self._overflowed = False
         try:
-            self._feed_object(data)
-        finally:
-            self._writing = False
-        if self._overflowed:
-            self._too_large = True
-            self._finished = True
-            raise too_large(self._limit, [])
-        return 0 if self._finished else None
-
-    cdef int _write(self, const char* p, Py_ssize_t n) except -1:
-        # ``write`` from a pointer (fold_feed): the same checks and stamp, no bytes object, no call
-        if self._finished or self._closed:
-            return 0
-        if self._writing:
-            raise RuntimeError(f"{type(self).__name__}.write() called again from inside on_chunk")
-        if self._timed:
-            PyList_Append(self._reads, _monotonic_ns())
-        self._writing = True
-        self._overflowed = False
-        try:
-            self._scan(p, n)
+            if p != NULL:
+                self._scan(p, n)
+            else:
+                self._feed_object(data)
         finally:
             self._writing = False
         if self._overflowed:
