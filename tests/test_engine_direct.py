@@ -9,6 +9,7 @@ from __future__ import annotations
 import concurrent.futures
 import threading
 import time
+import types
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -18,6 +19,7 @@ import pytest
 import fastsse
 from _formats_helpers import frame, load_vectors
 from fastsse.client import _request
+from fastsse.translate import _rules
 
 pytest.importorskip("pycurl")
 
@@ -133,6 +135,9 @@ def _run(
         return answer
 
     monkeypatch.setattr(_request.Response, "write", counted)
+    # a translation to chat stamps "created" with the clock when the source has none: one second
+    # for every run, or two drivers' runs that straddle a second's turn differ by it
+    monkeypatch.setattr(_rules, "time", types.SimpleNamespace(time=lambda: 1_700_000_000.0))
     base = f"http://127.0.0.1:{replay.server_address[1]}/v1"
     try:
         with fastsse.Client(driver=driver) as client:
