@@ -94,6 +94,7 @@ def _scripted(argv: list[str]) -> int:
         "usage": "none, final or continuous (default: as stream_options asks)",
         "logprobs": "true: one logprobs entry per token (default: as the request asks)",
         "events_per_write": "events per HTTP chunk (default 1)",
+        "chunk_per_event": "true: each event its own HTTP chunk, a group in one write (default false)",
         "truncate_after": "cut the connection after N token chunks",
         "error_after": "an error payload after N token chunks, no [DONE]",
         "status": "answer this HTTP error status instead",
@@ -102,7 +103,7 @@ def _scripted(argv: list[str]) -> int:
     for field in dataclasses.fields(scripted.Script):
         kind = (
             str
-            if field.name in ("usage", "logprobs", "stamp")
+            if field.name in ("usage", "logprobs", "stamp", "chunk_per_event")
             else int
             if field.name in scripted.INT_FIELDS
             else float

@@ -36,6 +36,9 @@ command line), ``key=value`` pairs in the ``model`` name separated by ``,`` (e.g
   logprobs           one ``logprobs.content`` entry per token; unset: the request's ``logprobs``
   events_per_write   events per HTTP chunk (default 1: one event per chunk, as LLM servers flush);
                      a group is written when its last event is due
+  chunk_per_event    each event of a group framed as an HTTP chunk of its own, the group still
+                     sent in one socket write (default false): the many chunks per read that a
+                     server which frames every event sends once it writes in batches
   truncate_after     after N token-bearing chunks, half an event and the connection closes
                      without ending the body (a cut stream)
   error_after        after N token-bearing chunks, ``data: {"error": {...}}`` and the body ends (no [DONE])
@@ -107,8 +110,8 @@ _ERROR: Final = {
 @dataclasses.dataclass(frozen=True)
 class Script:
     """``Script(*, ttft_ms=50.0, itl_ms=20.0, chunks=None, tokens_per_chunk=1, reasoning_chunks=0,
-    usage=None, logprobs=None, events_per_write=1, truncate_after=None, error_after=None,
-    status=None, stamp=True)``: the timing and shape of one scripted stream (see the module doc).
+    usage=None, logprobs=None, events_per_write=1, chunk_per_event=False, truncate_after=None,
+    error_after=None, status=None, stamp=True)``: the timing and shape of one scripted stream (see the module doc).
 
     ``Script.from_request(request, defaults)`` applies the model name's and ``fastsse_script``'s
     keys over ``defaults``; it raises ValueError for an unknown key or a value of the wrong type.
@@ -122,6 +125,7 @@ class Script:
     usage: str | None = None
     logprobs: bool | None = None
     events_per_write: int = 1
+    chunk_per_event: bool = False
     truncate_after: int | None = None
     error_after: int | None = None
     status: int | None = None
@@ -177,7 +181,7 @@ def coerce_field(key: str, value: Any) -> Any:
         raise ValueError(f"unknown script key {key!r}; known: {', '.join(_FIELDS)}")
     if value is None or (value == "none" and key != "usage"):
         return None
-    if key in ("logprobs", "stamp"):
+    if key in ("logprobs", "stamp", "chunk_per_event"):
         if isinstance(value, bool):
             return value
         if str(value).lower() in ("1", "true", "yes", "on"):
@@ -212,6 +216,7 @@ class _Plan:
     cut: bytes | None  # after the last write: this half event, then close without ending the body
     end: bool  # write the terminating chunk after the last write
     completion: dict[str, Any]  # the non-streamed answer
+    chunk_per_event: bool = False  # each event of a write its own HTTP chunk
 
 
 def _prompt_tokens(request: dict[str, Any]) -> int:
@@ -354,7 +359,7 @@ def _plan(request: dict[str, Any], script: Script) -> _Plan:
         "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": reason}],
         "usage": usage,
     }
-    return _Plan(writes, cut, end, completion)
+    return _Plan(writes, cut, end, completion, script.chunk_per_event)
 
 
 # the streaming routes and the API each speaks
@@ -737,11 +742,14 @@ class ScriptedServer:
                 self._schedule(now + 1, stream)
                 return
             stamp = b"%d" % time.monotonic_ns()
-            body = stream.body(
-                b"".join(e if isinstance(e, bytes) else e[0] + stamp + e[1] for e in events), stamp
-            )
-            if body:
-                transport.write(b"%X\r\n%s\r\n" % (len(body), body))
+            parts = [e if isinstance(e, bytes) else e[0] + stamp + e[1] for e in events]
+            if plan.chunk_per_event:
+                bodies = [stream.body(part, stamp) for part in parts]
+                transport.write(b"".join(b"%X\r\n%s\r\n" % (len(b), b) for b in bodies if b))
+            else:
+                body = stream.body(b"".join(parts), stamp)
+                if body:
+                    transport.write(b"%X\r\n%s\r\n" % (len(body), body))
             late = time.monotonic_ns() - due
             if len(self._late) < _LATE_KEEP:
                 self._late.append(late)
