@@ -37,9 +37,10 @@ class Timing(TypedDict):
     - ``end``: the transfer ended (completed, failed or was cancelled).
     - ``anchor``: ``[monotonic_ns, epoch_ns]`` read together when the request was queued.
     - ``reads``: the arrival time of every read of the body, in order, taken as the bytes reached
-      the stream and before any of them was parsed. A read is one call of the write callback:
-      curl makes one per HTTP chunk (or per socket read of an unchunked body), so events that came
-      in one read share its stamp.
+      the stream and before any of them was parsed. A read is one call of the write callback: on
+      the compiled driver one per socket read (it cuts the chunks of a chunked body out itself),
+      on the pycurl driver one per HTTP chunk (libcurl decodes them) or per socket read of an
+      unchunked body; events that came in one read share its stamp.
     - ``token_reads``: for each token-bearing chunk, in order, the index into ``reads`` of the read
       that completed it; several chunks from one read share an index.
     - ``tokens``: the token count of each of those chunks: the growth of

@@ -14,6 +14,13 @@ every ready socket of an epoll set to ``curl_multi_socket_action`` in one call. 
 callback (headers, an ``events`` stream, socket and timer callbacks) calls the Python function set
 with ``setopt``, as pycurl does.
 
+A read is a socket read, not an HTTP chunk: libcurl's transfer decoding is off on the driver's
+handles and a chunked body's chunks are cut out here (``_dechunk``), so the write callback runs
+once per read however many chunks it carries (libcurl, decoding, calls it once per chunk) and
+the read's events share one timing stamp. libcurl still parses the chunks in step (with decoding
+off it hands the raw bytes on, then parses them), so it still finds the body's end and fails bad
+chunking with its own codes; the cutter follows its rules and stops at the byte it fails on.
+
 No libcurl headers or library at build time: the functions are taken with ``dlsym`` from the
 libcurl file pycurl's extension mapped (one libcurl, one TLS library, one ``curl_global_init``
 in the process), and the option numbers are pycurl's own (libcurl's ABI: a number never
@@ -24,7 +31,8 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes
 from cpython.ref cimport PyObject
 from libc.stdint cimport int64_t
 from libc.errno cimport EINTR, errno
-from libc.string cimport strlen
+from libc.stdlib cimport free, realloc
+from libc.string cimport memcpy, strlen
 
 from ..chat._fold_c cimport stream_feed
 from ..fold._stream_c cimport fold_feed
@@ -139,6 +147,7 @@ cdef enum:
     OPT_CAINFO = 10065
     OPT_SHARE = 10100
     OPT_PRIVATE = 10103
+    OPT_HTTP_TRANSFER_DECODING = 157
     OPT_WRITEFUNCTION = 20011
     OPT_HEADERFUNCTION = 20079
     MOPT_SOCKETDATA = 10002
@@ -157,6 +166,22 @@ cdef enum:
     CURL_POLL_REMOVE = 4
     CURL_CSELECT_IN = 1
     CURL_CSELECT_OUT = 2
+    CURL_WRITEFUNC_PAUSE = 0x10000001
+    CURLE_UNSOLICITED_TE = 61  # CURLE_BAD_CONTENT_ENCODING: libcurl's code for a coding it was not asked for
+    CURLE_RECV_ERROR = 56
+
+# The de-chunker's states (a chunked body read with libcurl's transfer decoding off). They are
+# libcurl's own rules (lib/http_chunks.c), so the two parsers, which read the same bytes, agree on
+# every byte: the size in at most 16 hex digits and at most 2^63-1; anything after the digits up
+# to the LF (an extension, a space, a CR) skipped; after the data any CRs, then an LF; the last
+# chunk (size 0) ends the body, its trailers and anything after them are libcurl's to check.
+cdef enum:
+    CH_HEX = 0
+    CH_LF
+    CH_DATA
+    CH_POSTLF
+    CH_DONE
+    CH_FAILED
 
 cdef object _error = None  # pycurl.error: what the engine and its callers already catch
 # The CA bundle a new handle trusts: as pycurl's wheels do, the first of the usual system files
@@ -274,6 +299,22 @@ cdef class Curl:
     cdef object sink  # the Response that takes the feed's outcome
     cdef public object multi
     cdef public double last_read  # time.monotonic() of the last read fed directly (``direct``)
+    # The de-chunker: libcurl's transfer decoding is off (it still parses the chunks, so it still
+    # finds the end and fails bad framing with its own codes) and the chunked body's data is cut
+    # out here, so one socket read is one write, one feed and one timing stamp, however many HTTP
+    # chunks it holds. Its state is a few numbers: no chunk is buffered, whatever size it claims.
+    cdef bint dechunk  # HTTP_TRANSFER_DECODING as the user asked for it (on unless set to 0)
+    cdef bint chunked  # the answer being read is chunked and cut here
+    cdef bint in_body  # a body byte of this answer came: header lines now are trailers
+    cdef bint encoded  # this answer's Content-Encoding is not identity
+    cdef bint te_on  # libcurl's decoding turned back on for this answer (chunked and encoded)
+    cdef int ch_state
+    cdef int ch_digits
+    cdef unsigned long long ch_size  # the size being read, then what is left of the chunk's data
+    cdef char* scratch  # one read's data when it spans several chunks (at most one read's size)
+    cdef Py_ssize_t scratch_size
+    cdef int fail_code  # a failure the driver found itself: info_read reports it for libcurl's
+    cdef object fail_message
     cdef object __weakref__
 
     def __cinit__(self):
@@ -282,6 +323,16 @@ cdef class Curl:
         if self.handle == NULL:
             raise MemoryError("curl_easy_init failed")
         self._own()
+
+    cdef void _new_answer(self) noexcept:
+        # a status line: the header block (and body) of another answer begins
+        self.chunked = self.in_body = self.encoded = False
+        self.ch_state = CH_HEX
+        self.ch_digits = 0
+        self.ch_size = 0
+        if self.te_on:
+            api.easy_setopt(self.handle, OPT_HTTP_TRANSFER_DECODING, <long>0)
+            self.te_on = False
 
     cdef int _own(self) except -1:
         # what the driver keeps set on its handle: itself as the callbacks' data, its error buffer
@@ -294,6 +345,10 @@ cdef class Curl:
         api.easy_setopt(self.handle, OPT_HEADERDATA, <void*>self)
         if _ca_default is not None:
             api.easy_setopt(self.handle, OPT_CAINFO, <const char*>_ca_default)
+        api.easy_setopt(self.handle, OPT_HTTP_TRANSFER_DECODING, <long>0)
+        self.dechunk = True
+        self.te_on = False
+        self._new_answer()
         return 0
 
     def __dealloc__(self):
@@ -306,6 +361,9 @@ cdef class Curl:
         if self.headers != NULL:
             api.slist_free(self.headers)
             self.headers = NULL
+        free(self.scratch)
+        self.scratch = NULL
+        self.scratch_size = 0
 
     cdef str _message(self, int code):
         if self.errbuf[0]:
@@ -330,6 +388,11 @@ cdef class Curl:
             return
         if option == OPT_HEADERFUNCTION:
             self.on_header = value
+            return
+        if option == OPT_HTTP_TRANSFER_DECODING:
+            # libcurl's own decoding stays off: on (the default) the driver cuts the chunks out,
+            # off the chunked body is handed over raw, as libcurl would
+            self.dechunk = <long>value != 0
             return
         if option == OPT_HTTPHEADER:
             for line in value:
@@ -453,12 +516,24 @@ cdef inline int _feed(Curl easy, object stream, const char* p, Py_ssize_t n) exc
 cdef size_t _on_write(char* ptr, size_t size, size_t n, void* data) noexcept:
     cdef Curl easy = <Curl>data
     cdef size_t total = size * n
+    cdef const char* out = ptr
+    cdef Py_ssize_t length = <Py_ssize_t>total
+    cdef int state = easy.ch_state, digits = easy.ch_digits
+    cdef unsigned long long chunk = easy.ch_size
+    cdef size_t answer
+    easy.in_body = True
+    if easy.chunked:
+        length = _dechunk(easy, ptr, <Py_ssize_t>total, &out)
+        if length < 0:
+            return 0  # no memory for the read's data: a write error, the stream closed as truncated
+        if length == 0:
+            return total  # only framing in this read
     cdef object sink = easy.sink
     cdef object feed = easy.feed  # held: a hold taken inside the feed clears easy.feed
     if feed is not None:
         easy.last_read = _now()  # the engine's idle check reads it beside Response.last_activity
         try:
-            if _feed(easy, feed, ptr, <Py_ssize_t>total):
+            if _feed(easy, feed, out, length):
                 return total
             sink.stopped = True
             return 0
@@ -469,14 +544,161 @@ cdef size_t _on_write(char* ptr, size_t size, size_t n, void* data) noexcept:
             except BaseException:
                 pass
             return 0
-    return _call(easy.on_write, ptr, total)
+    answer = _call(easy.on_write, out, <size_t>length)
+    if answer == <size_t>length:
+        return total
+    if answer == CURL_WRITEFUNC_PAUSE and easy.chunked:
+        # curl keeps the raw bytes and hands them over again: cut them again from where they began
+        easy.ch_state, easy.ch_digits, easy.ch_size = state, digits, chunk
+    return answer if answer == CURL_WRITEFUNC_PAUSE else 0
+
+
+cdef inline int _hex(char c) noexcept nogil:
+    if b"0" <= c <= b"9":
+        return c - 48
+    if b"a" <= c <= b"f":
+        return c - 87
+    if b"A" <= c <= b"F":
+        return c - 55
+    return -1
+
+
+cdef Py_ssize_t _dechunk(Curl easy, const char* p, Py_ssize_t n, const char** out) noexcept:
+    """The data of the chunks in ``p[:n]``, framing cut out, in ``*out``; its length, or -1 if
+    the scratch buffer could not grow. One span is handed over in place, several are joined in
+    the handle's scratch buffer (at most ``n`` bytes)."""
+    cdef Py_ssize_t i = 0, take, length = 0
+    cdef const char* first = NULL
+    cdef char* grown
+    cdef int state = easy.ch_state, digit
+    cdef char c
+    while i < n:
+        if state == CH_DATA:
+            take = n - i
+            if <unsigned long long>take > easy.ch_size:
+                take = <Py_ssize_t>easy.ch_size
+            if first == NULL:
+                first = p + i
+                length = take
+            else:
+                if first != easy.scratch:
+                    if easy.scratch_size < n:
+                        grown = <char*>realloc(easy.scratch, n)
+                        if grown == NULL:
+                            easy.ch_state = CH_FAILED
+                            return -1
+                        easy.scratch, easy.scratch_size = grown, n
+                    memcpy(easy.scratch, first, length)
+                    first = easy.scratch
+                memcpy(easy.scratch + length, p + i, take)
+                length += take
+            i += take
+            easy.ch_size -= <unsigned long long>take
+            if easy.ch_size == 0:
+                state = CH_POSTLF
+            continue
+        c = p[i]
+        if state == CH_HEX:
+            digit = _hex(c)
+            if digit >= 0:
+                if easy.ch_digits >= 16:
+                    state = CH_FAILED  # libcurl: "chunk hex-length longer than 16"
+                    break
+                easy.ch_size = easy.ch_size * 16 + <unsigned long long>digit
+                easy.ch_digits += 1
+                i += 1
+                continue
+            if easy.ch_digits == 0 or easy.ch_size > 0x7fffffffffffffffULL:
+                state = CH_FAILED  # not a hex digit, or more than curl_off_t holds
+                break
+            state = CH_LF  # this byte is looked at again: skipped up to the LF
+        elif state == CH_LF:
+            if c == b"\n":
+                state = CH_DONE if easy.ch_size == 0 else CH_DATA
+            i += 1
+        elif state == CH_POSTLF:
+            if c == b"\n":
+                state = CH_HEX
+                easy.ch_digits = 0
+                easy.ch_size = 0
+            elif c != b"\r":
+                state = CH_FAILED  # libcurl: "bad chunk, expected CR/LF"
+                break
+            i += 1
+        else:  # CH_DONE (trailers and leftovers are not data) or CH_FAILED (nothing more is)
+            break
+    easy.ch_state = state
+    out[0] = first
+    return length
 
 
 cdef size_t _on_header(char* ptr, size_t size, size_t n, void* data) noexcept:
-    return _call((<Curl>data).on_header, ptr, size * n)
+    cdef Curl easy = <Curl>data
+    cdef size_t total = size * n
+    if easy.dechunk and _sniff(easy, ptr, total) < 0:
+        return 0  # a failure found here: info_read reports fail_code, not libcurl's 23
+    return _call(easy.on_header, ptr, total)
 
 
-cdef size_t _call(object callback, char* ptr, size_t total) noexcept:
+cdef inline bint _named(const char* line, size_t total, const char* name, size_t length) noexcept:
+    # the header line starts with ``name`` (lower-case, with its colon), in any case
+    cdef size_t i
+    if total < length:
+        return False
+    for i in range(length):
+        if line[i] != name[i] and line[i] + 32 != name[i]:
+            return False
+    return True
+
+
+cdef int _sniff(Curl easy, const char* line, size_t total) noexcept:
+    """The header lines the de-chunker needs, read in C before the header callback: a status line
+    starts another answer; ``Transfer-Encoding`` says whether the body is chunked; ``Content-
+    Encoding`` with chunking turns libcurl's decoding back on for this answer (its decoder of the
+    content would read the chunks' framing otherwise). -1: the answer cannot be read as libcurl
+    would read it (a transfer coding other than chunked: libcurl's 61)."""
+    cdef size_t start, end, i
+    cdef bytes value
+    if total >= 5 and line[0] == b"H" and line[1] == b"T" and line[2] == b"T" and line[3] == b"P" and line[4] == b"/":
+        easy._new_answer()
+        return 0
+    if easy.in_body:
+        return 0  # a trailer
+    if 0 < total <= 2 and (line[0] == b"\r" or line[0] == b"\n"):
+        if easy.chunked and easy.encoded:
+            api.easy_setopt(easy.handle, OPT_HTTP_TRANSFER_DECODING, <long>1)
+            easy.te_on = True
+            easy.chunked = False
+        return 0
+    if _named(line, total, b"transfer-encoding:", 18):
+        start, end = 18, total
+        while end > start and line[end - 1] in b" \t\r\n":
+            end -= 1
+        try:
+            # the codings, comma-separated; chunked only as the last one, as HTTP/1.1 has it
+            codings = [c.strip().lower() for c in line[start:end].decode("latin-1").split(",")]
+            codings = [c for c in codings if c]
+            easy.chunked = bool(codings) and codings[len(codings) - 1] == "chunked"
+            other = [c for c in codings if c != "chunked"]
+            if other:
+                easy.fail_message = f"Unsolicited Transfer-Encoding ({other[0][:64]}) found"
+                easy.fail_code = CURLE_UNSOLICITED_TE
+                return -1
+        except BaseException:  # no memory for a few short strings: fail the transfer, typed
+            easy.fail_message = "the Transfer-Encoding header could not be read"
+            easy.fail_code = CURLE_UNSOLICITED_TE
+            return -1
+        return 0
+    if _named(line, total, b"content-encoding:", 17):
+        try:
+            value = line[17:total].strip()
+            easy.encoded = len(value) > 0 and value.lower() != b"identity"
+        except BaseException:
+            easy.encoded = True  # libcurl decodes it, if it can
+    return 0
+
+
+cdef size_t _call(object callback, const char* ptr, size_t total) noexcept:
     # pycurl's rule: None takes every byte, an int is what the callback returns to libcurl
     if callback is None:
         return total
@@ -552,6 +774,9 @@ cdef class CurlMulti:
         self.handles[id(easy)] = easy
         easy.multi = self
         easy.errbuf[0] = 0
+        easy.fail_code = 0
+        easy.fail_message = None
+        easy._new_answer()
 
     def remove_handle(self, Curl easy not None):
         """Take a transfer out (finished or not)."""
@@ -624,7 +849,13 @@ cdef class CurlMulti:
                 continue
             api.easy_getinfo(msg.easy_handle, INFO_PRIVATE, &private)
             easy = <Curl>private
-            if msg.result == 0:
+            if easy.fail_code:  # found by the driver (_sniff): what libcurl would have said
+                failed.append((easy, easy.fail_code, easy.fail_message))
+                easy.fail_code = 0
+            elif msg.result == 0 and easy.ch_state == CH_FAILED:
+                # never seen: the two parsers follow the same rules (_dechunk); said, not hidden
+                failed.append((easy, CURLE_RECV_ERROR, "bad chunked framing (fastsse's de-chunker)"))
+            elif msg.result == 0:
                 ok.append(easy)
             else:
                 failed.append((easy, msg.result, (<bytes>easy.errbuf).decode(errors="replace")))
