@@ -16,6 +16,10 @@ both), from ``libcurl4-openssl-dev`` on Debian/Ubuntu or ``libcurl-devel`` on Fe
 Cython extension: ``build_module("curl_chatstream")`` cythonizes and compiles it the same way
 (it needs Cython too) and imports it.
 
+``build_shared_floor() -> Path`` builds the second libcurl floor, written outside the project
+(``shared/reference/floor/curl_multi_sse.c`` beside the checkout, or under ``$FASTSSE_SHARED``),
+against the same libcurl; it is read where it lies, never copied into the project.
+
 ``build(name) -> Path`` returns the executable; it raises ``Unavailable`` (with the reason and
 what to install) when there is no compiler, no headers or no libcurl, so a benchmark can skip.
 """
@@ -106,6 +110,33 @@ def build(name: str) -> Path:
     flags = ["-O2", "-std=gnu11", *shlex.split(os.environ.get("CFLAGS", ""))]
     link = _link_curl() if name != "raw_floor" else []
     exe = _cache_dir() / f"{name}-{_key(sources, cc + flags + link)}"
+    if not exe.exists():
+        _compile(cc, [*flags, str(sources[0]), *link], exe, sources[0].name)
+    return exe
+
+
+def shared_floor_dir() -> Path:
+    """The folder of the outside reference: ``$FASTSSE_SHARED/reference/floor`` or
+    ``../shared/reference/floor`` beside the checkout. ``Unavailable`` when it is not there."""
+    base = os.environ.get("FASTSSE_SHARED")
+    root = Path(base) if base else HERE.parent.parent.parent / "shared"
+    folder = root / "reference" / "floor"
+    if not (folder / "curl_multi_sse.c").is_file():
+        raise Unavailable(
+            f"the outside libcurl floor is not beside this checkout ({folder}, or FASTSSE_SHARED)"
+        )
+    return folder
+
+
+def build_shared_floor() -> Path:
+    """``build_shared_floor() -> Path``: ``curl_multi_sse.c`` of the outside reference, compiled
+    against the libcurl ``curl_floor`` links. ``Unavailable`` as ``build`` says."""
+    folder = shared_floor_dir()
+    sources = [folder / "curl_multi_sse.c", folder / "sse_scan.h"]
+    cc = _compiler()
+    flags = ["-O2", "-std=gnu11", f"-I{folder}", *shlex.split(os.environ.get("CFLAGS", ""))]
+    link = _link_curl()
+    exe = _cache_dir() / f"curl_multi_sse-{_key(sources, cc + flags + link)}"
     if not exe.exists():
         _compile(cc, [*flags, str(sources[0]), *link], exe, sources[0].name)
     return exe

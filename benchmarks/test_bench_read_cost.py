@@ -9,6 +9,12 @@ with its send time) from a child process of its own pinned to core 1. Clients:
 - ``C-libcurl``: libcurl (the copy pycurl brought) driven by ``curl_multi_socket_action`` +
   epoll with a C write callback counting event ends: what libcurl itself costs, the reference the
   target is a ratio of (``reference/curl_floor.c``);
+- ``C-libcurl-outside``: a second libcurl floor written outside the project, read from
+  ``../shared/reference/floor`` (``curl_multi_sse.c``: the same ``curl_multi_socket_action`` +
+  epoll loop with C callbacks); it asks its own question (``max_tokens``, a fixed model name), so
+  it streams from a scripted server of its own whose defaults carry the load's delay, pinned as
+  the shared one is. Its lag is not read (its scanner looks for another stamp). The table divides
+  by the cheaper of the two floors, run for run;
 - ``Cython-libcurl+ChatStream``: the same libcurl loop in Cython, each read handed by the C write
   callback to a real ``ChatStream`` (``reference/curl_chatstream.pyx``): the compiled driver's
   shape, before the stream has a C entry point (a bytes object and a compiled call per read);
@@ -57,6 +63,7 @@ import _reference  # beside this file: on sys.path under pytest and as a script
 import test_bench_many as many
 
 C_CLIENTS = ("C-raw", "C-libcurl")
+OUTSIDE = "C-libcurl-outside"  # the second floor (../shared/reference/floor), its own server
 CYTHON = "Cython-libcurl+ChatStream"
 CYTHON_ON_CHUNK = CYTHON + "+on_chunk"
 FASTSSE_CLIENTS = ("AsyncClient", "AsyncClient+on_chunk", "Client", "Client+on_chunk")
@@ -64,9 +71,10 @@ PEER_CLIENTS = ("aiohttp-vllm", "curl_cffi")
 # format="relay" / "to-messages" with an on_chunk that counts the pieces: their cost over the C
 # reference minus their compiled fold's own (benchmarks/direct_feed.py measures that in-process)
 FORMAT_CLIENTS = tuple(many.FORMAT_CLIENTS)
-CLIENTS = (*C_CLIENTS, CYTHON, CYTHON_ON_CHUNK, *FASTSSE_CLIENTS, *FORMAT_CLIENTS, *PEER_CLIENTS)
+CLIENTS = (*C_CLIENTS, OUTSIDE, CYTHON, CYTHON_ON_CHUNK, *FASTSSE_CLIENTS, *FORMAT_CLIENTS, *PEER_CLIENTS)
 COUNTS_EVENTS = (*C_CLIENTS, CYTHON, CYTHON_ON_CHUNK)  # clients that report event ends, not content chunks
 REFERENCE = "C-libcurl"
+FLOOR = "floor"  # per repeat, the cheaper of the two C libcurl floors: what the ratios divide by
 # (streams, ms between chunks): where fastsse is not saturated, as the issue sets the target.
 LOADS = ((128, 20.0), (256, 0.0))
 CHUNKS = 100
@@ -243,6 +251,8 @@ def run_once(
     It raises ``_reference.Unavailable`` when a C reference cannot be built here and RuntimeError
     when the client fails.
     """
+    if name == OUTSIDE:
+        return _run_outside(streams, chunks, itl_ms)
     others = Others(server_pid)
     cpu0, sleeps0 = _usage(children=True)
     if name in C_CLIENTS:
@@ -298,6 +308,55 @@ def run_once(
         sleeps_per_chunk=(sleeps1 - sleeps0) / max(1, row["chunks"]),
     )
     return row
+
+
+def _run_outside(streams: int, chunks: int, itl_ms: float) -> dict[str, Any]:
+    """One run of the outside floor against a scripted server of its own (its request names no
+    script: the server's defaults give the delay), in the row shape of ``run_once``."""
+    from fastsse.testing import spawn_scripted_server
+
+    exe = _reference.build_shared_floor()
+    pin = hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) > many.CLIENT_CPU
+    with spawn_scripted_server(
+        cpu=many.SERVER_CPU if pin else None, ttft_ms=50, itl_ms=itl_ms, chunks=chunks
+    ) as server:
+        port = server.base_url.split(":")[2].split("/")[0]
+        argv = [str(exe), "--port", port, "-C", str(streams), "-N", str(streams), "-K", str(chunks)]
+        argv += ["--itl-ms", f"{itl_ms:g}", "--no-lag"]
+        others = Others(server.pid)
+        cpu0, sleeps0 = _usage(children=True)
+        others.start()
+        child = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        if pin:
+            with contextlib.suppress(OSError):
+                os.sched_setaffinity(child.pid, {many.CLIENT_CPU})
+        try:
+            out, err = child.communicate(timeout=900)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            out, err = child.communicate()
+        cpu1, sleeps1 = _usage(children=True)
+        others_all, others_core = others.stop(cpu1 - cpu0)
+    lines = [line for line in out.splitlines() if line.startswith("{")]
+    if child.returncode != 0 or not lines:
+        raise RuntimeError(f"{OUTSIDE} failed ({child.returncode}): {err[-2000:]}")
+    got = json.loads(lines[-1])
+    return {
+        "client": OUTSIDE,
+        "streams": streams,
+        "chunks": got["content_chunks"],
+        "failed": got["failures"],
+        "cpu_s": got["cpu_s"],
+        "wall_s": got["wall_s"],
+        "cpu_us_per_chunk": got["cpu_us_per_chunk"],
+        "busy": got["cpu_util"],
+        "lag_p50_ms": math.nan,
+        "lag_p99_ms": math.nan,
+        "itl_ms": itl_ms,
+        "others": others_core,
+        "others_all": others_all,
+        "sleeps_per_chunk": (sleeps1 - sleeps0) / max(1, got["content_chunks"]),
+    }
 
 
 def session(
@@ -372,25 +431,40 @@ def quietest(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return {**best, "quiet_runs": len(quiet), "runs": len(rows)}
 
 
+def _floor_runs(
+    runs: dict[tuple[str, int, float], list[dict[str, Any]]], loads: list[tuple[int, float]]
+) -> dict[tuple[str, int, float], list[dict[str, Any]]]:
+    """For each load, per repeat, the cheaper run of the two C libcurl floors (``REFERENCE`` and
+    ``OUTSIDE``): the floor the ratios are taken to."""
+    floors = {}
+    for s, i in loads:
+        by_repeat: dict[Any, dict[str, Any]] = {}
+        for name in (REFERENCE, OUTSIDE):
+            for row in runs.get((name, s, i), []):
+                held = by_repeat.get(row.get("repeat"))
+                if held is None or row["cpu_us_per_chunk"] < held["cpu_us_per_chunk"]:
+                    by_repeat[row.get("repeat")] = row
+        if by_repeat:
+            floors[(FLOOR, s, i)] = list(by_repeat.values())
+    return floors
+
+
 def tables(runs: dict[tuple[str, int, float], list[dict[str, Any]]], clients: list[str]) -> str:
     """The issue's table (CPU per content chunk of each client's quietest run, and its ratio to the
     C libcurl reference's quietest) and the details, with the median of the ratios paired by repeat."""
     loads = sorted({(s, i) for _, s, i in runs}, key=lambda load: (-load[1], load[0]))
+    runs = {**runs, **_floor_runs(runs, loads)}
     best = {key: quietest(rows) for key, rows in runs.items()}
     head = " | ".join(f"C={s}, " + (f"{i:g} ms apart" if i else "no delay") for s, i in loads)
     out = [f"| client | {head} |", "|---|" + "---:|" * len(loads)]
-    for name in clients:
+    for name in [FLOOR, *clients]:
         cells = []
         for s, i in loads:
-            row, ref = best.get((name, s, i)), best.get((REFERENCE, s, i))
+            row, ref = best.get((name, s, i)), best.get((FLOOR, s, i))
             if row is None:
                 cells.append("not run")
                 continue
-            ratio = (
-                f" ({row['cpu_us_per_chunk'] / ref['cpu_us_per_chunk']:.2f}x)"
-                if ref and name != REFERENCE
-                else ""
-            )
+            ratio = f" ({row['cpu_us_per_chunk'] / ref['cpu_us_per_chunk']:.2f}x)" if ref else ""
             cells.append(f"{row['cpu_us_per_chunk']:.1f} µs{ratio}")
         out.append(f"| {name} | " + " | ".join(cells) + " |")
     out += [
@@ -404,7 +478,7 @@ def tables(runs: dict[tuple[str, int, float], list[dict[str, Any]]], clients: li
             row = best.get((name, s, i))
             if row is None:
                 continue
-            paired = paired_ratio(runs[(name, s, i)], runs.get((REFERENCE, s, i), []))
+            paired = paired_ratio(runs[(name, s, i)], runs.get((FLOOR, s, i), []))
             out.append(
                 f"| {name} | C={s}, {i:g} ms | {row['cpu_us_per_chunk']:.1f} | {paired:.2f} | {row['busy']:.0%} | "
                 f"{row.get('sleeps_per_chunk', math.nan):.2f} | "
@@ -441,6 +515,8 @@ def test_read_cost(benchmark: Any, scripted: Any, quick: bool, client: str, load
     try:
         if client in C_CLIENTS:
             _reference.build(_EXE[client])
+        elif client == OUTSIDE:
+            _reference.build_shared_floor()
         elif client in (CYTHON, CYTHON_ON_CHUNK):
             _reference.build_module("curl_chatstream")
     except _reference.Unavailable as exc:
