@@ -267,23 +267,13 @@ def run_once(
     env = {**os.environ, **({"FASTSSE_BENCH_CPU": str(many.CLIENT_CPU)} if pin else {})}
     others.start()
     try:
-        child = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-        if pin:
-            # At once, so that its start-up (a Python child's imports) runs on the client core too
-            # and the others figure of that core stays honest; the children also pin themselves.
-            with contextlib.suppress(OSError):  # it may have exited already
-                os.sched_setaffinity(child.pid, {many.CLIENT_CPU})
-        try:
-            out, err = child.communicate(timeout=900)
-        except subprocess.TimeoutExpired:
-            child.kill()
-            out, err = child.communicate()
+        returncode, out, err = _child(argv, env, pin)
     finally:
         if name in C_CLIENTS:
             os.unlink(body_file.name)
     cpu1, sleeps1 = _usage(children=True)
     others_all, others_core = others.stop(cpu1 - cpu0)
-    done = subprocess.CompletedProcess(argv, child.returncode, out, err)
+    done = subprocess.CompletedProcess(argv, returncode, out, err)
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     if done.returncode != 0 or not lines:
         raise RuntimeError(f"{name} failed ({done.returncode}): {done.stderr[-2000:]}")
@@ -310,6 +300,22 @@ def run_once(
     return row
 
 
+def _child(argv: list[str], env: dict[str, str], pin: bool) -> tuple[int, str, str]:
+    """Run one client process to its end (at most 900 s): its exit status, stdout and stderr."""
+    child = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    if pin:
+        # At once, so that its start-up (a Python child's imports) runs on the client core too
+        # and the others figure of that core stays honest; the children also pin themselves.
+        with contextlib.suppress(OSError):  # it may have exited already
+            os.sched_setaffinity(child.pid, {many.CLIENT_CPU})
+    try:
+        out, err = child.communicate(timeout=900)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        out, err = child.communicate()
+    return child.returncode, out, err
+
+
 def _run_outside(streams: int, chunks: int, itl_ms: float) -> dict[str, Any]:
     """One run of the outside floor against a scripted server of its own (its request names no
     script: the server's defaults give the delay), in the row shape of ``run_once``."""
@@ -326,20 +332,12 @@ def _run_outside(streams: int, chunks: int, itl_ms: float) -> dict[str, Any]:
         others = Others(server.pid)
         cpu0, sleeps0 = _usage(children=True)
         others.start()
-        child = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        if pin:
-            with contextlib.suppress(OSError):
-                os.sched_setaffinity(child.pid, {many.CLIENT_CPU})
-        try:
-            out, err = child.communicate(timeout=900)
-        except subprocess.TimeoutExpired:
-            child.kill()
-            out, err = child.communicate()
+        returncode, out, err = _child(argv, dict(os.environ), pin)
         cpu1, sleeps1 = _usage(children=True)
         others_all, others_core = others.stop(cpu1 - cpu0)
     lines = [line for line in out.splitlines() if line.startswith("{")]
-    if child.returncode != 0 or not lines:
-        raise RuntimeError(f"{OUTSIDE} failed ({child.returncode}): {err[-2000:]}")
+    if returncode != 0 or not lines:
+        raise RuntimeError(f"{OUTSIDE} failed ({returncode}): {err[-2000:]}")
     got = json.loads(lines[-1])
     return {
         "client": OUTSIDE,
@@ -564,7 +562,8 @@ def test_the_table_keeps_the_median_quiet_run_and_divides_by_the_reference() -> 
     assert quietest(three)["cpu_us_per_chunk"] == 14.0
     assert quietest([run("Client", 12.0, 0.3), run("Client", 20.0, 0.2)])["cpu_us_per_chunk"] == 20.0
     text = tables(runs, ["C-libcurl", "Client", "curl_cffi"])
-    assert "| C-libcurl | 10.0 µs |" in text
+    assert "| floor | 10.0 µs (1.00x) |" in text
+    assert "| C-libcurl | 10.0 µs (1.00x) |" in text
     assert "| Client | 15.0 µs (1.50x) |" in text
     assert "| curl_cffi | not run |" in text
     # Paired by repeat: 15/30 (the reference disturbed) and 9/10 (the client disturbed): no quiet
@@ -576,6 +575,14 @@ def test_the_table_keeps_the_median_quiet_run_and_divides_by_the_reference() -> 
         )
         == 1.2
     )
+    # the floor is, per repeat, the cheaper of the two C libcurl floors: the outside one in repeat
+    # 0 (20 < 30), ours in repeat 1 (10 < 12)
+    outside = [{**run(OUTSIDE, 20.0, 0.01), "repeat": 0}, {**run(OUTSIDE, 12.0, 0.01), "repeat": 1}]
+    floors = _floor_runs({**runs, (OUTSIDE, 128, 20.0): outside}, [(128, 20.0)])[(FLOOR, 128, 20.0)]
+    assert [r["cpu_us_per_chunk"] for r in floors] == [20.0, 10.0]
+    text = tables({**runs, (OUTSIDE, 128, 20.0): outside}, ["C-libcurl", OUTSIDE, "Client"])
+    assert "| floor | 10.0 µs (1.00x) |" in text  # of two quiet floor runs, the lower middle one
+    assert f"| {OUTSIDE} | 12.0 µs (1.20x) |" in text
 
 
 def main(argv: list[str] | None = None) -> int:
