@@ -674,6 +674,11 @@ cdef int _sniff(Curl easy, const char* line, size_t total) noexcept:
         start, end = 18, total
         while end > start and line[end - 1] in b" \t\r\n":
             end -= 1
+        while start < end and line[start] in b" \t":
+            start += 1
+        if end - start == 7 and _named(line + start, 7, b"chunked", 7):
+            easy.chunked = True  # what every chunked answer says: no Python object for it
+            return 0
         try:
             # the codings, comma-separated; chunked only as the last one, as HTTP/1.1 has it
             codings = [c.strip().lower() for c in line[start:end].decode("latin-1").split(",")]
