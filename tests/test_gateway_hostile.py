@@ -13,7 +13,7 @@ import signal
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -354,6 +354,58 @@ def test_a_caller_leaving_mid_answer_cancels_the_upstream_within_ms() -> None:
         entry = gw.record(0)
     assert closed and closed[0] - left < 0.25  # the next 50 ms write meets a closed connection
     assert entry["outcome"] == "caller_left"
+
+
+def _answer_then(rest: Callable[[socket.socket], None]) -> Callable[[socket.socket], None]:
+    """An upstream that sends a whole chat stream, [DONE] included, then does ``rest``."""
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
+    events = b"".join(
+        b'data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":'
+        b'[{"index":0,"delta":{"content":"%s"},"finish_reason":%s}]}\n\n' % (word, end)
+        for word, end in ((b"Hello", b"null"), (b" world", b'"stop"'))
+    )
+
+    def answer(conn: socket.socket) -> None:
+        conn.sendall(head + events + b"data: [DONE]\n\n")
+        with contextlib.suppress(OSError):
+            rest(conn)
+
+    return answer
+
+
+def _read_to_done(url: str) -> None:
+    with httpx.Client(timeout=10) as http, http.stream("POST", url + "/v1/chat/completions", json=CHAT) as r:
+        for line in r.iter_lines():
+            if line == "data: [DONE]":
+                return  # and leave, as the SDKs do
+    raise AssertionError("no [DONE]")
+
+
+def test_a_caller_leaving_at_done_before_the_upstream_ends_is_logged_complete() -> None:
+    """The SDKs close at [DONE]; the upstream's end (here its close) comes 100 ms later. Every
+    byte of a whole answer went out, so the record says complete, not caller_left."""
+    with (
+        RawServer(_answer_then(lambda conn: time.sleep(0.1)), threaded=True) as raw,
+        GatewayProcess([{"name": "raw", "base_url": raw.base_url}]) as gw,
+    ):
+        _read_to_done(gw.url)
+        entry = gw.record(0)
+    assert entry["outcome"] == "complete" and entry["status"] == 200, entry
+
+
+def test_a_caller_leaving_at_done_of_an_upstream_that_never_ends_is_let_go() -> None:
+    """The same answer, but the upstream never ends it: after the grace the transfer is cancelled
+    (not held until the idle timeout) and the record says the caller left an unfinished answer."""
+    with (
+        RawServer(_answer_then(lambda conn: time.sleep(30)), threaded=True) as raw,
+        GatewayProcess([{"name": "raw", "base_url": raw.base_url}]) as gw,
+    ):
+        _read_to_done(gw.url)
+        left = time.monotonic()
+        entry = gw.record(0)
+        took = time.monotonic() - left
+    assert entry["outcome"] == "caller_left" and entry["status"] == 499, entry
+    assert took < 3.0  # the grace is 0.25 s; the idle timeout is much longer
 
 
 def test_a_caller_that_never_reads_pauses_the_upstream_and_memory_stays_flat(

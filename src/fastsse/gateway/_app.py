@@ -86,10 +86,25 @@ _FORBIDDEN = re.compile(rb"[\r\n\x00]")
 _REQUEST_ID = re.compile(rb"[A-Za-z0-9._:-]{1,64}\Z")
 MODELS_TTL: Final = 60.0  # seconds /v1/models answers are kept
 MODELS_LIMIT: Final = 4 << 20
+# seconds a streamed answer whose caller left may still take to end (its upstream's end can come
+# just after the last event, which an SDK leaves at); its next piece stops it sooner
+LEAVE_GRACE_S: Final = 0.25
 
 # The logger and tracer are named after the package ("fastsse.gateway"), not this module.
 NAME: Final = __name__.rpartition(".")[0]
 log = logging.getLogger(NAME)
+
+
+class _Answer:
+    """One request's state between its handler and the disconnect watcher."""
+
+    __slots__ = ("down", "finished", "gone", "timer")
+
+    def __init__(self) -> None:
+        self.finished = False  # nothing the caller could still miss: a disconnect changes nothing
+        self.gone = False  # the caller disconnected before that
+        self.down: Downstream | None = None
+        self.timer: asyncio.TimerHandle | None = None
 
 
 class BadHeader(Exception):
@@ -376,13 +391,22 @@ class Gateway:
         record["model"] = model if isinstance(model, str) else None
 
         task = asyncio.current_task()
-        state = {"finished": False, "gone": False}
+        state = _Answer()
 
         def gone() -> None:
-            if not state["finished"]:
-                state["gone"] = True
-                if task is not None:
-                    task.cancel()
+            if state.finished:
+                return
+            state.gone = True
+            if task is None:
+                return
+            if state.down is not None and state.down.started:
+                # the stream went out: its next piece stops the transfer. An SDK leaves as soon as
+                # it read the last event, which can be before the upstream's own end arrived: that
+                # answer is whole, so a stalled upstream alone is cancelled, after a grace
+                state.down.leave()
+                state.timer = asyncio.get_running_loop().call_later(LEAVE_GRACE_S, task.cancel)
+            else:
+                task.cancel()
 
         watch_disconnect(receive, gone)
         if not self.clients:
@@ -394,7 +418,7 @@ class Gateway:
             else:
                 await self._whole(send, headers, body, caller, record, own, state)
         except asyncio.CancelledError:
-            if not state["gone"]:
+            if not state.gone:
                 record.update(status=record.get("status") or 499, outcome="cut", why="the gateway stopped")
                 raise
             record.update(status=499, outcome="caller_left", why="the caller went away")
@@ -403,7 +427,9 @@ class Gateway:
                 400, f"header {exc}: CR, LF or NUL in its value (header injection)", "invalid_request_error"
             )
         finally:
-            state["finished"] = True
+            state.finished = True
+            if state.timer is not None:
+                state.timer.cancel()
             self.metrics.in_flight -= 1
             self._done(record, arrived)
 
@@ -501,9 +527,9 @@ class Gateway:
         record: dict[str, Any],
         own: list[Any],
         arrived: int,
-        state: dict[str, bool],
+        state: _Answer,
     ) -> None:
-        down = Downstream(send, [*SSE_HEADERS, *own], batch=self._batch)
+        down = state.down = Downstream(send, [*SSE_HEADERS, *own], batch=self._batch)
         try:
             up, result, failure = await self._attempts(headers, body, caller, record, down)
         finally:
@@ -520,7 +546,7 @@ class Gateway:
         if whole and down.first_ns:
             # the answer is all here: a caller that leaves once it read the last event (an SDK
             # closes at [DONE]) left nothing unsent, so the watcher must not cancel this one
-            state["finished"] = True
+            state.finished = True
         if down.first_ns:
             await down.flush()  # what arrived goes out (with the status) before the end is decided
         if not down.started:
@@ -529,11 +555,12 @@ class Gateway:
             await self._fail(send, caller, up, failure, record, own)
             return
         record["status"] = 200
-        if down.gone:
+        if down.gone and (down.dropped or not whole):
             record.update(status=499, outcome="caller_left", why="the caller went away")
             return
-        if whole:
-            await down.finish()
+        if whole:  # every byte went to the server, though the caller may have left since
+            if not down.gone:
+                await down.finish()
             record["outcome"] = "error" if verdict.get("error") else "complete"
             if verdict.get("error"):
                 record["why"] = _why(verdict)
@@ -554,7 +581,7 @@ class Gateway:
         caller: str,
         record: dict[str, Any],
         own: list[Any],
-        state: dict[str, bool],
+        state: _Answer,
     ) -> None:
         up, result, failure = await self._attempts(headers, body, caller, record, None)
         if result is None or up is None:
@@ -578,7 +605,7 @@ class Gateway:
             if translated.dropped:
                 record["dropped"] = [*record.get("dropped", []), *translated.dropped]
             result = translated
-        state["finished"] = True
+        state.finished = True
         record.update(status=200, outcome="complete")
         await send_whole(send, 200, orjson.dumps(result), own)
 

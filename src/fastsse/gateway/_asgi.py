@@ -204,7 +204,8 @@ class Downstream:
     server's write buffer and one read, whatever the answer's length.
 
     ``started`` says whether the status went out (after that a failure can only cut the
-    response); ``gone`` whether the server's send failed. ``finish()`` sends the end of the body
+    response); ``gone`` whether the server's send failed or the caller left (``leave()``), and
+    ``dropped`` whether some piece did not reach the server because of it. ``finish()`` sends the end of the body
     once every piece is out; ``flush()`` only waits for the pieces, for a response that is to be
     cut (returned from without its end, which the ASGI servers answer by closing the connection
     without the chunked terminator: the caller's HTTP client raises instead of taking a partial
@@ -219,6 +220,7 @@ class Downstream:
         "_queued",
         "_room",
         "_sending",
+        "dropped",
         "first_ns",
         "gaps",
         "gone",
@@ -239,6 +241,7 @@ class Downstream:
         self.headers = headers
         self.started = False
         self.gone = False
+        self.dropped = False
         self.relayed = 0  # bytes handed to the server
         self.first_ns = 0  # monotonic ns of the first piece
         self.last_ns = 0
@@ -258,6 +261,7 @@ class Downstream:
         a future that is not done (hold the upstream until it is) or False (the caller is gone:
         stop the transfer)."""
         if self.gone:
+            self.dropped = True
             return False  # stop the transfer: nobody to send to
         now = monotonic_ns()
         if self.last_ns:
@@ -311,8 +315,16 @@ class Downstream:
             self._lost()
 
     def _lost(self) -> None:
+        self.dropped = True  # the failed send's bytes, and what was held
+        self.leave()
+
+    def leave(self) -> None:
+        """The caller left: nothing more goes out, a held upstream is let go, and its next piece
+        stops the transfer. What the server already took counts as sent."""
         self.gone = True
-        self._held.clear()
+        if self._held:
+            self.dropped = True
+            self._held.clear()
         self._settle()
 
     def _sent_start(self, exc: BaseException | None) -> None:
