@@ -44,9 +44,14 @@ SERVER_CPU, CLIENT_CPU = 0, 1
 STAMP = "fastsse_sent_ns"
 
 
+# more script keys for every request ("events_per_write=10,chunk_per_event=true"), children too
+SCRIPT_ENV = "FASTSSE_BENCH_SCRIPT"
+
+
 def _body(itl_ms: float, chunks: int) -> dict[str, Any]:
+    extra = os.environ.get(SCRIPT_ENV)
     return {
-        "model": f"ttft_ms=50,itl_ms={itl_ms:g},chunks={chunks}",
+        "model": f"ttft_ms=50,itl_ms={itl_ms:g},chunks={chunks}" + (f",{extra}" if extra else ""),
         "messages": [{"role": "user", "content": "hi"}],
     }
 

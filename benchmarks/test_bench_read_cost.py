@@ -38,7 +38,9 @@ As a test (``--benchmark-disable``) every client streams 16 x 10 chunks at both 
 get them all; the C references skip, with the reason, where no C compiler, libcurl headers or
 libcurl are found (``_reference.py``). The table in benchmarks/README.md ("Read cost") comes from
 ``python benchmarks/test_bench_read_cost.py [--repeats 3] [--wait-quiet S] [--clients a,b]
-[--loads 128x20,256x0] [--json out.json]``.
+[--loads 128x20,256x0] [--json out.json] [--tree before=PATH]``; with ``--tree``, a client
+``Client@before`` runs fastsse from the checkout at PATH in the same session (a before/after
+table without the session's drift between them).
 """
 
 from __future__ import annotations
@@ -77,6 +79,10 @@ REFERENCE = "C-libcurl"
 FLOOR = "floor"  # per repeat, the cheaper of the two C libcurl floors: what the ratios divide by
 # (streams, ms between chunks): where fastsse is not saturated, as the issue sets the target.
 LOADS = ((128, 20.0), (256, 0.0))
+# --tree LABEL=PATH: "Client@LABEL" runs the client from the checkout at PATH (its extensions
+# built in place), in the same session as this one: a before/after table with no session between
+TREES: dict[str, str] = {}
+TREE_SRC = "FASTSSE_BENCH_TREE_SRC"
 CHUNKS = 100
 QUIET = 0.05  # of the client's core used by other processes during a run: above it, disturbed
 EVENTS_AROUND_CONTENT = 3  # the role chunk, the finish chunk and [DONE]
@@ -253,6 +259,7 @@ def run_once(
     """
     if name == OUTSIDE:
         return _run_outside(streams, chunks, itl_ms)
+    name, _, label = name.partition("@")  # "Client@before": the client, from another tree
     others = Others(server_pid)
     cpu0, sleeps0 = _usage(children=True)
     if name in C_CLIENTS:
@@ -265,6 +272,12 @@ def run_once(
         argv += ["--streams", str(streams), "--chunks", str(chunks), "--itl-ms", str(itl_ms)]
     pin = hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) > many.CLIENT_CPU
     env = {**os.environ, **({"FASTSSE_BENCH_CPU": str(many.CLIENT_CPU)} if pin else {})}
+    if label:
+        if label not in TREES or name not in (*FASTSSE_CLIENTS, *FORMAT_CLIENTS):
+            raise RuntimeError(
+                f"{name}@{label}: no tree {label!r} (--tree {label}=PATH), or not a fastsse client"
+            )
+        env[TREE_SRC] = os.path.join(TREES[label], "src")
     others.start()
     try:
         returncode, out, err = _child(argv, env, pin)
@@ -297,6 +310,8 @@ def run_once(
         others_all=others_all,
         sleeps_per_chunk=(sleeps1 - sleeps0) / max(1, row["chunks"]),
     )
+    if label:
+        row["client"] = f"{name}@{label}"
     return row
 
 
@@ -316,6 +331,15 @@ def _child(argv: list[str], env: dict[str, str], pin: bool) -> tuple[int, str, s
     return child.returncode, out, err
 
 
+def _script_extra() -> dict[str, Any]:
+    """``--script``'s keys (the environment carries them to the children), as the server's defaults."""
+    from fastsse.testing.scripted import coerce_field
+
+    extra = os.environ.get(many.SCRIPT_ENV)
+    pairs = [part.split("=", 1) for part in extra.split(",")] if extra else []
+    return {key: coerce_field(key, value) for key, value in pairs}
+
+
 def _run_outside(streams: int, chunks: int, itl_ms: float) -> dict[str, Any]:
     """One run of the outside floor against a scripted server of its own (its request names no
     script: the server's defaults give the delay), in the row shape of ``run_once``."""
@@ -324,7 +348,7 @@ def _run_outside(streams: int, chunks: int, itl_ms: float) -> dict[str, Any]:
     exe = _reference.build_shared_floor()
     pin = hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) > many.CLIENT_CPU
     with spawn_scripted_server(
-        cpu=many.SERVER_CPU if pin else None, ttft_ms=50, itl_ms=itl_ms, chunks=chunks
+        cpu=many.SERVER_CPU if pin else None, ttft_ms=50, itl_ms=itl_ms, chunks=chunks, **_script_extra()
     ) as server:
         port = server.base_url.split(":")[2].split("/")[0]
         argv = [str(exe), "--port", port, "-C", str(streams), "-N", str(streams), "-K", str(chunks)]
@@ -538,6 +562,22 @@ def test_read_cost(benchmark: Any, scripted: Any, quick: bool, client: str, load
         assert figures["library"] == pycurl.version.split(" ", 1)[1]
 
 
+def test_a_tree_and_a_script_are_checked_before_any_run(monkeypatch: Any, tmp_path: Any) -> None:
+    """``--tree`` needs a checkout and ``--script`` known keys: a usage error, not a failed session;
+    a client from an unknown tree fails its run with the reason."""
+    with pytest.raises(SystemExit):
+        main(["--tree", f"old={tmp_path}"])  # no src/fastsse there
+    monkeypatch.setenv(many.SCRIPT_ENV, "events_per_write=10,chunk_per_event=true")
+    assert _script_extra() == {"events_per_write": 10, "chunk_per_event": True}
+    assert (
+        many._body(20, 5)["model"] == "ttft_ms=50,itl_ms=20,chunks=5,events_per_write=10,chunk_per_event=true"
+    )
+    with pytest.raises(SystemExit):
+        main(["--script", "no_such_key=1"])
+    with pytest.raises(RuntimeError, match="no tree 'nowhere'"):
+        run_once("Client@nowhere", "http://127.0.0.1:9/v1", 1, 1, 0.0, None)
+
+
 def test_the_table_keeps_the_median_quiet_run_and_divides_by_the_reference() -> None:
     def run(name: str, us: float, others: float) -> dict[str, Any]:
         return {
@@ -604,14 +644,39 @@ def main(argv: list[str] | None = None) -> int:
         help="before each run, wait up to this many seconds for the client's core to be quiet",
     )
     parser.add_argument("--json", help="also write every run to this file")
+    parser.add_argument(
+        "--tree",
+        action="append",
+        default=[],
+        metavar="LABEL=PATH",
+        help="another checkout (extensions built in place): a client named NAME@LABEL runs from it",
+    )
+    parser.add_argument(
+        "--script",
+        help="more script keys for every stream, e.g. events_per_write=10,chunk_per_event=true",
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--url", help=argparse.SUPPRESS)
     parser.add_argument("--streams", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--itl-ms", type=float, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    for tree in args.tree:
+        label, _, path = tree.partition("=")
+        if not label or not os.path.isdir(os.path.join(path, "src", "fastsse")):
+            parser.error(f"--tree {tree}: LABEL=PATH of a checkout (PATH/src/fastsse)")
+        TREES[label] = os.path.abspath(path)
+    if args.script:
+        os.environ[many.SCRIPT_ENV] = args.script
+        try:
+            _script_extra()
+        except ValueError as exc:
+            parser.error(f"--script: {exc}")
     if args.child:
         _pin_client()
         row = measure(args.child, args.url, args.streams, args.chunks, args.itl_ms or 0.0)
+        import fastsse
+
+        row["tree"] = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(fastsse.__file__))))
         # When the measured window ended (CLOCK_MONOTONIC): a profiler can keep to the window.
         row["window_end_ns"] = time.monotonic_ns()
         print(json.dumps(row))
@@ -637,5 +702,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src"))
+    here = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
+    sys.path.insert(0, os.environ.get(TREE_SRC) or here)
     raise SystemExit(main())
