@@ -260,6 +260,10 @@ def run_once(
     if name == OUTSIDE:
         return _run_outside(streams, chunks, itl_ms)
     name, _, label = name.partition("@")  # "Client@before": the client, from another tree
+    if label and (label not in TREES or name not in (*FASTSSE_CLIENTS, *FORMAT_CLIENTS)):
+        raise RuntimeError(
+            f"{name}@{label}: no tree {label!r} (--tree {label}=PATH), or not a fastsse client"
+        )
     others = Others(server_pid)
     cpu0, sleeps0 = _usage(children=True)
     if name in C_CLIENTS:
@@ -273,10 +277,6 @@ def run_once(
     pin = hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) > many.CLIENT_CPU
     env = {**os.environ, **({"FASTSSE_BENCH_CPU": str(many.CLIENT_CPU)} if pin else {})}
     if label:
-        if label not in TREES or name not in (*FASTSSE_CLIENTS, *FORMAT_CLIENTS):
-            raise RuntimeError(
-                f"{name}@{label}: no tree {label!r} (--tree {label}=PATH), or not a fastsse client"
-            )
         env[TREE_SRC] = os.path.join(TREES[label], "src")
     others.start()
     try:

@@ -205,11 +205,11 @@ class Downstream:
 
     ``started`` says whether the status went out (after that a failure can only cut the
     response); ``gone`` whether the server's send failed or the caller left (``leave()``), and
-    ``dropped`` whether some piece did not reach the server because of it. ``finish()`` sends the end of the body
-    once every piece is out; ``flush()`` only waits for the pieces, for a response that is to be
-    cut (returned from without its end, which the ASGI servers answer by closing the connection
-    without the chunked terminator: the caller's HTTP client raises instead of taking a partial
-    answer for a whole one).
+    ``dropped`` whether some piece did not reach the server because of it. ``finish()`` sends the
+    end of the body once every piece is out; ``flush()`` only waits for the pieces, for a
+    response that is to be cut (returned from without its end, which the ASGI servers answer by
+    closing the connection without the chunked terminator: the caller's HTTP client raises
+    instead of taking a partial answer for a whole one).
     """
 
     __slots__ = (
