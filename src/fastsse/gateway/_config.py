@@ -1,11 +1,13 @@
-"""The gateway's configuration: ``[server]`` and ``[[upstream]]`` of a TOML file, checked whole when
-the gateway starts (``load_config``), so a typo or a missing key variable stops it at once with one
-line rather than at the first request. docs/gateway.md lists every field.
+"""The gateway's configuration: ``[server]``, ``[[upstream]]``, ``[[route]]`` and ``[[key]]`` of a
+TOML file, checked whole when the gateway starts (``load_config``), so a typo, a route naming an
+upstream that does not exist or a missing key variable stops it at once with one line rather than at
+the first request. docs/gateway.md lists every field.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import fnmatch
 import math
 import os
 import re
@@ -18,6 +20,10 @@ from .._errors import FastSSEError
 APIS: Final = ("chat", "responses", "messages")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z")
 _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+\Z")
+_GLOB = re.compile(r"[*?\[]")
+_KEY = re.compile(r"[\x21-\x7e]+\Z")  # what a header can carry: no space, no control character
+BALANCES: Final = ("weighted", "least_busy", "latency", "ordered")
+REDIS_SCHEMES: Final = ("redis://", "rediss://", "unix://")
 
 
 class ConfigError(FastSSEError, ValueError):
@@ -42,6 +48,9 @@ class Upstream:
     first_chunk_gate: bool = False
     http2: bool = False
     headers: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    weight: float = 1.0
+    eject_after: int = 3
+    cooldown_seconds: float = 30.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,14 +71,85 @@ class ServerConfig:
     otel: bool = False
     log: str = "json"
     loop: str = "auto"
+    redis_url: str | None = dataclasses.field(default=None, repr=False)  # may hold a password
+    limits_without_redis: str = "open"
+    keepalive_seconds: float = 0.0
+    resumable: bool = False
+    resume_max_bytes: int = 64 << 20
+    resume_ttl_seconds: float = 300.0
+
+
+def _matcher(patterns: tuple[str, ...]) -> Any:
+    """The ``match`` of one regular expression for the ``fnmatch`` globs (exact names included)."""
+    return re.compile("|".join(f"(?:{fnmatch.translate(p)})" for p in patterns)).match
+
+
+@dataclasses.dataclass(frozen=True)
+class Route:
+    """One ``[[route]]``: the requests whose ``model`` it matches go to its ``upstreams``,
+    balanced by ``balance``, then to its ``fallbacks`` in order; ``upstream_model`` (when set) is
+    the model name sent upstream. ``upstreams`` and ``fallbacks`` are ``[[upstream]]`` names."""
+
+    model: str
+    upstreams: tuple[str, ...]
+    balance: str = "weighted"
+    upstream_model: str | None = None
+    fallbacks: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        match = _matcher((self.model,)) if self.is_glob else None
+        object.__setattr__(self, "_match", match)
+
+    @property
+    def is_glob(self) -> bool:
+        """True when ``model`` is an ``fnmatch`` glob (``*``, ``?`` or ``[``), not one exact name."""
+        return _GLOB.search(self.model) is not None
+
+    def matches(self, model: str | None) -> bool:
+        """True when ``model`` is this route's exact name or matches its glob (case-sensitive,
+        ``fnmatch.fnmatchcase``); a request without a model matches as ``""`` (only ``"*"`` does)."""
+        model = model or ""
+        if model == self.model:
+            return True
+        match = self._match  # type: ignore[attr-defined]
+        return match is not None and match(model) is not None
+
+
+@dataclasses.dataclass(frozen=True)
+class Key:
+    """One ``[[key]]``: a caller's key with a ``name`` (in logs and metrics, never the key) and its
+    limits: ``rpm`` requests a minute, ``tpm`` tokens a minute, ``max_streams`` answers in flight
+    (None: no limit), ``models`` the globs it may call (empty: every model)."""
+
+    name: str
+    key: str = dataclasses.field(repr=False)
+    rpm: int | None = None
+    tpm: int | None = None
+    max_streams: int | None = None
+    models: tuple[str, ...] = ()
+    key_env: str | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_match", _matcher(self.models) if self.models else None)
+
+    def allows(self, model: str | None) -> bool:
+        """True when this key may call ``model``: ``models`` is empty or one of its globs matches
+        (case-sensitive; a request without a model matches as ``""``)."""
+        match = self._match  # type: ignore[attr-defined]
+        return match is None or match(model or "") is not None
 
 
 @dataclasses.dataclass(frozen=True)
 class GatewayConfig:
-    """The whole configuration: ``server`` and the ``upstreams`` in order."""
+    """The whole configuration: ``server``, the ``upstreams`` in order, the ``routes`` in order
+    (empty: every request goes to every upstream in order), the callers' ``keys`` with limits, and
+    ``warnings``: lines the command logs at start (a route that an earlier one shadows)."""
 
     server: ServerConfig
     upstreams: tuple[Upstream, ...]
+    routes: tuple[Route, ...] = ()
+    keys: tuple[Key, ...] = ()
+    warnings: tuple[str, ...] = ()
 
 
 def _typed(table: str, name: str, value: Any, kind: Any) -> Any:
@@ -87,6 +167,13 @@ def _positive(table: str, name: str, value: Any, kind: Any) -> Any:
     value = _typed(table, name, value, kind)
     if not (value > 0 and (kind is int or math.isfinite(value))):
         raise ConfigError(f"{table}.{name} must be above 0, not {value!r}")
+    return value
+
+
+def _at_least_zero(table: str, name: str, value: Any, kind: Any) -> Any:
+    value = _typed(table, name, value, kind)
+    if not (value >= 0 and (kind is int or math.isfinite(value))):
+        raise ConfigError(f"{table}.{name} must be 0 or more, not {value!r}")
     return value
 
 
@@ -119,20 +206,22 @@ def server_config(given: Mapping[str, Any], environ: Mapping[str, str]) -> Serve
     _fields(table, given, ServerConfig)
     out: dict[str, Any] = {}
     for name, value in given.items():
-        if name in ("host", "log", "loop", "keys_env"):
+        if name in ("host", "log", "loop", "keys_env", "redis_url", "limits_without_redis"):
             out[name] = _typed(table, name, value, str)
         elif name == "port":
             port = _typed(table, name, value, int)
             if not 0 <= port <= 65535:
                 raise ConfigError(f"server.port must be 0 to 65535, not {port}")
             out[name] = port
-        elif name in ("max_body_bytes", "max_event_bytes", "max_tokens", "workers"):
+        elif name in ("max_body_bytes", "max_event_bytes", "max_tokens", "workers", "resume_max_bytes"):
             out[name] = _positive(table, name, value, int)
-        elif name in ("grace_seconds", "keep_alive_seconds"):
+        elif name in ("grace_seconds", "keep_alive_seconds", "resume_ttl_seconds"):
             out[name] = _positive(table, name, value, float)
+        elif name == "keepalive_seconds":
+            out[name] = _at_least_zero(table, name, value, float)
         elif name in ("keys", "forward_headers"):
             out[name] = _strings(table, name, value)
-        elif name == "otel":
+        elif name in ("otel", "resumable"):
             out[name] = _typed(table, name, value, bool)
     keys = list(out.get("keys", ()))
     if "keys_env" in out:
@@ -146,6 +235,15 @@ def server_config(given: Mapping[str, Any], environ: Mapping[str, str]) -> Serve
         raise ConfigError(f"server.log must be 'json' or 'text', not {out['log']!r}")
     if out.get("loop", "auto") not in ("auto", "asyncio", "uvloop"):
         raise ConfigError(f"server.loop must be 'auto', 'asyncio' or 'uvloop', not {out['loop']!r}")
+    if "redis_url" in out and not out["redis_url"].lower().startswith(REDIS_SCHEMES):
+        # the URL itself is not repeated: it may hold a password
+        raise ConfigError("server.redis_url must start with redis://, rediss:// or unix://")
+    if out.get("limits_without_redis", "open") not in ("open", "closed"):
+        raise ConfigError(
+            f"server.limits_without_redis must be 'open' or 'closed', not {out['limits_without_redis']!r}"
+        )
+    if out.get("resumable") and "redis_url" not in out:
+        raise ConfigError("server.resumable needs server.redis_url: resumable streams are kept in Redis")
     return ServerConfig(**out)
 
 
@@ -166,10 +264,12 @@ def upstream_config(index: int, given: Mapping[str, Any], environ: Mapping[str, 
             out[name] = _positive(table, name, value, float)
         elif name == "max_connections":
             out[name] = _positive(table, name, value, int)
-        elif name == "max_retries":
-            out[name] = _typed(table, name, value, int)
-            if out[name] < 0:
-                raise ConfigError(f"{table}.max_retries must be 0 or more, not {value}")
+        elif name in ("max_retries", "eject_after"):
+            out[name] = _at_least_zero(table, name, value, int)
+        elif name == "weight":
+            out[name] = _at_least_zero(table, name, value, float)
+        elif name == "cooldown_seconds":
+            out[name] = _positive(table, name, value, float)
         elif name in ("first_chunk_gate", "http2"):
             out[name] = _typed(table, name, value, bool)
         elif name == "headers":
@@ -194,33 +294,166 @@ def upstream_config(index: int, given: Mapping[str, Any], environ: Mapping[str, 
     return Upstream(**out)
 
 
-def config_from(data: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> GatewayConfig:
-    """``config_from(data, environ=os.environ) -> GatewayConfig``: the parsed TOML (or any mapping of
-    the same shape) checked. It raises ConfigError for an unknown table or field, a value of the
-    wrong type or range, no upstream, two upstreams of one name, or a key variable that is not set.
+def route_config(index: int, given: Mapping[str, Any], upstreams: Mapping[str, Upstream]) -> Route:
+    """One ``[[route]]`` checked (``index`` from 0) against the ``upstreams`` by name. It raises
+    ConfigError naming the route and the field: an unknown upstream name, an upstream named twice,
+    no upstream, an unknown ``balance``, every upstream of weight 0."""
+    table = f"route[{index}]"
+    if not isinstance(given, Mapping):
+        raise ConfigError(f"{table} must be a table")
+    _fields(table, given, Route)
+    for required in ("model", "upstreams"):
+        if required not in given:
+            raise ConfigError(f"{table}.{required} is missing")
+    out: dict[str, Any] = {}
+    for name, value in given.items():
+        if name in ("model", "balance", "upstream_model"):
+            out[name] = _typed(table, name, value, str)
+            if not out[name]:
+                raise ConfigError(f"{table}.{name} must not be empty")
+        else:  # upstreams, fallbacks
+            out[name] = _strings(table, name, value)
+    table = f"route[{index}] (model {out['model']!r})"
+    if not out["upstreams"]:
+        raise ConfigError(f"{table}.upstreams is empty: a route needs one upstream at least")
+    seen: set[str] = set()
+    for field in ("upstreams", "fallbacks"):
+        for upstream in out.get(field, ()):
+            if upstream not in upstreams:
+                raise ConfigError(f"{table}.{field}: no [[upstream]] is named {upstream!r}")
+            if upstream in seen:
+                raise ConfigError(f"{table}.{field}: {upstream!r} is named twice in the route")
+            seen.add(upstream)
+    balance = out.get("balance", "weighted")
+    if balance not in BALANCES:
+        raise ConfigError(f"{table}.balance must be one of {', '.join(BALANCES)}, not {balance!r}")
+    if all(upstreams[u].weight == 0 for u in out["upstreams"]):
+        raise ConfigError(f"{table}.upstreams: every one has weight 0, so the route would take no traffic")
+    return Route(**out)
+
+
+def key_config(index: int, given: Mapping[str, Any], environ: Mapping[str, str]) -> Key:
+    """One ``[[key]]`` checked (``index`` from 0), ``key_env`` read from ``environ``. It raises
+    ConfigError naming the field (never the key's value)."""
+    table = f"key[{index}]"
+    if not isinstance(given, Mapping):
+        raise ConfigError(f"{table} must be a table")
+    _fields(table, given, Key)
+    if "name" not in given:
+        raise ConfigError(f"{table}.name is missing")
+    if ("key" in given) == ("key_env" in given):
+        raise ConfigError(f"{table}: give key or key_env (one of them)")
+    out: dict[str, Any] = {}
+    for name, value in given.items():
+        if name in ("name", "key", "key_env"):
+            out[name] = _typed(table, name, value, str)
+        elif name in ("rpm", "tpm", "max_streams"):
+            out[name] = _positive(table, name, value, int)
+        else:  # models
+            out[name] = _strings(table, name, value)
+    if not _NAME.match(out["name"]):
+        raise ConfigError(f"{table}.name {out['name']!r}: letters, digits, '.', '_' and '-' only")
+    field = "key_env" if "key_env" in out else "key"
+    if field == "key_env":
+        out["key"] = _env(table, field, out["key_env"], environ)
+    if not _KEY.match(out["key"]):
+        raise ConfigError(f"{table}.{field}: the key is empty or has a space or a control character in it")
+    return Key(**out)
+
+
+def _shadows(earlier: Route, later: Route) -> bool:
+    """True when every model ``later`` matches goes to ``earlier`` first (told only where it is
+    sure: the same pattern, an exact name the earlier glob matches, or an earlier ``"*"``)."""
+    if earlier.model == later.model or not earlier.is_glob:
+        return earlier.model == later.model
+    return (not later.is_glob and earlier.matches(later.model)) or earlier.model.strip("*") == ""
+
+
+def config_from(
+    data: Mapping[str, Any],
+    environ: Mapping[str, str] | None = None,
+    *,
+    overrides: Mapping[str, Any] | None = None,
+) -> GatewayConfig:
+    """``config_from(data, environ=os.environ, *, overrides=None) -> GatewayConfig``: the parsed
+    TOML (or any mapping of the same shape) checked. ``overrides`` are ``[server]`` fields set over
+    the file's before the check (what the command's flags give; a None value is left out).
+
+    It raises ConfigError for an unknown table or field, a value of the wrong type or range, no
+    upstream, two upstreams (or keys) of one name, a route naming an upstream that does not exist,
+    two keys of one value, or a key variable that is not set.
     """
     environ = os.environ if environ is None else environ
     for table in data:
-        if table not in ("server", "upstream"):
-            raise ConfigError(f"unknown table [{table}] (known: [server], [[upstream]])")
+        if table not in ("server", "upstream", "route", "key"):
+            raise ConfigError(f"unknown table [{table}] (known: [server], [[upstream]], [[route]], [[key]])")
     server = data.get("server", {})
     if not isinstance(server, Mapping):
         raise ConfigError("[server] must be a table")
-    upstreams = data.get("upstream", [])
-    if isinstance(upstreams, Mapping) or not isinstance(upstreams, list):
-        raise ConfigError("upstreams are an array of tables: [[upstream]]")
-    if not upstreams:
+    if overrides:
+        server = {**server, **{k: v for k, v in overrides.items() if v is not None}}
+    tables = {}
+    for table in ("upstream", "route", "key"):
+        given = data.get(table, [])
+        if isinstance(given, Mapping) or not isinstance(given, list):
+            raise ConfigError(f"{table}s are an array of tables: [[{table}]]")
+        tables[table] = given
+    if not tables["upstream"]:
         raise ConfigError("no [[upstream]]: the gateway needs one at least")
-    parsed = tuple(upstream_config(i, u, environ) for i, u in enumerate(upstreams))
-    names = [u.name for u in parsed]
-    for name in names:
-        if names.count(name) > 1:
-            raise ConfigError(f"two upstreams are named {name!r}")
-    return GatewayConfig(server_config(server, environ), parsed)
+    parsed = tuple(upstream_config(i, u, environ) for i, u in enumerate(tables["upstream"]))
+    by_name = {u.name: u for u in parsed}
+    if len(by_name) < len(parsed):
+        names = [u.name for u in parsed]
+        raise ConfigError(f"two upstreams are named {next(n for n in names if names.count(n) > 1)!r}")
+    server_config_ = server_config(server, environ)
+    routes = tuple(route_config(i, r, by_name) for i, r in enumerate(tables["route"]))
+    if not routes and all(u.weight == 0 for u in parsed):
+        raise ConfigError(
+            "every [[upstream]] has weight 0 and no [[route]] says otherwise: no traffic would go"
+        )
+    keys = tuple(key_config(i, k, environ) for i, k in enumerate(tables["key"]))
+    _check_keys(keys, server_config_.keys)
+    warnings = []
+    for i, later in enumerate(routes):
+        for j, earlier in enumerate(routes[:i]):
+            if _shadows(earlier, later):
+                warnings.append(
+                    f"route[{i}] (model {later.model!r}) is shadowed by route[{j}] (model {earlier.model!r}),"
+                    " which matches first: it takes no request"
+                )
+                break
+    limited = any(k.rpm or k.tpm or k.max_streams for k in keys)
+    if limited and server_config_.workers > 1 and server_config_.redis_url is None:
+        warnings.append(
+            f"the [[key]] limits are counted per process: with {server_config_.workers} workers and no"
+            " server.redis_url a key gets up to that many times its limits"
+        )
+    return GatewayConfig(server_config_, parsed, routes, keys, tuple(warnings))
 
 
-def load_config(path: str | os.PathLike[str], environ: Mapping[str, str] | None = None) -> GatewayConfig:
-    """``load_config(path, environ=os.environ) -> GatewayConfig``: read and check a TOML file.
+def _check_keys(keys: tuple[Key, ...], unnamed: tuple[str, ...]) -> None:
+    names: dict[str, int] = {}
+    values: dict[str, int] = {}
+    for index, key in enumerate(keys):
+        if key.name in names:
+            raise ConfigError(f"key[{index}].name: key[{names[key.name]}] is named {key.name!r} too")
+        if key.key in values:  # the value is never repeated in the message
+            raise ConfigError(f"key[{index}]: the same key as key[{values[key.key]}]")
+        if key.key in unnamed:
+            raise ConfigError(f"key[{index}]: the same key is in server.keys (or server.keys_env)")
+        names[key.name] = values[key.key] = index
+
+
+def load_config(
+    path: str | os.PathLike[str],
+    environ: Mapping[str, str] | None = None,
+    *,
+    overrides: Mapping[str, Any] | None = None,
+) -> GatewayConfig:
+    """``load_config(path, environ=os.environ, *, overrides=None) -> GatewayConfig``: read and check
+    a TOML file; ``overrides`` are ``[server]`` fields set over the file's before the check (the
+    command's ``--host``, ``--port``, ``--workers``, ``--log``, ``--keys-env``; a None value is
+    left out).
 
     It raises ConfigError for a file that cannot be read or is not TOML, and what ``config_from``
     raises.
@@ -236,4 +469,4 @@ def load_config(path: str | os.PathLike[str], environ: Mapping[str, str] | None 
         raise ConfigError(f"cannot read {os.fspath(path)}: {exc.strerror or exc}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{os.fspath(path)} is not valid TOML: {exc}") from None
-    return config_from(data, environ)
+    return config_from(data, environ, overrides=overrides)
