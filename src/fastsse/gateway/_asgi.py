@@ -15,6 +15,8 @@ from typing import Any, Final
 
 import orjson
 
+from .. import translate
+
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 
@@ -24,6 +26,8 @@ SSE_HEADERS: Final = (
     (b"x-accel-buffering", b"no"),  # nginx and friends in front: do not buffer the stream
 )
 JSON_TYPE: Final = (b"content-type", b"application/json")
+KEEPALIVE: Final = b": keepalive\n\n"  # an SSE comment: every event-stream reader skips it
+_SLACK_NS: Final = 2_000_000  # a keep-alive tick this close to its due time is due (timers fire early)
 
 
 class CallerGone(Exception):
@@ -209,23 +213,40 @@ class Downstream:
     end of the body once every piece is out; ``flush()`` only waits for the pieces, for a
     response that is to be cut (returned from without its end, which the ASGI servers answer by
     closing the connection without the chunked terminator: the caller's HTTP client raises
-    instead of taking a partial answer for a whole one).
+    instead of taking a partial answer for a whole one). ``fail(data)`` sends an in-stream error
+    event (``stream_error``) after the pieces, then the end of the body.
+
+    With ``keepalive`` seconds (0: off), an answer that sent nothing for that long (before the
+    upstream's first byte too) sends the SSE comment ``KEEPALIVE``, so an idle timer between the
+    caller and the gateway (a load balancer's) does not close a slow answer. The first one commits
+    the response's start: ``started`` is then True with no piece relayed (``first_ns`` still 0),
+    and a later failure can only be told in the stream (``fail``). One loop timer per answer,
+    every ``keepalive`` seconds, compares the time of the last piece or comment: a piece costs
+    nothing more. No comment is sent while a send waits (a caller that does not read gets none
+    piled up) or while pieces wait for this turn's flush. Comments count in ``pings`` only:
+    ``relayed``, ``first_ns``, ``last_ns`` and ``gaps`` are about the upstream's pieces. They stop
+    at ``flush()``, ``finish()``, ``fail()``, ``leave()`` and ``close()`` (which the owner calls
+    however the answer ends).
     """
 
     __slots__ = (
         "_batch",
         "_flushed",
         "_held",
+        "_keepalive",
         "_loop",
+        "_ping_ns",
         "_queued",
         "_room",
         "_sending",
+        "_timer",
         "dropped",
         "first_ns",
         "gaps",
         "gone",
         "headers",
         "last_ns",
+        "pings",
         "relayed",
         "send",
         "started",
@@ -236,6 +257,8 @@ class Downstream:
         send: Send,
         headers: list[tuple[bytes, bytes]],
         batch: Batch | None = None,
+        *,
+        keepalive: float = 0.0,
     ):
         self.send = send
         self.headers = headers
@@ -255,6 +278,12 @@ class Downstream:
         self._flushed: asyncio.Future[None] | None = None
         self._loop = asyncio.get_running_loop()
         self._batch = batch
+        self.pings = 0  # keep-alive comments sent
+        self._keepalive = keepalive if keepalive > 0 else 0.0
+        self._ping_ns = monotonic_ns()  # the last comment's time; the answer's start before one
+        self._timer: asyncio.TimerHandle | None = None
+        if self._keepalive:
+            self._timer = self._loop.call_later(self._keepalive, self._tick)
 
     def piece(self, data: bytes) -> Any:
         """The transfer's ``on_chunk``: keep ``data`` for this turn's send. It returns None (go on),
@@ -322,6 +351,7 @@ class Downstream:
         """The caller left: nothing more goes out, a held upstream is let go, and its next piece
         stops the transfer. What the server already took counts as sent."""
         self.gone = True
+        self.close()
         if self._held:
             self.dropped = True
             self._held.clear()
@@ -360,7 +390,9 @@ class Downstream:
             flushed.set_result(None)
 
     async def flush(self) -> None:
-        """Wait until every piece went to the server."""
+        """Wait until every piece went to the server. It ends the keep-alive: call it once the
+        upstream's transfer is over (the answer is then finished, failed or cut)."""
+        self.close()
         if self._queued:
             self._flush()  # the pieces of this turn go now, not after the end is decided
         if self._sending:
@@ -372,3 +404,111 @@ class Downstream:
         await self.flush()
         if not self.gone:
             await self.send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    async def fail(self, data: bytes) -> None:
+        """Send ``data`` (the caller API's in-stream error event: ``stream_error``) once every
+        piece is out, and end the body with it, so the caller's client raises its API error
+        rather than a cut. The response's start goes first if nothing did (a 200: use it for
+        an answer whose start a keep-alive committed; before that, an HTTP error says more).
+        ``data`` does not count in ``relayed``. Nothing is sent once the caller is gone; it
+        raises what the server's send raises."""
+        await self.flush()
+        if self.gone:
+            return
+        if not self.started:
+            self.started = True
+            await self.send({"type": "http.response.start", "status": 200, "headers": self.headers})
+        await self.send({"type": "http.response.body", "body": data, "more_body": False})
+
+    def close(self) -> None:
+        """Stop the keep-alive (its timer is cancelled); idempotent. Nothing else changes: call
+        it however the answer ends."""
+        self._keepalive = 0.0
+        timer, self._timer = self._timer, None
+        if timer is not None:
+            timer.cancel()
+
+    def _tick(self) -> None:
+        """The keep-alive timer: a comment if nothing went out for ``keepalive`` seconds."""
+        self._timer = None
+        period = self._keepalive
+        if not period or self.gone:
+            return
+        now = monotonic_ns()
+        wait = round(period * 1e9) - (now - max(self.last_ns, self._ping_ns))
+        if wait > _SLACK_NS:  # a piece came since: due later
+            self._timer = self._loop.call_later(wait / 1e9, self._tick)
+            return
+        if not (self._sending or self._queued or self._held):
+            self._ping(now)
+        if self._keepalive and not self.gone:
+            self._timer = self._loop.call_later(period, self._tick)
+
+    def _ping(self, now: int) -> None:
+        """Send a keep-alive comment, after the response's start if it did not go yet."""
+        self._ping_ns = now
+        if not self.started:
+            self.started = True
+            message = {"type": "http.response.start", "status": 200, "headers": self.headers}
+            try:
+                if not start(self.send(message), self._pinged_start):
+                    self._sending = True  # the start waits: no comment behind it
+                    return
+            except Exception:
+                self.leave()
+                return
+        try:
+            if not start(
+                self.send({"type": "http.response.body", "body": KEEPALIVE, "more_body": True}),
+                self._pinged,
+            ):
+                self._sending = True
+        except Exception:
+            self.leave()
+        else:
+            self.pings += 1
+
+    def _pinged_start(self, exc: BaseException | None) -> None:
+        if exc is not None:
+            self.leave()  # a lost comment drops nothing of the answer: only held pieces count
+        else:
+            self._sent_start(None)
+
+    def _pinged(self, exc: BaseException | None) -> None:
+        if exc is not None:
+            self.leave()
+        else:
+            self._sent(None)
+
+
+def stream_error(caller: str, status: int, error: object) -> bytes:
+    """The SSE bytes of an error event in ``caller``'s API ("chat", "responses", "messages"),
+    for a stream whose 200 went out before the upstream failed (a keep-alive committed it):
+    ``error`` is the upstream's error body (bytes, text or parsed JSON in any API's shape) and
+    ``status`` its HTTP status, mapped by ``translate.error`` to the caller's error type and
+    message. What each API's clients raise on:
+
+    - chat: ``data: {"error": {"message", "type", "param", "code"}}`` (the openai SDK raises
+      ``APIError``), then ``data: [DONE]`` so a client that waits for it does not hang;
+    - responses: ``event: error`` with ``{"type": "error", "code", "message", "param",
+      "sequence_number": 0}`` as the API reference documents it, and the same fields nested
+      under ``error`` as the live API sends them (what the openai SDK raises ``APIError`` on);
+    - messages: ``event: error`` with ``{"type": "error", "error": {"type", "message"}}`` (the
+      anthropic SDK raises its ``APIStatusError``).
+
+    It raises ValueError for an unknown ``caller`` or a ``status`` outside 400-599."""
+    _, payload = translate.error(status, error, caller)
+    if caller == "messages":
+        return b"event: error\ndata: " + orjson.dumps(payload) + b"\n\n"
+    if caller == "chat":
+        return b"data: " + orjson.dumps(payload) + b"\n\ndata: [DONE]\n\n"
+    inner = payload["error"]
+    event = {
+        "type": "error",
+        "code": inner["code"] if inner["code"] is not None else inner["type"],
+        "message": inner["message"],
+        "param": inner["param"],
+        "sequence_number": 0,
+        "error": inner,
+    }
+    return b"event: error\ndata: " + orjson.dumps(event) + b"\n\n"
