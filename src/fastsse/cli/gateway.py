@@ -1,20 +1,59 @@
 """``python -m fastsse gateway``: ``fastsse.gateway.Gateway`` served by uvicorn (httptools, uvloop
-where installed), from a TOML file (``--config``) or flags for the simple case, with JSON logs,
-graceful SIGTERM and ``--workers`` processes on one pre-bound socket. docs/gateway.md."""
+where installed), from a TOML file (``--config``) or flags for the simple case, with JSON logs and
+``--workers`` processes on one pre-bound socket. SIGTERM (or Ctrl-C) drains: new requests 503, the
+answers in flight end within ``grace_seconds``, then exit 0; SIGHUP re-reads the file and swaps it
+in for new requests; workers never outlive the main process. docs/gateway.md."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import dataclasses
 import logging
 import os
+import select
+import shutil
 import signal
 import socket
 import sys
+import tempfile
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Final
 
-from ..gateway import ConfigError, Gateway, GatewayConfig, JsonFormatter, QuietCuts, config_from, load_config
+from ..gateway import (
+    ConfigError,
+    Gateway,
+    GatewayConfig,
+    JsonFormatter,
+    MetricsShare,
+    QuietCuts,
+    config_from,
+    load_config,
+)
 from ._common import CommandError, Parser, port, require
+
+# [server] fields a running gateway cannot change: SIGHUP logs a change to them as ignored
+RESTART_ONLY: Final = (
+    "host",
+    "port",
+    "workers",
+    "log",
+    "loop",
+    "redis_url",
+    "limits_without_redis",
+    "resumable",
+    "resume_max_bytes",
+    "resume_ttl_seconds",
+)
+# seconds uvicorn may still take after the drain (the answers are settled by then: what is left is
+# a /metrics or /health answer, and idle connections to close)
+SHUTDOWN_SECONDS: Final = 3
+RESPAWN_DELAY: Final = 0.5  # seconds before a worker that died is started again: no spinning
+PR_SET_PDEATHSIG: Final = 1
+
+log = logging.getLogger("fastsse.gateway")
+Reread = Callable[[], GatewayConfig]
 
 EPILOG = """\
 A config file names the fields exactly (docs/gateway.md lists them all):
@@ -38,7 +77,8 @@ A config file names the fields exactly (docs/gateway.md lists them all):
   api_key_env = "ANTHROPIC_API_KEY"
 
 Routes: POST /v1/chat/completions, /v1/responses, /v1/messages; GET /v1/models, /health, /metrics.
-SIGTERM: new requests get 503, streams in flight finish within server.grace_seconds."""
+SIGTERM: /health and new requests get 503, streams in flight finish within server.grace_seconds,
+then exit 0. SIGHUP: the config file is read again and swapped in for new requests."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -76,50 +116,71 @@ def main(argv: list[str] | None = None) -> int:
     if not args.config and not args.upstream:
         parser.error("give --config FILE or --upstream URL")
     try:
-        config = _config(args)
+        config, reread = _config(args)
     except ConfigError as exc:
         raise CommandError(str(exc)) from None
     require("uvicorn", "python -m fastsse gateway")
-    return run(config)
+    return run(config, reread=reread)
 
 
-def _config(args: Any) -> GatewayConfig:
-    if args.config:
-        config = load_config(args.config)
-        server = dict(vars(config.server))
-        upstreams = [dict(vars(u)) for u in config.upstreams]
-        for u in upstreams:  # already read: keep the key, drop the variable's name
-            u.pop("api_key_env")
-    else:
-        server = {}
-        upstreams = []
-        for index, url in enumerate(args.upstream):
-            entry: dict[str, Any] = {
-                "name": f"upstream-{index}" if index else "upstream",
-                "base_url": url,
-                "api": args.api,
-            }
-            if args.upstream_key_env:
-                entry["api_key_env"] = args.upstream_key_env
-            upstreams.append(entry)
-    for flag, field in (
-        ("host", "host"),
-        ("port", "port"),
-        ("workers", "workers"),
-        ("log", "log"),
-        ("keys_env", "keys_env"),
-    ):
-        if getattr(args, flag) is not None:
-            server[field] = getattr(args, flag)
-    if args.keys_env:
-        server["keys"] = []  # read from the variable only
-    elif args.config:
-        server.pop("keys_env")  # the keys were read when the file was
-    data: dict[str, Any] = {
-        "server": {k: list(v) if isinstance(v, tuple) else v for k, v in server.items() if v is not None},
-        "upstream": [{k: v for k, v in u.items() if v is not None} for u in upstreams],
+def _config(args: Any) -> tuple[GatewayConfig, Reread | None]:
+    """The configuration the flags give, and (with ``--config``) how to read it again for SIGHUP:
+    the same file with the same flags over its ``[server]``. It raises ConfigError."""
+    overrides: dict[str, Any] = {
+        "host": args.host,
+        "port": args.port,
+        "workers": args.workers,
+        "log": args.log,
+        "keys_env": args.keys_env,
     }
-    return config_from(data)
+    if args.keys_env:
+        overrides["keys"] = []  # read from the variable only
+    if args.config:
+        path = args.config
+
+        def reread() -> GatewayConfig:
+            return load_config(path, overrides=overrides)
+
+        return reread(), reread
+    upstreams = []
+    for index, url in enumerate(args.upstream):
+        entry: dict[str, Any] = {
+            "name": f"upstream-{index}" if index else "upstream",
+            "base_url": url,
+            "api": args.api,
+        }
+        if args.upstream_key_env:
+            entry["api_key_env"] = args.upstream_key_env
+        upstreams.append(entry)
+    return config_from({"upstream": upstreams}, overrides=overrides), None
+
+
+def _reread(reread: Reread, old: GatewayConfig, *, quiet: bool = False) -> GatewayConfig | None:
+    """The configuration read again (SIGHUP), with the fields that need a restart kept as they are
+    (a change to them logged as ignored), or None when it fails its checks (logged: the old one
+    stays). ``quiet``: a worker's read, whose main process already logged the same."""
+    try:
+        new = reread()
+    except ConfigError as exc:
+        log.error("SIGHUP: the configuration was not reloaded (the one in use stays): %s", exc)
+        return None
+    changed = [f for f in RESTART_ONLY if getattr(new.server, f, None) != getattr(old.server, f, None)]
+    if changed:
+        if not quiet:
+            log.warning(
+                "SIGHUP: %s changed: ignored until a restart",
+                ", ".join(f"server.{field}" for field in changed),
+            )
+        kept = {field: getattr(old.server, field) for field in changed}
+        new = dataclasses.replace(new, server=dataclasses.replace(new.server, **kept))
+    if not quiet:
+        _warn(new)
+    return new
+
+
+def _warn(config: GatewayConfig) -> None:
+    for line in getattr(config, "warnings", ()):
+        log.warning("config: %s", line)
 
 
 def _logging(kind: str) -> None:
@@ -172,9 +233,13 @@ def _more_files() -> None:
         pass
 
 
-def run(config: GatewayConfig) -> int:
-    """Listen, then serve in this process or in ``server.workers`` forked ones; return the exit status."""
+def run(config: GatewayConfig, *, reread: Reread | None = None) -> int:
+    """Listen, then serve in this process or in ``server.workers`` forked ones until SIGTERM or
+    SIGINT; return the exit status. ``reread`` reads the configuration again on SIGHUP (None: SIGHUP
+    is logged and changes nothing)."""
     server = config.server
+    if hasattr(signal, "SIGHUP"):  # its default action is to exit: ignored until it is handled
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
     _logging(server.log)
     _more_files()
     sock = _listen(server.host, server.port)
@@ -186,19 +251,30 @@ def run(config: GatewayConfig) -> int:
         file=sys.stderr,
         flush=True,
     )
-    if not server.keys and any(u.api_key for u in config.upstreams):
-        logging.getLogger("fastsse.gateway").warning(
+    _warn(config)
+    if not server.keys and not getattr(config, "keys", ()) and any(u.api_key for u in config.upstreams):
+        log.warning(
             "no server.keys: any caller that reaches %s:%d is served with the upstreams' keys", host, bound
         )
     if server.workers == 1 or not hasattr(os, "fork"):
-        return _serve(config, sock)
-    return _supervise(config, sock)
+        return _serve(config, sock, reread=reread)
+    return _supervise(config, sock, reread)
 
 
-def _serve(config: GatewayConfig, sock: socket.socket) -> int:
+def _serve(
+    config: GatewayConfig,
+    sock: socket.socket,
+    *,
+    reread: Reread | None,
+    parent: int | None = None,
+    share: MetricsShare | None = None,
+) -> int:
+    """Serve ``sock`` in this process until SIGTERM (or SIGINT without a ``parent``) has drained
+    it; ``parent``: the main process's pid when this is a worker. Return the exit status."""
     import uvicorn
 
     gateway = Gateway(config)
+    gateway.share = share
     loop = config.server.loop
     if loop == "auto":
         loop = "uvloop" if _has("uvloop") else "asyncio"
@@ -209,20 +285,118 @@ def _serve(config: GatewayConfig, sock: socket.socket) -> int:
         lifespan="on",
         access_log=False,
         log_config=None,
-        timeout_graceful_shutdown=int(max(1, round(config.server.grace_seconds))),
+        timeout_graceful_shutdown=SHUTDOWN_SECONDS,
         timeout_keep_alive=config.server.keep_alive_seconds,  # type: ignore[arg-type]
         backlog=4096,
         server_header=False,
         proxy_headers=False,  # no X-Forwarded-* rewriting: one middleware less per request
     )
+    server = _server_class()(uconfig, gateway, config, reread, parent)
+    hup = getattr(signal, "SIGHUP", None)  # not on Windows
+    previous = signal.signal(hup, server.handle_hup) if hup is not None else None
+    try:
+        server.run(sockets=[sock])
+    finally:
+        if hup is not None:
+            signal.signal(hup, previous)
+        if share is not None:  # a forced exit skips the app's shutdown: the figures are kept here
+            share.close(gateway.metrics)
+    return 0
+
+
+def _server_class() -> Any:
+    """``uvicorn.Server`` with the gateway's signals: the first SIGTERM (SIGINT) drains (``/health``
+    and new requests 503, the listener still open) and settles the answers in flight within
+    ``grace_seconds`` before uvicorn shuts down; a second one forces the exit. SIGHUP re-reads the
+    configuration. A worker whose main process is gone drains the same way."""
+    import uvicorn
 
     class Server(uvicorn.Server):
-        def handle_exit(self, sig: int, frame: Any) -> None:
-            gateway.drain()  # new requests: 503, while those in flight finish
-            super().handle_exit(sig, frame)
+        def __init__(
+            self,
+            uconfig: Any,
+            gateway: Gateway,
+            config: GatewayConfig,
+            reread: Reread | None,
+            parent: int | None,
+        ) -> None:
+            super().__init__(uconfig)
+            self.gateway = gateway
+            self.current = config
+            self.reread = reread
+            self.parent = parent
+            self.draining = False
+            self.hups = 0
+            self.settling: Any = None
 
-    Server(uconfig).run(sockets=[sock])
-    return 0
+        # the signal handlers only set flags (and the gateway's own): the loop acts on them at its
+        # next tick, a tenth of a second later
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            if sig == signal.SIGINT and self.parent is not None:
+                return  # Ctrl-C reached the whole group: the main process passes it on as SIGTERM
+            if self.draining:
+                self.should_exit = self.force_exit = True
+                return
+            self.draining = True
+            self.gateway.drain()
+
+        def handle_hup(self, sig: int, frame: Any) -> None:
+            self.hups += 1
+
+        async def on_tick(self, counter: int) -> bool:
+            if self.draining and self.settling is None:
+                self.settling = asyncio.get_running_loop().create_task(self._settle())
+            if self.hups and not self.draining:
+                self.hups = 0
+                self._reload()
+            if (
+                self.parent is not None
+                and counter % 10 == 0
+                and not self.draining
+                and os.getppid() != self.parent
+            ):
+                log.warning("the main process %d is gone: worker %d drains", self.parent, os.getpid())
+                self.handle_exit(signal.SIGTERM, None)
+            return bool(await super().on_tick(counter))
+
+        async def _settle(self) -> None:
+            grace = self.current.server.grace_seconds
+            log.info(
+                "draining: %d answers in flight, grace %gs",
+                getattr(self.gateway, "in_flight", 0),
+                grace,
+            )
+            try:
+                await self.gateway.settle(grace)
+            except Exception:
+                log.exception("the drain failed")
+            finally:
+                self.should_exit = True
+
+        def _reload(self) -> None:
+            if self.reread is None:
+                log.warning("SIGHUP: no --config file to read again; nothing changed")
+                return
+            new = _reread(self.reread, self.current, quiet=self.parent is not None)
+            if new is None:
+                return
+            try:
+                self.gateway.reload(new)
+            except Exception as exc:
+                log.error("SIGHUP: the configuration was not reloaded (the one in use stays): %s", exc)
+                return
+            self.current = new
+            # read by each new connection
+            self.config.timeout_keep_alive = new.server.keep_alive_seconds  # type: ignore[assignment]
+            log.info(
+                "SIGHUP: configuration reloaded in process %d (%d upstreams, %d routes, %d keys)",
+                os.getpid(),
+                len(new.upstreams),
+                len(getattr(new, "routes", ())),
+                len(getattr(new, "keys", ())),
+            )
+
+    return Server
 
 
 def _protocol() -> type:
@@ -251,49 +425,156 @@ def _protocol() -> type:
     return Protocol
 
 
-def _supervise(config: GatewayConfig, sock: socket.socket) -> int:
-    """Fork the workers (each serves the same listening socket), pass SIGTERM / SIGINT on to them,
-    start a worker again if one dies, and return once all have stopped after a signal."""
-    log = logging.getLogger("fastsse.gateway")
-    stopping: list[int] = []
+def _supervise(config: GatewayConfig, sock: socket.socket, reread: Reread | None) -> int:
+    """Fork the workers (each serves the same listening socket) and watch them: SIGTERM / SIGINT
+    passed on to them as SIGTERM (a second one forces them), SIGHUP checked here then passed on, a
+    worker that dies started again; return 0 once all have stopped after a signal. Signals reach
+    this loop through a wakeup pipe, never interrupting it half-way."""
+    parent = os.getpid()
+    prctl = _prctl()
+    directory = tempfile.mkdtemp(prefix="fastsse-metrics-", dir=_short_tmp())
+    current = [config]  # what a worker started from now gets (SIGHUP replaces it)
+    children: set[int] = set()
+    respawn: list[float] = []
+    stopping = 0
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_r, False)
+    os.set_blocking(wake_w, False)
 
-    def spawn() -> int:
+    def spawn() -> None:
         pid = os.fork()
-        if pid == 0:  # the worker
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
-            signal.signal(signal.SIGINT, signal.SIG_DFL)
-            status = 1
-            try:
-                status = _serve(config, sock)
-            finally:
-                os._exit(status)
-        return pid
-
-    children = {spawn() for _ in range(config.server.workers)}
-
-    def forward(sig: int, frame: Any) -> None:
-        if not stopping:
-            sock.close()  # new connections are refused, not left in a queue nobody reads
-        stopping.append(sig)
-        for pid in children:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, sig)
-
-    signal.signal(signal.SIGTERM, forward)
-    signal.signal(signal.SIGINT, forward)
-    while children:
+        if pid:
+            children.add(pid)
+            return
+        status = 1  # the worker
         try:
-            pid, status = os.wait()
-        except ChildProcessError:
-            break
-        except InterruptedError:
-            continue
-        children.discard(pid)
-        if not stopping:
-            log.warning("worker %d exited (status %d); starting another", pid, status)
-            time.sleep(0.5)  # a worker that dies at start must not spin
-            children.add(spawn())
+            signal.set_wakeup_fd(-1)
+            os.close(wake_r)
+            os.close(wake_w)
+            for sig, action in (
+                (signal.SIGTERM, signal.SIG_DFL),
+                (signal.SIGINT, signal.SIG_IGN),  # Ctrl-C reaches the group: the main passes it on
+                (signal.SIGHUP, signal.SIG_IGN),  # until the worker listens for it
+                (signal.SIGCHLD, signal.SIG_DFL),
+            ):
+                signal.signal(sig, action)
+            if prctl is not None:
+                prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+            if os.getppid() != parent:  # the main process died before the line above
+                os._exit(0)
+            share = MetricsShare(directory)
+            status = _serve(current[0], sock, reread=reread, parent=parent, share=share)
+        except SystemExit as exc:
+            status = exc.code if isinstance(exc.code, int) else 1
+        except BaseException:
+            log.exception("worker %d failed", os.getpid())
+        finally:
+            os._exit(status)
+
+    handled = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD)
+    previous = {sig: signal.signal(sig, _wake) for sig in handled}
+    previous_fd = signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
+    try:
+        for _ in range(config.server.workers):
+            spawn()
+        while children or (respawn and not stopping):
+            now = time.monotonic()
+            wait = min([1.0, *(max(0.0, at - now) for at in respawn)])
+            select.select([wake_r], [], [], wait)
+            for sig in _drain_pipe(wake_r):
+                if sig in (signal.SIGTERM, signal.SIGINT):
+                    stopping += 1
+                    if stopping == 1:
+                        log.info(
+                            "%s: %d workers drain (grace %gs)",
+                            signal.Signals(sig).name,
+                            len(children),
+                            current[0].server.grace_seconds,
+                        )
+                        respawn.clear()
+                    else:
+                        log.warning("%s again: the workers stop now", signal.Signals(sig).name)
+                    _send(children, signal.SIGTERM)
+                elif sig == signal.SIGHUP and not stopping:
+                    if reread is None:
+                        log.warning("SIGHUP: no --config file to read again; nothing changed")
+                        continue
+                    new = _reread(reread, current[0])
+                    if new is not None:
+                        current[0] = new
+                        _send(children, signal.SIGHUP)
+            for pid, status in _reap():
+                children.discard(pid)
+                if not stopping:
+                    log.warning("worker %d exited (status %d); starting another", pid, status)
+                    respawn.append(time.monotonic() + RESPAWN_DELAY)
+            now = time.monotonic()
+            while respawn and respawn[0] <= now and not stopping:
+                respawn.pop(0)
+                spawn()
+    finally:
+        signal.set_wakeup_fd(previous_fd)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        os.close(wake_r)
+        os.close(wake_w)
+        sock.close()
+        shutil.rmtree(directory, ignore_errors=True)
     return 0
+
+
+def _wake(sig: int, frame: Any) -> None:
+    """The main process's handler: nothing here; the signal's number reaches the loop through the
+    wakeup pipe."""
+
+
+def _drain_pipe(fd: int) -> list[int]:
+    out: list[int] = []
+    while True:
+        try:
+            data = os.read(fd, 512)
+        except (BlockingIOError, InterruptedError):
+            return out
+        if not data:
+            return out
+        out += data
+
+
+def _reap() -> list[tuple[int, int]]:
+    """The workers that exited, with their exit codes (-N: killed by signal N)."""
+    out: list[tuple[int, int]] = []
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return out
+        if pid == 0:
+            return out
+        out.append((pid, os.waitstatus_to_exitcode(status)))
+
+
+def _send(children: set[int], sig: int) -> None:
+    for pid in children:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, sig)
+
+
+def _prctl() -> Callable[..., int] | None:
+    """Linux's ``prctl`` (a worker asks for SIGTERM when its parent dies), or None elsewhere."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        import ctypes
+
+        prctl: Callable[..., int] = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    return prctl
+
+
+def _short_tmp() -> str | None:
+    """A directory for the metrics sockets whose paths fit a Unix socket's 107 bytes."""
+    return None if len(tempfile.gettempdir()) <= 60 else "/tmp"
 
 
 def _has(module: str) -> bool:
