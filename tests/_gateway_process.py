@@ -19,8 +19,14 @@ from typing import Any
 SRC = pathlib.Path(__file__).resolve().parents[1] / "src"
 
 
-def toml(server: Mapping[str, Any], upstreams: Sequence[Mapping[str, Any]]) -> str:
-    """The TOML text of ``[server]`` and the ``[[upstream]]`` tables (JSON strings are TOML's)."""
+def toml(
+    server: Mapping[str, Any],
+    upstreams: Sequence[Mapping[str, Any]],
+    routes: Sequence[Mapping[str, Any]] = (),
+    keys: Sequence[Mapping[str, Any]] = (),
+) -> str:
+    """The TOML text of ``[server]`` and the ``[[upstream]]``, ``[[route]]`` and ``[[key]]`` tables
+    (JSON strings and lists are TOML's)."""
 
     def table(fields: Mapping[str, Any]) -> list[str]:
         lines = []
@@ -33,8 +39,9 @@ def toml(server: Mapping[str, Any], upstreams: Sequence[Mapping[str, Any]]) -> s
         return lines
 
     out = ["[server]", *table(server)]
-    for upstream in upstreams:
-        out += ["", "[[upstream]]", *table(upstream)]
+    for name, tables in (("upstream", upstreams), ("route", routes), ("key", keys)):
+        for fields in tables:
+            out += ["", f"[[{name}]]", *table(fields)]
     return "\n".join(out) + "\n"
 
 
@@ -48,10 +55,14 @@ class GatewayProcess:
         server: Mapping[str, Any] | None = None,
         env: Mapping[str, str] | None = None,
         args: Sequence[str] = (),
+        routes: Sequence[Mapping[str, Any]] = (),
+        keys: Sequence[Mapping[str, Any]] = (),
     ) -> None:
         self.dir = tempfile.TemporaryDirectory(prefix="fastsse-gw-")
         self.config = pathlib.Path(self.dir.name) / "gateway.toml"
-        self.config.write_text(toml({"host": "127.0.0.1", "port": 0, **(server or {})}, upstreams))
+        self.config.write_text(
+            toml({"host": "127.0.0.1", "port": 0, **(server or {})}, upstreams, routes, keys)
+        )
         self.log = pathlib.Path(self.dir.name) / "stderr.txt"
         self.env = {**os.environ, **(env or {})}
         self.env["PYTHONPATH"] = os.pathsep.join([str(SRC), self.env.get("PYTHONPATH", "")])

@@ -60,7 +60,9 @@ def gateways(upstream: LoopbackServer) -> Iterator[Callable[..., tuple[GatewayPr
         if where not in running:
             env = {"FASTSSE_NO_EXTENSIONS": "1"} if backend == "python" else {"FASTSSE_NO_EXTENSIONS": ""}
             upstreams = [{"name": f"{api}-up", "base_url": where[1], "api": api, "api_key": "upstream-key"}]
-            running[where] = GatewayProcess(upstreams, env=env).start()
+            # the SDKs' conversations go through a route (every model, one balanced pool)
+            routes = [{"model": "*", "upstreams": [f"{api}-up"], "balance": "least_busy"}]
+            running[where] = GatewayProcess(upstreams, env=env, routes=routes).start()
         process = running[where]
         return process, process.url
 

@@ -14,10 +14,12 @@ before the first byte too. One log record per answer (``fastsse.gateway``), with
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import hmac
 import itertools
 import logging
+import math
 import os
 import re
 import ssl
@@ -30,6 +32,7 @@ import orjson
 
 from .. import translate
 from .._errors import HTTPStatusError, TransportError
+from .._formats import API_FORMATS, CONTENT
 from ..client import should_retry
 from ._asgi import (
     SSE_HEADERS,
@@ -42,12 +45,20 @@ from ._asgi import (
     read_body,
     send_json,
     send_whole,
+    stream_error,
     watch_disconnect,
 )
-from ._config import GatewayConfig, Upstream
+from ._config import GatewayConfig, Key, Route, Upstream
 from ._metrics import Metrics
+from ._router import Router
+from ._state import Store, make_store
 
-ROUTES: Final = {"/v1/chat/completions": "chat", "/v1/responses": "responses", "/v1/messages": "messages"}
+ROUTES: Final = {
+    "/v1/chat/completions": "chat",
+    "/v1/responses": "responses",
+    "/v1/messages": "messages",
+    "/v1/completions": "completions",  # the legacy API: passed through to chat-API upstreams only
+}
 LIMIT_FIELD: Final = {
     "chat": "max_completion_tokens",
     "responses": "max_output_tokens",
@@ -85,6 +96,8 @@ OPENAI_HEADERS: Final = ("openai-organization", "openai-project", "openai-beta")
 _FORBIDDEN = re.compile(rb"[\r\n\x00]")
 _REQUEST_ID = re.compile(rb"[A-Za-z0-9._:-]{1,64}\Z")
 MODELS_TTL: Final = 60.0  # seconds /v1/models answers are kept
+MODELS_TIMEOUT: Final = 10.0  # seconds /v1/models may take over every upstream it asks
+STREAMS_PATH: Final = "/v1/streams/"  # GET /v1/streams/<stream_id>: a resumable stream's rest
 MODELS_LIMIT: Final = 4 << 20
 # seconds a streamed answer whose caller left may still take to end (its upstream's end can come
 # just after the last event, which an SDK leaves at); its next piece stops it sooner
@@ -96,19 +109,134 @@ log = logging.getLogger(NAME)
 
 
 class _Answer:
-    """One request's state between its handler and the disconnect watcher."""
+    """One request's state between its handler, the disconnect watcher and ``Gateway.settle``."""
 
-    __slots__ = ("down", "finished", "gone", "timer")
+    __slots__ = ("down", "drained", "finished", "gone", "timer")
 
     def __init__(self) -> None:
         self.finished = False  # nothing the caller could still miss: a disconnect changes nothing
         self.gone = False  # the caller disconnected before that
+        self.drained = False  # cancelled by settle() at the end of the grace period
         self.down: Downstream | None = None
         self.timer: asyncio.TimerHandle | None = None
 
 
+class _Plane:
+    """One configuration's parts (``Gateway.reload`` swaps it for new requests): the router, the
+    upstream clients by name, the callers' keys. Answers in flight keep the plane they began on;
+    clients only an older plane used are closed once its last answer ended."""
+
+    __slots__ = ("active", "clients", "config", "keys", "retired", "router", "upstreams")
+
+    router: Router
+
+    def __init__(self, config: GatewayConfig, previous: _Plane | None = None) -> None:
+        self.config = config
+        # a reloaded router goes on counting the answers in flight and the latency averages
+        self.router = Router(config, previous=previous.router if previous is not None else None)
+        self.upstreams = {up.name: up for up in config.upstreams}
+        self.clients: dict[str, Any] = {}
+        # every key as (digest, name, Key or None): [[key]] tables, then [server] keys (no name)
+        self.keys: list[tuple[bytes, Key | None]] = [
+            (hashlib.sha256(k.key.encode()).digest(), k) for k in config.keys
+        ] + [(hashlib.sha256(k.encode()).digest(), None) for k in config.server.keys]
+        self.active = 0
+        self.retired = False
+
+
 class BadHeader(Exception):
     """A caller's header that cannot be forwarded (CR, LF or NUL in its value)."""
+
+
+class _AllEjected(Exception):
+    """Every upstream a route could use is out of rotation for ``retry_after`` seconds more."""
+
+    def __init__(self, retry_after: float) -> None:
+        super().__init__(retry_after)
+        self.retry_after = retry_after
+
+
+class _NoRoute(Exception):
+    """The route has no upstream that speaks the caller's API (the legacy completions)."""
+
+
+def _shape(caller: str) -> str:
+    """The API whose error shape a caller of ``caller`` reads (the legacy completions: chat's)."""
+    return "chat" if caller == "completions" else caller
+
+
+def _error_payload(message: str, kind: str) -> dict[str, Any]:
+    return {"error": {"message": message, "type": kind, "param": None, "code": None}}
+
+
+# the fields of the three APIs' answers that hold generated text (the tpm estimate below)
+_TEXT_FIELDS: Final = frozenset(
+    {"content", "text", "refusal", "reasoning_content", "reasoning", "arguments", "thinking", "input"}
+)
+CHARS_PER_TOKEN: Final = 4  # the estimate of an answer that reported no usage
+
+
+def _folded(result: Mapping[str, Any]) -> int:
+    """What a key's ``tpm`` is charged for an answer that reported no usage: the tokens the fold
+    counted (one per token-bearing chunk, or usage's growth) where it kept a timing record, else
+    the folded answer's generated text at ``CHARS_PER_TOKEN`` characters a token."""
+    timing = result.get("timing")
+    tokens = timing.get("tokens") if isinstance(timing, dict) else None
+    if isinstance(tokens, list) and tokens:
+        return sum(tokens)
+    chars = 0
+    todo: list[Any] = [result]
+    while todo:
+        item = todo.pop()
+        if isinstance(item, dict):
+            for name, value in item.items():
+                if name in ("verdict", "timing", "usage"):
+                    continue
+                if isinstance(value, str):
+                    chars += len(value) if name in _TEXT_FIELDS else 0
+                elif isinstance(value, (dict, list)):
+                    todo.append(value)
+        elif isinstance(item, list):
+            todo.extend(v for v in item if isinstance(v, (dict, list)))
+    return -(-chars // CHARS_PER_TOKEN)
+
+
+class _FirstToken:
+    """When the first content (reasoning, text, a tool call) of a streamed answer reached the
+    gateway: ``see(piece)`` parses the events of each piece, in the caller's API, with that API's
+    ``token_kind`` (``fastsse._formats``, the one table), until one carries content; ``at`` is
+    its monotonic ns (0 before). The relay and translators keep no timing record of their own."""
+
+    __slots__ = ("at", "kind")
+
+    def __init__(self, caller: str) -> None:
+        self.at = 0
+        self.kind: Callable[[Mapping[str, Any]], int] = (
+            _legacy_kind if caller == "completions" else API_FORMATS[caller].token_kind
+        )
+
+    def see(self, data: bytes) -> None:
+        for line in data.splitlines():
+            if not line.startswith(b"data:"):
+                continue
+            payload = line[5:].strip()
+            if payload[:1] != b"{":
+                continue
+            try:
+                event = orjson.loads(payload)
+            except orjson.JSONDecodeError:
+                continue  # half an event, or not JSON: the next piece may tell
+            if isinstance(event, dict) and self.kind(event):
+                self.at = time.monotonic_ns()
+                return
+
+
+def _legacy_kind(event: Mapping[str, Any]) -> int:
+    """A legacy completions chunk's kind: content when a choice's ``text`` is not empty."""
+    for choice in event.get("choices") or ():
+        if isinstance(choice, dict) and choice.get("text"):
+            return CONTENT
+    return 0
 
 
 def _error_body(status: int, message: str, caller: str, kind: str | None = None) -> tuple[int, bytes]:
@@ -171,69 +299,178 @@ class Gateway:
     ``config`` is a ``GatewayConfig`` (``load_config``); ``on_answer(record)`` is called with the
     record of every answer (the dict the log line carries). The upstream clients are made at the
     ASGI lifespan's startup (or at the first request under a server without lifespan) and closed at
-    its shutdown; ``drain()`` makes new requests answer 503 while the ones in flight finish (the
-    command calls it on SIGTERM). ``metrics`` holds the figures of ``/metrics``.
+    its shutdown. ``drain()`` makes new requests answer 503 while the ones in flight finish, and
+    ``settle(grace)`` waits for them (the command calls both on SIGTERM); ``reload(config)`` swaps
+    the configuration for new requests (SIGHUP). ``metrics`` holds the figures of ``/metrics``,
+    rendered through ``share`` (a ``MetricsShare``: every worker's figures) when it is set.
     """
 
     def __init__(
         self, config: GatewayConfig, *, on_answer: Callable[[dict[str, Any]], Any] | None = None
     ) -> None:
-        self.config = config
-        self.server = config.server
-        self.upstreams = config.upstreams
         self.metrics = Metrics()
         self.on_answer = on_answer
         self.draining = False
-        self.clients: list[Any] = []
-        self._keys = [hashlib.sha256(k.encode()).digest() for k in self.server.keys]
+        self.share: Any = None  # a MetricsShare, set by the command before serving
+        self._plane = _Plane(config)
+        self._store: Store | None = None
+        self._resumer: Any = None
+        self._started = False
+        self._answers: dict[asyncio.Task[Any], _Answer] = {}
+        self._idle: asyncio.Event | None = None
+        self._background: set[asyncio.Future[Any]] = set()
+        self._failing: set[str] = set()  # upstreams whose last attempt here failed
         self._ids = itertools.count(1)
         self._id_prefix = f"gw-{os.getpid():x}-{int(time.time()) & 0xFFFFFF:x}-"
+        self._models: tuple[float, int, bytes, bytes] | None = None
+        self._batch = Batch()  # every answer's pieces of one loop turn, flushed in one callback
+        self._configure(config)
+
+    def _configure(self, config: GatewayConfig) -> None:
+        self.config = config
+        self.server = config.server
+        self.upstreams = config.upstreams
         forward = (
             frozenset((*ANTHROPIC_HEADERS, *OPENAI_HEADERS, *self.server.forward_headers)) - NEVER_FORWARDED
         )
         self._forward = frozenset(name.encode("latin-1") for name in forward)  # ASGI names: lower-case bytes
-        self._models: tuple[float, int, bytes, bytes] | None = None
-        self._batch = Batch()  # every answer's pieces of one loop turn, flushed in one callback
         self._tracer = _tracer() if self.server.otel else None
+        self._models = None
+
+    @property
+    def clients(self) -> list[Any]:
+        """The current configuration's upstream clients, in the order of its upstreams."""
+        plane = self._plane
+        return [plane.clients[up.name] for up in plane.config.upstreams if up.name in plane.clients]
 
     # lifecycle
 
     async def startup(self) -> None:
-        """Make one ``AsyncClient`` per upstream (on the running loop)."""
-        if self.clients:
+        """Make one ``AsyncClient`` per upstream (on the running loop) and open the shared state
+        (Redis with ``server.redis_url``)."""
+        if self._started:
             return
+        self._started = True
+        self._open_clients(self._plane, {})
+        self._store = make_store(self.server)
+        await self._store.start()
+        if self.server.resumable and self.server.redis_url:
+            import redis.asyncio
+
+            from ._resume import Resumer
+
+            # a client of its own: a resume's blocking XREAD must not hold the limits' connections
+            self._resumer = Resumer(
+                redis.asyncio.Redis.from_url(self.server.redis_url),
+                max_bytes=self.server.resume_max_bytes,
+                ttl=self.server.resume_ttl_seconds,
+            )
+        if self.share is not None:
+            await self.share.start(self.metrics)
+
+    def _open_clients(self, plane: _Plane, reuse: Mapping[str, tuple[Upstream, Any]]) -> None:
         from ..client.aio import AsyncClient
 
-        for up in self.upstreams:
-            self.clients.append(
-                AsyncClient(
-                    api=up.api,
-                    base_url=up.base_url,
-                    api_key=up.api_key or "",  # "": no key, never one from the environment
-                    headers=dict(up.headers) or None,
-                    connect_timeout=up.connect_timeout,
-                    first_byte_timeout=up.first_byte_timeout,
-                    idle_timeout=up.idle_timeout,
-                    timeout=up.timeout,
-                    max_retries=up.max_retries,
-                    first_chunk_gate=up.first_chunk_gate,
-                    http2=up.http2,
-                    max_event_bytes=self.server.max_event_bytes,
-                    max_connections=up.max_connections,
-                    raise_for_status=True,
-                    timing=False,
-                )
+        for up in plane.config.upstreams:
+            kept = reuse.get(up.name)
+            if kept is not None and kept[0] == up:
+                plane.clients[up.name] = kept[1]
+                continue
+            plane.clients[up.name] = AsyncClient(
+                api=up.api,
+                base_url=up.base_url,
+                api_key=up.api_key or "",  # "": no key, never one from the environment
+                headers=dict(up.headers) or None,
+                connect_timeout=up.connect_timeout,
+                first_byte_timeout=up.first_byte_timeout,
+                idle_timeout=up.idle_timeout,
+                timeout=up.timeout,
+                max_retries=up.max_retries,
+                first_chunk_gate=up.first_chunk_gate,
+                http2=up.http2,
+                max_event_bytes=plane.config.server.max_event_bytes,
+                max_connections=up.max_connections,
+                raise_for_status=True,
+                timing=True,  # the first content's time (ttft_ms) and a fold's token count
             )
 
     async def shutdown(self) -> None:
-        """Close the upstream clients (a transfer still running is cancelled)."""
-        clients, self.clients = self.clients, []
-        for client in clients:
+        """Close the upstream clients (a transfer still running is cancelled) and the shared state."""
+        plane = self._plane
+        clients, plane.clients = plane.clients, {}
+        for client in clients.values():
             await client.close()
+        store, self._store = self._store, None
+        if store is not None:
+            await store.close()
+        resumer, self._resumer = self._resumer, None
+        if resumer is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(asyncio.shield(resumer.redis.aclose()), 2)
+        if self.share is not None:
+            self.share.close(self.metrics)
+        self._started = False
 
     def drain(self) -> None:
-        """Answer new requests 503 (``Retry-After: 1``, ``Connection: close``) from now on."""
+        """Answer new requests 503 (``Retry-After: 1``, ``Connection: close``) and ``/health`` 503
+        ``draining`` from now on."""
         self.draining = True
+
+    @property
+    def in_flight(self) -> int:
+        """Answers being served now."""
+        return len(self._answers)
+
+    async def settle(self, grace: float) -> None:
+        """Return once no answer is in flight, or after ``grace`` seconds: then the answers left are
+        cancelled (each logged with outcome ``drained``) and awaited."""
+        deadline = time.monotonic() + grace
+        while self._answers and time.monotonic() < deadline:
+            self._idle = asyncio.Event()
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._idle.wait(), max(0.0, deadline - time.monotonic()))
+        left = list(self._answers.items())
+        for task, state in left:
+            state.drained = True
+            task.cancel()
+        if left:
+            await asyncio.wait([task for task, _ in left], timeout=5)
+        if self._background:
+            await asyncio.wait(list(self._background), timeout=2)
+
+    def reload(self, config: GatewayConfig) -> None:
+        """Serve new requests with ``config`` (routes, keys, limits, upstreams); answers in flight
+        finish on the configuration they began with. Clients of upstreams that did not change are
+        kept; the others are closed once the last answer using them ended. The listening address,
+        workers, log format and shared-state URL are the command's, read at start only."""
+        old = self._plane
+        plane = _Plane(config, old)
+        if self._started:
+            self._open_clients(plane, {name: (old.upstreams[name], c) for name, c in old.clients.items()})
+        self._configure(config)
+        self._plane = plane
+        old.retired = True
+        if old.active == 0:
+            self._retire(old)
+
+    def _retire(self, old: _Plane) -> None:
+        current = set(map(id, self._plane.clients.values()))
+        stale = [c for c in old.clients.values() if id(c) not in current]
+        old.clients = {}
+        for client in stale:
+            self._later(client.close())
+
+    def _later(self, awaitable: Any) -> None:
+        """Run ``awaitable`` in the background, kept until it ended (its failure logged)."""
+        future = asyncio.ensure_future(awaitable)
+        self._background.add(future)
+
+        def done(f: asyncio.Future[Any]) -> None:
+            self._background.discard(f)
+            if not f.cancelled() and f.exception() is not None:
+                log.warning("gateway background work failed: %s", f.exception())
+
+        future.add_done_callback(done)
 
     async def __call__(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
         kind = scope["type"]
@@ -264,7 +501,7 @@ class Gateway:
         caller = ROUTES.get(path) or ROUTES.get(path.rstrip("/"))
         if caller is not None:
             if scope["method"] != "POST":
-                status, body = _error_body(405, f"{path} takes POST", caller)
+                status, body = _error_body(405, f"{path} takes POST", _shape(caller))
                 await send_whole(send, status, body, [(b"allow", b"POST")])
                 return
             await self._answer(scope, receive, send, caller)
@@ -272,39 +509,64 @@ class Gateway:
         headers = dict(scope["headers"])
         shape = "messages" if b"anthropic-version" in headers or b"x-api-key" in headers else "chat"
         if path == "/health":
-            status = 503 if self.draining else 200
-            await send_json(
-                send, status, {"status": "draining" if self.draining else "ok", "pid": os.getpid()}
-            )
+            await self._health(send)
         elif path == "/metrics":
-            await send_whole(
-                send, 200, self.metrics.render(), content_type=(b"content-type", b"text/plain; version=0.0.4")
-            )
+            page = await self.share.page(self.metrics) if self.share is not None else self.metrics.render()
+            await send_whole(send, 200, page, content_type=(b"content-type", b"text/plain; version=0.0.4"))
         elif path.rstrip("/") == "/v1/models":
-            if self._keys and not self._authorized(headers):
+            if self._plane.keys and self._key(headers) is None:
                 status, body = _error_body(401, "a valid API key is required", shape, "authentication_error")
                 await send_whole(send, status, body)
                 return
             await self._list_models(send)
+        elif path.startswith(STREAMS_PATH) and scope["method"] == "GET" and self._resumer is not None:
+            await self._resume(path[len(STREAMS_PATH) :], headers, receive, send)
         else:
             status, body = _error_body(404, f"no route {path}", shape, "not_found_error")
             await send_whole(send, status, body)
 
-    def _authorized(self, headers: Mapping[bytes, bytes]) -> bool:
-        """Whether the caller's key (``Authorization: Bearer``, else ``x-api-key``) is one of the
-        configured keys: digests compared in constant time, every key every time."""
+    async def _health(self, send: Send) -> None:
+        now = time.time()
+        ejected = self._store.ejected() if self._store is not None else {}
+        upstreams = {
+            up.name: {"state": "ejected", "back_in_s": round(max(0.0, ejected[up.name] - now), 3)}
+            if up.name in ejected
+            else {"state": "up"}
+            for up in self._plane.config.upstreams
+        }
+        status = 503 if self.draining else 200
+        await send_json(
+            send,
+            status,
+            {
+                "status": "draining" if self.draining else "ok",
+                "pid": os.getpid(),
+                "in_flight": len(self._answers),
+                "upstreams": upstreams,
+            },
+        )
+
+    def _key(self, headers: Mapping[bytes, bytes]) -> tuple[bytes, Key | None] | None:
+        """The caller's key (``Authorization: Bearer``, else ``x-api-key``) when it is one of the
+        configured keys, as (its digest, its ``[[key]]`` or None for a ``[server] keys`` one):
+        digests compared in constant time, every key every time. None when it is not."""
         presented = headers.get(b"authorization", b"")
         if presented[:7].lower() == b"bearer ":
             presented = presented[7:].strip()
         else:
             presented = headers.get(b"x-api-key", b"").strip()
         if not presented:
-            return False
+            return None
         digest = hashlib.sha256(presented).digest()
-        found = False
-        for key in self._keys:
-            found |= hmac.compare_digest(digest, key)
+        found: tuple[bytes, Key | None] | None = None
+        for key_digest, key in self._plane.keys:
+            if hmac.compare_digest(digest, key_digest) and found is None:
+                found = (digest, key)
         return found
+
+    def _authorized(self, headers: Mapping[bytes, bytes]) -> bool:
+        """Whether the caller presented one of the configured keys."""
+        return self._key(headers) is not None
 
     def _forwarded(self, headers: Mapping[bytes, bytes], api: str) -> dict[str, str]:
         """The caller's headers that go to an ``api`` upstream. It raises BadHeader for one with CR,
@@ -342,11 +604,12 @@ class Gateway:
             "status": None,
         }
         own = [(b"x-request-id", rid.encode())]
+        shape = _shape(caller)
 
         async def refuse(
             status: int, message: str, kind: str | None = None, extra: list[Any] | None = None
         ) -> None:
-            status, body = _error_body(status, message, caller, kind)
+            status, body = _error_body(status, message, shape, kind)
             record.update(status=status, outcome="rejected", why=message)
             await send_whole(send, status, body, own + (extra or []))
 
@@ -358,13 +621,20 @@ class Gateway:
                 [(b"retry-after", b"1"), (b"connection", b"close")],
             )
             return self._done(record, arrived)
-        if self._keys and not self._authorized(headers):
-            await refuse(
-                401,
-                "a valid API key is required (Authorization: Bearer, or x-api-key)",
-                "authentication_error",
-            )
-            return self._done(record, arrived)
+        plane = self._plane
+        owner = b""
+        key: Key | None = None
+        if plane.keys:
+            found = self._key(headers)
+            if found is None:
+                await refuse(
+                    401,
+                    "a valid API key is required (Authorization: Bearer, or x-api-key)",
+                    "authentication_error",
+                )
+                return self._done(record, arrived)
+            owner, key = found
+            record["key"] = key.name if key is not None else None
         try:
             raw = await read_body(scope, receive, self.server.max_body_bytes)
         except TooLarge:
@@ -388,10 +658,37 @@ class Gateway:
             await refuse(400, "the request body is not a JSON object", "invalid_request_error")
             return self._done(record, arrived)
         model = body.get("model")
-        record["model"] = model if isinstance(model, str) else None
+        record["model"] = model = model if isinstance(model, str) else None
+        route = plane.router.route(model)
+        if route is None:
+            await refuse(404, f"no route for model {model!r}", "not_found_error")
+            return self._done(record, arrived)
+        if key is not None and model is not None and not key.allows(model):
+            await refuse(403, f"this key may not call model {model!r}", "permission_error")
+            return self._done(record, arrived)
+        if not self._started:
+            await self.startup()
+        lease: str | None = None
+        if key is not None and (key.rpm or key.tpm or key.max_streams):
+            assert self._store is not None
+            lease = rid + "-" + os.urandom(4).hex()
+            refusal = await self._store.admit(
+                key.name, rpm=key.rpm, tpm=key.tpm, max_streams=key.max_streams, lease=lease
+            )
+            if refusal is not None:
+                wait = max(1, math.ceil(refusal.retry_after))
+                self.metrics.limited.add((("key", key.name), ("limit", refusal.limit)))
+                await refuse(
+                    429,
+                    f"rate limit of key {key.name!r} reached ({refusal.limit}); retry after {wait} s",
+                    "rate_limit_error",
+                    [(b"retry-after", b"%d" % wait)],
+                )
+                return self._done(record, arrived)
 
         task = asyncio.current_task()
         state = _Answer()
+        resumable = self._resumer is not None and body.get("stream") is True
 
         def gone() -> None:
             if state.finished:
@@ -399,29 +696,42 @@ class Gateway:
             state.gone = True
             if task is None:
                 return
-            if state.down is not None and state.down.started:
-                # the stream went out: its next piece stops the transfer. An SDK leaves as soon as
-                # it read the last event, which can be before the upstream's own end arrived: that
-                # answer is whole, so a stalled upstream alone is cancelled, after a grace
-                state.down.leave()
-                state.timer = asyncio.get_running_loop().call_later(LEAVE_GRACE_S, task.cancel)
-            else:
+            down = state.down
+            if down is not None and (down.first_ns or (resumable and down.started)):
+                # the stream went out: its next piece stops the transfer (a resumable one reads
+                # on, into Redis). An SDK leaves as soon as it read the last event, which can be
+                # before the upstream's own end arrived: that answer is whole, so a stalled
+                # upstream alone is cancelled, after a grace
+                down.leave()
+                if not resumable:
+                    state.timer = asyncio.get_running_loop().call_later(LEAVE_GRACE_S, task.cancel)
+            else:  # before the first byte (a keep-alive comment alone changes nothing)
                 task.cancel()
 
         watch_disconnect(receive, gone)
-        if not self.clients:
-            await self.startup()
+        if task is not None:
+            self._answers[task] = state
+        plane.active += 1
         self.metrics.in_flight += 1
         try:
             if body.get("stream") is True:
-                await self._stream(send, headers, body, caller, record, own, arrived, state)
+                await self._stream(
+                    send, headers, body, caller, record, own, arrived, state, plane, route, owner
+                )
             else:
-                await self._whole(send, headers, body, caller, record, own, state)
+                await self._whole(send, headers, body, caller, record, own, arrived, state, plane, route)
         except asyncio.CancelledError:
-            if not state.gone:
+            if state.drained:
+                record.update(
+                    status=record.get("status") or 503,
+                    outcome="drained",
+                    why=f"cut at the end of the {self.server.grace_seconds:g} s grace period",
+                )
+            elif not state.gone:
                 record.update(status=record.get("status") or 499, outcome="cut", why="the gateway stopped")
                 raise
-            record.update(status=499, outcome="caller_left", why="the caller went away")
+            else:
+                record.update(status=499, outcome="caller_left", why="the caller went away")
         except BadHeader as exc:
             await refuse(
                 400, f"header {exc}: CR, LF or NUL in its value (header injection)", "invalid_request_error"
@@ -430,7 +740,20 @@ class Gateway:
             state.finished = True
             if state.timer is not None:
                 state.timer.cancel()
+            if state.down is not None:
+                state.down.close()
+            if task is not None:
+                self._answers.pop(task, None)
+                if not self._answers and self._idle is not None:
+                    self._idle.set()
+            plane.active -= 1
+            if plane.retired and plane.active == 0:
+                self._retire(plane)
             self.metrics.in_flight -= 1
+            if lease is not None and key is not None and self._store is not None:
+                spent = (record.get("tokens_in") or 0) + (record.get("tokens_out") or 0)
+                self._later(self._store.release(key.name, lease, spent or record.pop("_folded", 0)))
+            record.pop("_folded", None)
             self._done(record, arrived)
 
     async def _attempts(
@@ -440,34 +763,77 @@ class Gateway:
         caller: str,
         record: dict[str, Any],
         down: Downstream | None,
+        plane: _Plane,
+        route: Route,
+        on_piece: Callable[[bytes], Any] | None = None,
     ) -> tuple[Upstream | None, dict[str, Any] | None, BaseException | None]:
-        """Try the upstreams in order: (the upstream, its result, None), or (the last one tried,
-        None, its failure). The next upstream is tried only while nothing reached the caller and
-        the failure is one the resilience rules retry (refused, timed out, 429, 5xx...)."""
+        """Try the route's upstreams in its balanced order, then its fallbacks: (the upstream, its
+        result, None), or (the last one tried, None, its failure). The next upstream is tried only
+        while nothing reached the caller and the failure is one the resilience rules retry
+        (refused, timed out, 429, 5xx...). Each retryable failure counts towards the upstream's
+        ejection; every upstream of the route out at once is a ``_AllEjected`` failure."""
+        store = self._store
+        assert store is not None
         failure: BaseException | None = None
         last: Upstream | None = None
         translations: dict[str, tuple[dict[str, Any], list[str]]] = {}
-        for up, client in zip(self.upstreams, self.clients, strict=False):
+        plan = plane.router.plan(route, store.ejected(), time.time())
+        if caller == "completions":  # the legacy API goes to chat-API upstreams only, untranslated
+            plan = [(up, probe) for up, probe in plan if up.api == "chat"]
+            if not plan and not any(
+                plane.upstreams[n].api == "chat" for n in (*route.upstreams, *route.fallbacks)
+            ):
+                return None, None, _NoRoute("/v1/completions needs an upstream whose api is chat")
+        if not plan:
+            return None, None, _AllEjected(plane.router.soonest(route, store.ejected(), time.time()))
+        wire = caller if caller != "completions" else "chat"
+        tried = 0
+        for up, probe in plan:
+            client = plane.clients.get(up.name)
+            if client is None:
+                continue
+            if probe and not await store.claim_probe(up.name, up.connect_timeout + up.first_byte_timeout):
+                continue
             if up.api not in translations:
                 try:
-                    translations[up.api] = _upstream_request(body, caller, up.api, self.server.max_tokens)
+                    translations[up.api] = _upstream_request(body, wire, up.api, self.server.max_tokens)
                 except translate.Untranslatable as exc:
                     failure = failure or exc
                     continue
             sent, dropped = translations[up.api]
-            record["upstream"], record["api"], record["dropped"] = up.name, f"{caller}->{up.api}", dropped
+            if route.upstream_model is not None:
+                sent = {**sent, "model": route.upstream_model}
+            record["upstream"], record["dropped"] = up.name, dropped
+            record["api"] = f"{caller}->{up.api}"
+            if route.upstream_model is not None:
+                record["upstream_model"] = route.upstream_model
             last = up
+            tried += 1
             options: dict[str, Any] = {}
+            if caller == "completions":
+                options["path"] = "/completions"
             extra = self._forwarded(headers, up.api)
             if extra:
                 options["headers"] = {**up.headers, **extra}
+            plane.router.started(up.name)
+            ttfb: float | None = None
             try:
                 if down is None:
-                    return up, await client.create_stream(sent, **options), None
-                fmt = stream_format(caller, up.api)
-                return up, await client.create_stream(sent, down.piece, format=fmt, **options), None
+                    result = await client.create_stream(sent, **options)
+                else:
+                    fmt = "passthrough" if caller == "completions" else stream_format(caller, up.api)
+                    result = await client.create_stream(sent, on_piece or down.piece, format=fmt, **options)
+                timing = result.get("timing") or {}
+                if timing.get("first_byte") and timing.get("sent"):
+                    ttfb = (timing["first_byte"] - timing["sent"]) / 1e9
+                self._succeeded(up)
+                return up, result, None
             except (HTTPStatusError, TransportError) as exc:
                 failure = exc
+            finally:
+                plane.router.ended(up.name, ttfb)
+            if should_retry(failure):
+                self._failed(up)
             if down is not None and down.first_ns:
                 return up, None, failure  # part of the answer went out: never again elsewhere
             reason = (
@@ -476,7 +842,37 @@ class Gateway:
             self.metrics.fallbacks.add((("upstream", up.name), ("reason", reason)))
             if not should_retry(failure):
                 return up, None, failure
+        if not tried and failure is None:  # every probe was another caller's
+            return None, None, _AllEjected(plane.router.soonest(route, store.ejected(), time.time()))
         return last, None, failure
+
+    def _failed(self, up: Upstream) -> None:
+        """Count a retryable failure of ``up`` towards its ejection (in the background)."""
+        self._failing.add(up.name)
+        store = self._store
+        if store is None or not up.eject_after:
+            return
+
+        async def count() -> None:
+            if await store.failed(up.name, up.eject_after, up.cooldown_seconds):
+                self.metrics.ejections.add((("upstream", up.name),))
+                log.warning(
+                    "upstream %s ejected for %g s after %d failures in a row",
+                    up.name,
+                    up.cooldown_seconds,
+                    up.eject_after,
+                )
+
+        self._later(count())
+
+    def _succeeded(self, up: Upstream) -> None:
+        """``up`` answered: its failures in a row end (a store call only when it had some here, or
+        the shared view has it out)."""
+        store = self._store
+        if store is None or (up.name not in self._failing and up.name not in store.ejected()):
+            return
+        self._failing.discard(up.name)
+        self._later(store.succeeded(up.name))
 
     async def _fail(
         self,
@@ -486,20 +882,22 @@ class Gateway:
         failure: BaseException | None,
         record: dict[str, Any],
         own: list[Any],
+        down: Downstream | None = None,
     ) -> None:
         """The caller's answer when no upstream answered: the upstream's HTTP error (its status
-        and Retry-After kept) or 502 / 504, in the caller's API's shape."""
+        and Retry-After kept) or 502 / 504, in the caller's API's shape. When a keep-alive comment
+        already committed the stream's 200, the same error goes as the API's in-stream error event."""
+        shape = _shape(caller)
         extra = list(own)
         name = up.name if up is not None else "-"
+        error: Any
         if isinstance(failure, HTTPStatusError):
             if 400 <= failure.status <= 599:
-                status, payload = translate.error(failure.status, {"error": failure.error}, caller)
-                data = orjson.dumps(payload)
+                status, error = failure.status, {"error": failure.error}
             else:  # an HTML page with 200, a redirect: not an answer
-                status, data = _error_body(
-                    502,
+                status = 502
+                error = _error_payload(
                     f"upstream {name} answered no stream ({failure.result['verdict']['why']})",
-                    caller,
                     "upstream_error",
                 )
             if failure.retry_after is not None:
@@ -508,15 +906,28 @@ class Gateway:
         elif isinstance(failure, TransportError):
             status = 504 if failure.code == 28 else 502
             why = _words(failure)
-            status, data = _error_body(status, f"upstream {name} failed: {why}", caller, "upstream_error")
+            error = _error_payload(f"upstream {name} failed: {why}", "upstream_error")
         elif isinstance(failure, translate.Untranslatable):
             why = str(failure)
-            status, data = _error_body(400, why, caller, "invalid_request_error")
+            status, error = 400, _error_payload(why, "invalid_request_error")
+        elif isinstance(failure, _AllEjected):
+            wait = max(1, math.ceil(failure.retry_after))
+            why = f"every upstream of the route is out of rotation; retry after {wait} s"
+            status, error = 503, _error_payload(why, "overloaded_error")
+            extra.append((b"retry-after", b"%d" % wait))
+        elif isinstance(failure, _NoRoute):
+            why = str(failure)
+            status, error = 404, _error_payload(why, "not_found_error")
         else:
             why = "no upstream"
-            status, data = _error_body(502, why, caller, "upstream_error")
+            status, error = 502, _error_payload(why, "upstream_error")
+        status, payload = translate.error(status, error, shape)
         record.update(status=status, outcome="error", why=why)
-        await send_whole(send, status, data, extra)
+        if down is not None and down.started:  # a keep-alive comment sent the 200 already
+            record["status"] = 200
+            await down.fail(stream_error(shape, status, payload))
+            return
+        await send_whole(send, status, orjson.dumps(payload), extra)
 
     async def _stream(
         self,
@@ -528,31 +939,62 @@ class Gateway:
         own: list[Any],
         arrived: int,
         state: _Answer,
+        plane: _Plane,
+        route: Route,
+        owner: bytes,
     ) -> None:
-        down = state.down = Downstream(send, [*SSE_HEADERS, *own], batch=self._batch)
+        recorder = self._resumer.open(owner) if self._resumer is not None else None
+        head = [*SSE_HEADERS, *own]
+        if recorder is not None:
+            head.append(recorder.header)
+            record["stream_id"] = recorder.stream_id
+        down = state.down = Downstream(send, head, batch=self._batch, keepalive=self.server.keepalive_seconds)
+        relay: Callable[[bytes], Any] = down.piece
+        if recorder is not None:
+
+            def relay(data: bytes) -> Any:
+                tagged = recorder.piece(data)
+                if down.gone:  # the caller left: the answer is read on into Redis
+                    return recorder.room()
+                held = down.piece(tagged)
+                return held if held is not None else recorder.room()
+
+        first = _FirstToken(caller)
+
+        def on_piece(data: bytes) -> Any:
+            if not first.at:  # until the first content: one event parse per piece, then nothing
+                first.see(data)
+            return relay(data)
+
+        result: dict[str, Any] | None = None
+        whole = False
         try:
-            up, result, failure = await self._attempts(headers, body, caller, record, down)
+            up, result, failure = await self._attempts(
+                headers, body, caller, record, down, plane, route, on_piece
+            )
+            verdict = result["verdict"] if result is not None else {}
+            whole = failure is None and bool(verdict.get("complete") or verdict.get("error"))
         finally:
+            if recorder is not None:  # whatever ended the answer: its Redis keys get their TTL
+                self._later(recorder.end(whole))
             record["bytes"] = down.relayed
+            self._timing(record, arrived, down.first_ns, result, first.at)
             if down.first_ns:
-                record["ttft_ms"] = round((down.first_ns - arrived) / 1e6, 3)
                 labels = (("route", caller), ("upstream", record["upstream"] or "-"))
-                self.metrics.ttft.observe(labels, (down.first_ns - arrived) / 1e9)
                 self.metrics.gaps.merge(labels, down.gaps, (down.last_ns - down.first_ns) / 1e9)
-        verdict = result["verdict"] if result is not None else {}
-        whole = failure is None and bool(verdict.get("complete") or verdict.get("error"))
         if result is not None:
             record["tokens_in"], record["tokens_out"] = _usage(result)
+            record["_folded"] = _folded(result)
         if whole and down.first_ns:
             # the answer is all here: a caller that leaves once it read the last event (an SDK
             # closes at [DONE]) left nothing unsent, so the watcher must not cancel this one
             state.finished = True
         if down.first_ns:
             await down.flush()  # what arrived goes out (with the status) before the end is decided
-        if not down.started:
+        if not down.first_ns:
             if result is not None:  # the upstream's answer held nothing to send
                 failure = TransportError(_why(result["verdict"]), result=result, code=0)
-            await self._fail(send, caller, up, failure, record, own)
+            await self._fail(send, caller, up, failure, record, own, down)
             return
         record["status"] = 200
         if down.gone and (down.dropped or not whole):
@@ -573,6 +1015,28 @@ class Gateway:
             (("route", caller), ("upstream", record["upstream"] or "-"), ("cause", "upstream"))
         )
 
+    def _timing(
+        self,
+        record: dict[str, Any],
+        arrived: int,
+        first_ns: int,
+        result: Mapping[str, Any] | None,
+        content_ns: int = 0,
+    ) -> None:
+        """``ttfb_ms`` (the first byte sent to the caller, or read for a whole answer) and
+        ``ttft_ms`` (the read that brought the first content: reasoning, text or a tool call),
+        both from the request's arrival, into the record and the two histograms."""
+        timing = (result or {}).get("timing") or {}
+        first_byte = first_ns or timing.get("first_byte")
+        stamps = [t for t in (timing.get("first_content"), timing.get("first_reasoning"), content_ns) if t]
+        labels = (("route", record["route"]), ("upstream", record["upstream"] or "-"))
+        if first_byte:
+            record["ttfb_ms"] = round((first_byte - arrived) / 1e6, 3)
+            self.metrics.ttfb.observe(labels, (first_byte - arrived) / 1e9)
+        if stamps:
+            record["ttft_ms"] = round((min(stamps) - arrived) / 1e6, 3)
+            self.metrics.ttft.observe(labels, (min(stamps) - arrived) / 1e9)
+
     async def _whole(
         self,
         send: Send,
@@ -581,13 +1045,18 @@ class Gateway:
         caller: str,
         record: dict[str, Any],
         own: list[Any],
+        arrived: int,
         state: _Answer,
+        plane: _Plane,
+        route: Route,
     ) -> None:
-        up, result, failure = await self._attempts(headers, body, caller, record, None)
+        up, result, failure = await self._attempts(headers, body, caller, record, None, plane, route)
         if result is None or up is None:
             await self._fail(send, caller, up, failure, record, own)
             return
+        self._timing(record, arrived, 0, result)
         record["tokens_in"], record["tokens_out"] = _usage(result)
+        record["_folded"] = _folded(result)
         verdict = result.pop("verdict")
         result.pop("timing", None)
         result.pop("upstream", None)
@@ -596,11 +1065,13 @@ class Gateway:
             result.pop("error", None)
         if error is not None or not verdict.get("complete"):
             why = "the upstream answered an error" if error is not None else _why(verdict)
-            status, payload = translate.error(502, {"error": error if error is not None else why}, caller)
+            status, payload = translate.error(
+                502, {"error": error if error is not None else why}, _shape(caller)
+            )
             record.update(status=status, outcome="error", why=why)
             await send_whole(send, status, orjson.dumps(payload), own)
             return
-        if caller != up.api:
+        if caller != up.api and caller != "completions":  # completions: the chat fold's text_completion
             translated = translate.response(result, up.api, caller, lossy=True)
             if translated.dropped:
                 record["dropped"] = [*record.get("dropped", []), *translated.dropped]
@@ -616,10 +1087,13 @@ class Gateway:
         status = record.get("status") or 500
         labels = (("route", record["route"]), ("upstream", record.get("upstream") or "-"))
         metrics = self.metrics
-        metrics.requests.add((*labels, ("status", str(status))))
+        key = record.get("key")
+        metrics.requests.add((*labels, ("status", str(status)), *((("key", key),) if key else ())))
         metrics.duration.observe(labels, elapsed)
         if record.get("outcome") == "caller_left" and record.get("bytes"):
             metrics.cuts.add((*labels, ("cause", "caller")))
+        elif record.get("outcome") == "drained" and record.get("bytes"):
+            metrics.cuts.add((*labels, ("cause", "drained")))
         for kind in ("in", "out"):
             count = record.get(f"tokens_{kind}")
             if isinstance(count, int):
@@ -645,11 +1119,60 @@ class Gateway:
         if self.on_answer is not None:
             self.on_answer(record)
 
+    # /v1/streams/<id>
+
+    async def _resume(
+        self, stream_id: str, headers: Mapping[bytes, bytes], receive: Receive, send: Send
+    ) -> None:
+        """``GET /v1/streams/<stream_id>``: a resumable answer's events after ``Last-Event-ID``,
+        for the key that asked for the answer; one log record."""
+        from ._resume import serve_resume
+
+        arrived = time.monotonic_ns()
+        record: dict[str, Any] = {
+            "rid": f"{self._id_prefix}{next(self._ids)}",
+            "route": "resume",
+            "upstream": None,
+            "model": None,
+            "status": None,
+            "stream_id": stream_id[:64],
+        }
+        owner = b""
+        if self._plane.keys:
+            found = self._key(headers)
+            if found is None:
+                status, body = _error_body(401, "a valid API key is required", "chat", "authentication_error")
+                record.update(status=status, outcome="rejected", why="no valid key")
+                await send_whole(send, status, body)
+                self._done(record, arrived)
+                return
+            owner, key = found
+            record["key"] = key.name if key is not None else None
+        last = headers.get(b"last-event-id")
+        try:
+            resumed = await serve_resume(
+                self._resumer,
+                stream_id,
+                owner,
+                last.decode("latin-1") if last is not None else None,
+                send,
+                receive=receive,
+            )
+            record.update(status=resumed.status, outcome=resumed.outcome, events=resumed.events)
+        finally:
+            self._done(record, arrived)
+
     # /v1/models
 
     async def _list_models(self, send: Send) -> None:
-        """The first upstream's model list (kept for ``MODELS_TTL`` seconds), fetched without
-        blocking the loop; the next upstream's if one fails."""
+        """The routes' exact model names; with no ``[[route]]``, the first upstream's model list
+        (kept for ``MODELS_TTL`` seconds), fetched without blocking the loop, the next upstream's
+        if one fails, within ``MODELS_TIMEOUT`` seconds in all."""
+        names = self._plane.router.models()
+        if names:
+            listed = [{"id": name, "object": "model", "created": 0, "owned_by": "fastsse"} for name in names]
+            await send_json(send, 200, {"object": "list", "data": listed})
+            return
         now = time.monotonic()
         cached = self._models
         if cached is not None and now - cached[0] < MODELS_TTL:
@@ -660,13 +1183,20 @@ class Gateway:
             b'{"error":{"message":"no upstream answered","type":"upstream_error"}}',
             b"application/json",
         )
-        for up in self.upstreams:
+        deadline = now + MODELS_TIMEOUT
+        for up in self._plane.config.upstreams:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
             try:
-                status, kind, data = await _get(up, timeout=up.connect_timeout + up.first_byte_timeout)
-            except (OSError, asyncio.TimeoutError, ValueError) as exc:
-                _, data = _error_body(
+                status, kind, data = await _get(
+                    up, timeout=min(left, up.connect_timeout + up.first_byte_timeout)
+                )
+            except (OSError, asyncio.TimeoutError, ValueError, IndexError) as exc:
+                status, data = _error_body(
                     502, f"upstream {up.name} failed: {exc or type(exc).__name__}", "chat", "upstream_error"
                 )
+                kind = b"application/json"
                 continue
             if status < 500:
                 break
@@ -693,7 +1223,7 @@ def _span(tracer: Any, record: dict[str, Any], arrived: int) -> None:
     from opentelemetry.trace import SpanKind, Status, StatusCode
 
     start = time.time_ns() - (time.monotonic_ns() - arrived)
-    operation = {"chat": "chat", "responses": "responses", "messages": "chat"}[record["route"]]
+    operation = {"responses": "responses", "completions": "text_completion"}.get(record["route"], "chat")
     attributes: dict[str, Any] = {
         "gen_ai.operation.name": operation,
         "gen_ai.request.model": record.get("model") or "",
