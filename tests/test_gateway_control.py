@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import socket
+import struct
 import threading
 import time
 from collections.abc import Iterator
@@ -336,3 +337,76 @@ def test_concurrent_streams_do_not_share_a_probe() -> None:
                 thread.join()
             assert results == [200] * 16
             assert dead.connections - tried == 1
+
+
+def reset_script(conn: socket.socket) -> None:
+    """Reset the connection (RST, not FIN) once the request was read."""
+    conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    conn.close()
+
+
+def busy_script(conn: socket.socket) -> None:
+    """503 forever, with a JSON error."""
+    body = b'{"error":{"message":"busy","type":"server_error"}}'
+    conn.sendall(
+        b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n"
+        b"content-length: %d\r\nconnection: close\r\n\r\n%s" % (len(body), body)
+    )
+
+
+@pytest.mark.parametrize("script", [reset_script, busy_script], ids=["resets", "503-forever"])
+def test_a_failing_upstream_goes_out_and_the_fallback_answers(script: Any) -> None:
+    bad = RawServer(script, threaded=True, backlog=64)
+    bad.thread.start()
+    try:
+        with serve_scripted_in_thread() as good:
+            upstreams = [
+                {"name": "bad", "base_url": bad.base_url, "eject_after": 2, "cooldown_seconds": 30},
+                {"name": "good", "base_url": good.base_url},
+            ]
+            routes = [{"model": "m", "upstreams": ["bad"], "fallbacks": ["good"], "upstream_model": FAST}]
+            with GatewayProcess(upstreams, routes=routes) as gw:
+                for _ in range(6):
+                    answer = post(gw.url, chat("m", stream=False))
+                    assert answer.status_code == 200, answer.text
+                    assert answer.json()["choices"][0]["message"]["content"] == scripted_text(0, 3)
+                deadline = time.monotonic() + 5
+                while bad.connections > 2 and time.monotonic() < deadline:
+                    time.sleep(0.05)  # pragma: no cover - a slow machine
+                assert bad.connections == 2  # out after its second failure in a row
+                records = gw.records()
+                assert [r["upstream"] for r in records[-4:]] == ["good"] * 4
+                health = httpx.get(gw.url + "/health", timeout=5).json()
+                assert health["upstreams"]["bad"]["state"] == "ejected"
+                assert health["upstreams"]["good"]["state"] == "up"
+    finally:
+        bad.stop.set()
+        bad.sock.close()
+
+
+def test_every_upstream_out_is_a_503_in_the_messages_shape_too() -> None:
+    bad = RawServer(busy_script, threaded=True, backlog=64)
+    bad.thread.start()
+    try:
+        upstreams = [
+            {"name": "one", "base_url": bad.base_url, "eject_after": 1, "cooldown_seconds": 7},
+            {"name": "two", "base_url": bad.base_url, "eject_after": 1, "cooldown_seconds": 12},
+        ]
+        with GatewayProcess(upstreams) as gw:
+            body = {"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]}
+            first = post(gw.url, body, "/v1/messages")
+            # the upstream's own 503, as a Messages caller gets it (Anthropic's overloaded: 529)
+            assert first.status_code == 529 and first.json()["type"] == "error"
+            deadline = time.monotonic() + 5
+            while True:
+                answer = post(gw.url, body, "/v1/messages")
+                if "out of rotation" in answer.text or time.monotonic() > deadline:
+                    break
+                time.sleep(0.05)
+            assert answer.status_code == 503
+            error = answer.json()
+            assert error["type"] == "error" and error["error"]["type"] == "overloaded_error"
+            assert 1 <= int(answer.headers["retry-after"]) <= 7  # the soonest cooldown, not 12
+    finally:
+        bad.stop.set()
+        bad.sock.close()

@@ -922,6 +922,8 @@ class Gateway:
             why = "no upstream"
             status, error = 502, _error_payload(why, "upstream_error")
         status, payload = translate.error(status, error, shape)
+        if isinstance(failure, _AllEjected):
+            status = 503  # the gateway's own answer: 503 for every API (Messages' 529 is Anthropic's)
         record.update(status=status, outcome="error", why=why)
         if down is not None and down.started:  # a keep-alive comment sent the 200 already
             record["status"] = 200
