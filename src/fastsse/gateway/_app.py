@@ -22,17 +22,14 @@ import logging
 import math
 import os
 import re
-import ssl
 import time
 from collections.abc import Callable, Mapping
 from typing import Any, Final
-from urllib.parse import urlsplit
 
 import orjson
 
 from .. import translate
 from .._errors import HTTPStatusError, TransportError
-from .._formats import API_FORMATS, CONTENT
 from ..client import should_retry
 from ._asgi import (
     SSE_HEADERS,
@@ -50,6 +47,16 @@ from ._asgi import (
 )
 from ._config import GatewayConfig, Key, Route, Upstream
 from ._metrics import Metrics
+from ._models import get_models
+from ._record import (
+    FirstToken,
+    failure_words,
+    folded,
+    span,
+    tokens_of,
+    tracer,
+    unfinished_why,
+)
 from ._router import Router
 from ._state import Store, make_store
 
@@ -98,7 +105,6 @@ _REQUEST_ID = re.compile(rb"[A-Za-z0-9._:-]{1,64}\Z")
 MODELS_TTL: Final = 60.0  # seconds /v1/models answers are kept
 MODELS_TIMEOUT: Final = 10.0  # seconds /v1/models may take over every upstream it asks
 STREAMS_PATH: Final = "/v1/streams/"  # GET /v1/streams/<stream_id>: a resumable stream's rest
-MODELS_LIMIT: Final = 4 << 20
 # seconds a streamed answer whose caller left may still take to end (its upstream's end can come
 # just after the last event, which an SDK leaves at); its next piece stops it sooner
 LEAVE_GRACE_S: Final = 0.25
@@ -169,76 +175,6 @@ def _error_payload(message: str, kind: str) -> dict[str, Any]:
     return {"error": {"message": message, "type": kind, "param": None, "code": None}}
 
 
-# the fields of the three APIs' answers that hold generated text (the tpm estimate below)
-_TEXT_FIELDS: Final = frozenset(
-    {"content", "text", "refusal", "reasoning_content", "reasoning", "arguments", "thinking", "input"}
-)
-CHARS_PER_TOKEN: Final = 4  # the estimate of an answer that reported no usage
-
-
-def _folded(result: Mapping[str, Any]) -> int:
-    """What a key's ``tpm`` is charged for an answer that reported no usage: the tokens the fold
-    counted (one per token-bearing chunk, or usage's growth) where it kept a timing record, else
-    the folded answer's generated text at ``CHARS_PER_TOKEN`` characters a token."""
-    timing = result.get("timing")
-    tokens = timing.get("tokens") if isinstance(timing, dict) else None
-    if isinstance(tokens, list) and tokens:
-        return sum(tokens)
-    chars = 0
-    todo: list[Any] = [result]
-    while todo:
-        item = todo.pop()
-        if isinstance(item, dict):
-            for name, value in item.items():
-                if name in ("verdict", "timing", "usage"):
-                    continue
-                if isinstance(value, str):
-                    chars += len(value) if name in _TEXT_FIELDS else 0
-                elif isinstance(value, (dict, list)):
-                    todo.append(value)
-        elif isinstance(item, list):
-            todo.extend(v for v in item if isinstance(v, (dict, list)))
-    return -(-chars // CHARS_PER_TOKEN)
-
-
-class _FirstToken:
-    """When the first content (reasoning, text, a tool call) of a streamed answer reached the
-    gateway: ``see(piece)`` parses the events of each piece, in the caller's API, with that API's
-    ``token_kind`` (``fastsse._formats``, the one table), until one carries content; ``at`` is
-    its monotonic ns (0 before). The relay and translators keep no timing record of their own."""
-
-    __slots__ = ("at", "kind")
-
-    def __init__(self, caller: str) -> None:
-        self.at = 0
-        self.kind: Callable[[Mapping[str, Any]], int] = (
-            _legacy_kind if caller == "completions" else API_FORMATS[caller].token_kind
-        )
-
-    def see(self, data: bytes) -> None:
-        for line in data.splitlines():
-            if not line.startswith(b"data:"):
-                continue
-            payload = line[5:].strip()
-            if payload[:1] != b"{":
-                continue
-            try:
-                event = orjson.loads(payload)
-            except orjson.JSONDecodeError:
-                continue  # half an event, or not JSON: the next piece may tell
-            if isinstance(event, dict) and self.kind(event):
-                self.at = time.monotonic_ns()
-                return
-
-
-def _legacy_kind(event: Mapping[str, Any]) -> int:
-    """A legacy completions chunk's kind: content when a choice's ``text`` is not empty."""
-    for choice in event.get("choices") or ():
-        if isinstance(choice, dict) and choice.get("text"):
-            return CONTENT
-    return 0
-
-
 def _error_body(status: int, message: str, caller: str, kind: str | None = None) -> tuple[int, bytes]:
     status, payload = translate.error(
         status, {"error": {"message": message, "type": kind, "param": None, "code": None}}, caller
@@ -269,28 +205,6 @@ def stream_format(caller: str, upstream_api: str) -> str:
     if caller != upstream_api:
         return f"to-{caller}"
     return "relay" if caller == "chat" else "passthrough"
-
-
-def _usage(result: Mapping[str, Any]) -> tuple[int | None, int | None]:
-    usage = result.get("usage")
-    if not isinstance(usage, dict):
-        return None, None
-    tokens_in = usage.get("prompt_tokens", usage.get("input_tokens"))
-    tokens_out = usage.get("completion_tokens", usage.get("output_tokens"))
-    return (
-        tokens_in if isinstance(tokens_in, int) else None,
-        tokens_out if isinstance(tokens_out, int) else None,
-    )
-
-
-def _why(verdict: Mapping[str, Any]) -> str:
-    return str(verdict.get("why") or verdict.get("departures") or "the upstream answer ended unfinished")
-
-
-def _words(exc: BaseException) -> str:
-    """A transport error's words without the upstream's URL (the caller need not learn it)."""
-    text = str(exc)
-    return text.split(": ", 1)[1] if text.startswith("http") and ": " in text else text
 
 
 class Gateway:
@@ -334,7 +248,7 @@ class Gateway:
             frozenset((*ANTHROPIC_HEADERS, *OPENAI_HEADERS, *self.server.forward_headers)) - NEVER_FORWARDED
         )
         self._forward = frozenset(name.encode("latin-1") for name in forward)  # ASGI names: lower-case bytes
-        self._tracer = _tracer() if self.server.otel else None
+        self._tracer = tracer() if self.server.otel else None
         self._models = None
 
     @property
@@ -905,7 +819,7 @@ class Gateway:
             why = str(failure.result["verdict"]["why"])
         elif isinstance(failure, TransportError):
             status = 504 if failure.code == 28 else 502
-            why = _words(failure)
+            why = failure_words(failure)
             error = _error_payload(f"upstream {name} failed: {why}", "upstream_error")
         elif isinstance(failure, translate.Untranslatable):
             why = str(failure)
@@ -961,7 +875,7 @@ class Gateway:
                 held = down.piece(tagged)
                 return held if held is not None else recorder.room()
 
-        first = _FirstToken(caller)
+        first = FirstToken(caller)
 
         def on_piece(data: bytes) -> Any:
             if not first.at:  # until the first content: one event parse per piece, then nothing
@@ -985,8 +899,8 @@ class Gateway:
                 labels = (("route", caller), ("upstream", record["upstream"] or "-"))
                 self.metrics.gaps.merge(labels, down.gaps, (down.last_ns - down.first_ns) / 1e9)
         if result is not None:
-            record["tokens_in"], record["tokens_out"] = _usage(result)
-            record["_folded"] = _folded(result)
+            record["tokens_in"], record["tokens_out"] = tokens_of(result)
+            record["_folded"] = folded(result)
         if whole and down.first_ns:
             # the answer is all here: a caller that leaves once it read the last event (an SDK
             # closes at [DONE]) left nothing unsent, so the watcher must not cancel this one
@@ -995,7 +909,7 @@ class Gateway:
             await down.flush()  # what arrived goes out (with the status) before the end is decided
         if not down.first_ns:
             if result is not None:  # the upstream's answer held nothing to send
-                failure = TransportError(_why(result["verdict"]), result=result, code=0)
+                failure = TransportError(unfinished_why(result["verdict"]), result=result, code=0)
             await self._fail(send, caller, up, failure, record, own, down)
             return
         record["status"] = 200
@@ -1007,11 +921,11 @@ class Gateway:
                 await down.finish()
             record["outcome"] = "error" if verdict.get("error") else "complete"
             if verdict.get("error"):
-                record["why"] = _why(verdict)
+                record["why"] = unfinished_why(verdict)
             return
         # unfinished: what came went out, the end does not (the caller's client raises)
         await down.flush()
-        cause = _words(failure) if failure is not None else _why(verdict)
+        cause = failure_words(failure) if failure is not None else unfinished_why(verdict)
         record.update(outcome="cut", why=cause)
         self.metrics.cuts.add(
             (("route", caller), ("upstream", record["upstream"] or "-"), ("cause", "upstream"))
@@ -1057,8 +971,8 @@ class Gateway:
             await self._fail(send, caller, up, failure, record, own)
             return
         self._timing(record, arrived, 0, result)
-        record["tokens_in"], record["tokens_out"] = _usage(result)
-        record["_folded"] = _folded(result)
+        record["tokens_in"], record["tokens_out"] = tokens_of(result)
+        record["_folded"] = folded(result)
         verdict = result.pop("verdict")
         result.pop("timing", None)
         result.pop("upstream", None)
@@ -1066,7 +980,7 @@ class Gateway:
         if up.api != "responses":
             result.pop("error", None)
         if error is not None or not verdict.get("complete"):
-            why = "the upstream answered an error" if error is not None else _why(verdict)
+            why = "the upstream answered an error" if error is not None else unfinished_why(verdict)
             status, payload = translate.error(
                 502, {"error": error if error is not None else why}, _shape(caller)
             )
@@ -1117,7 +1031,7 @@ class Gateway:
                 extra={"answer": record},
             )
         if self._tracer is not None:
-            _span(self._tracer, record, arrived)
+            span(self._tracer, record, arrived)
         if self.on_answer is not None:
             self.on_answer(record)
 
@@ -1191,7 +1105,7 @@ class Gateway:
             if left <= 0:
                 break
             try:
-                status, kind, data = await _get(
+                status, kind, data = await get_models(
                     up, timeout=min(left, up.connect_timeout + up.first_byte_timeout)
                 )
             except (OSError, asyncio.TimeoutError, ValueError, IndexError) as exc:
@@ -1205,101 +1119,3 @@ class Gateway:
         if status == 200:
             self._models = (now, status, data, kind)
         await send_whole(send, status, data, content_type=(b"content-type", kind))
-
-
-def _tracer() -> Any:
-    """The OpenTelemetry tracer of the gateway. It raises ConfigError when opentelemetry-api is
-    not installed (``server.otel = true`` asked for it)."""
-    try:
-        from opentelemetry import trace
-    except ImportError:
-        from ._config import ConfigError
-
-        raise ConfigError("server.otel needs opentelemetry-api: pip install opentelemetry-api") from None
-    return trace.get_tracer(NAME)
-
-
-def _span(tracer: Any, record: dict[str, Any], arrived: int) -> None:
-    """One SERVER span per answer, after the OpenTelemetry GenAI conventions, from its arrival to
-    now (``time.monotonic_ns`` moved onto the wall clock OpenTelemetry stamps with)."""
-    from opentelemetry.trace import SpanKind, Status, StatusCode
-
-    start = time.time_ns() - (time.monotonic_ns() - arrived)
-    operation = {"responses": "responses", "completions": "text_completion"}.get(record["route"], "chat")
-    attributes: dict[str, Any] = {
-        "gen_ai.operation.name": operation,
-        "gen_ai.request.model": record.get("model") or "",
-        "http.response.status_code": record.get("status") or 0,
-        "fastsse.gateway.route": record["route"],
-        "fastsse.gateway.upstream": record.get("upstream") or "-",
-        "fastsse.gateway.outcome": record.get("outcome") or "",
-        "fastsse.gateway.request_id": record["rid"],
-    }
-    if isinstance(record.get("tokens_in"), int):
-        attributes["gen_ai.usage.input_tokens"] = record["tokens_in"]
-    if isinstance(record.get("tokens_out"), int):
-        attributes["gen_ai.usage.output_tokens"] = record["tokens_out"]
-    span = tracer.start_span(
-        f"{operation} {record.get('model') or ''}".strip(),
-        kind=SpanKind.SERVER,
-        start_time=start,
-        attributes=attributes,
-    )
-    if record.get("outcome") not in ("complete", None):
-        span.set_attribute("error.type", str(record.get("outcome")))
-        span.set_status(Status(StatusCode.ERROR, str(record.get("why") or "")))
-    span.end()
-
-
-async def _get(up: Upstream, *, timeout: float) -> tuple[int, bytes, bytes]:
-    """``GET {base_url}/models`` on the loop (HTTP/1.1, one connection): (status, content type,
-    body). It raises OSError, asyncio.TimeoutError, or ValueError for an answer it cannot read."""
-    url = urlsplit(up.base_url.rstrip("/") + "/models")
-    secure = url.scheme.lower() == "https"
-    port = url.port or (443 if secure else 80)
-    head = [
-        f"GET {url.path or '/'}{'?' + url.query if url.query else ''} HTTP/1.1",
-        f"Host: {url.netloc.rpartition('@')[2]}",
-    ]
-    head += ["Accept: application/json", "Connection: close", "User-Agent: fastsse-gateway"]
-    if up.api_key and up.api == "messages":
-        head += [f"x-api-key: {up.api_key}", "anthropic-version: 2023-06-01"]
-    elif up.api_key:
-        head.append(f"Authorization: Bearer {up.api_key}")
-    head += [f"{k}: {v}" for k, v in up.headers.items()]
-
-    async def fetch() -> tuple[int, bytes, bytes]:
-        reader, writer = await asyncio.open_connection(
-            url.hostname, port, ssl=ssl.create_default_context() if secure else None
-        )
-        try:
-            writer.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1"))
-            raw = await reader.read(MODELS_LIMIT)
-            while len(raw) < MODELS_LIMIT:
-                more = await reader.read(MODELS_LIMIT - len(raw))
-                if not more:
-                    break
-                raw += more
-        finally:
-            writer.close()
-        top, _, rest = raw.partition(b"\r\n\r\n")
-        lines = top.split(b"\r\n")
-        status = int(lines[0].split()[1])
-        fields = {k.strip().lower(): v.strip() for k, _, v in (line.partition(b":") for line in lines[1:])}
-        if fields.get(b"transfer-encoding", b"").lower() == b"chunked":
-            rest = _unchunk(rest)
-        return status, fields.get(b"content-type", b"application/json"), rest
-
-    return await asyncio.wait_for(fetch(), timeout)
-
-
-def _unchunk(data: bytes) -> bytes:
-    out = bytearray()
-    while data:
-        size_line, _, data = data.partition(b"\r\n")
-        size = int(size_line.split(b";")[0], 16)
-        if size == 0:
-            break
-        out += data[:size]
-        data = data[size + 2 :]
-    return bytes(out)
