@@ -184,6 +184,16 @@ def _fields(table: str, given: Mapping[str, Any], cls: Any) -> None:
             raise ConfigError(f"unknown field {table}.{name} (known: {', '.join(known)})")
 
 
+def _table(table: str, given: Any, cls: Any, required: tuple[str, ...]) -> None:
+    """The checks every array table starts with: a table, known fields, the required ones there."""
+    if not isinstance(given, Mapping):
+        raise ConfigError(f"{table} must be a table")
+    _fields(table, given, cls)
+    for name in required:
+        if name not in given:
+            raise ConfigError(f"{table}.{name} is missing")
+
+
 def _strings(table: str, name: str, value: Any) -> tuple[str, ...]:
     items = _typed(table, name, value, list)
     for item in items:
@@ -250,12 +260,7 @@ def server_config(given: Mapping[str, Any], environ: Mapping[str, str]) -> Serve
 def upstream_config(index: int, given: Mapping[str, Any], environ: Mapping[str, str]) -> Upstream:
     """One ``[[upstream]]`` checked (``index`` from 0). It raises ConfigError naming the field."""
     table = f"upstream[{index}]"
-    if not isinstance(given, Mapping):
-        raise ConfigError(f"{table} must be a table")
-    _fields(table, given, Upstream)
-    for required in ("name", "base_url"):
-        if required not in given:
-            raise ConfigError(f"{table}.{required} is missing")
+    _table(table, given, Upstream, ("name", "base_url"))
     out: dict[str, Any] = {}
     for name, value in given.items():
         if name in ("name", "base_url", "api", "api_key", "api_key_env"):
@@ -299,12 +304,7 @@ def route_config(index: int, given: Mapping[str, Any], upstreams: Mapping[str, U
     ConfigError naming the route and the field: an unknown upstream name, an upstream named twice,
     no upstream, an unknown ``balance``, every upstream of weight 0."""
     table = f"route[{index}]"
-    if not isinstance(given, Mapping):
-        raise ConfigError(f"{table} must be a table")
-    _fields(table, given, Route)
-    for required in ("model", "upstreams"):
-        if required not in given:
-            raise ConfigError(f"{table}.{required} is missing")
+    _table(table, given, Route, ("model", "upstreams"))
     out: dict[str, Any] = {}
     for name, value in given.items():
         if name in ("model", "balance", "upstream_model"):
@@ -336,11 +336,7 @@ def key_config(index: int, given: Mapping[str, Any], environ: Mapping[str, str])
     """One ``[[key]]`` checked (``index`` from 0), ``key_env`` read from ``environ``. It raises
     ConfigError naming the field (never the key's value)."""
     table = f"key[{index}]"
-    if not isinstance(given, Mapping):
-        raise ConfigError(f"{table} must be a table")
-    _fields(table, given, Key)
-    if "name" not in given:
-        raise ConfigError(f"{table}.name is missing")
+    _table(table, given, Key, ("name",))
     if ("key" in given) == ("key_env" in given):
         raise ConfigError(f"{table}: give key or key_env (one of them)")
     out: dict[str, Any] = {}
