@@ -156,6 +156,11 @@ def test_a_resumable_stream_survives_its_caller_and_resumes_elsewhere(
             if c.get("choices")
         )
         assert text == scripted_text(0, 30)
+        # the first instance read the answer to its end after its caller left
+        entry = a.record(0, lambda r: r.get("stream_id") == stream_id and r.get("route") == "chat")
+        assert (entry["outcome"], entry["status"], entry["kept"]) == ("caller_left", 499, True)
+        resumed = b.record(0, lambda r: r.get("route") == "resume")
+        assert (resumed["outcome"], resumed["status"]) == ("complete", 200)
         # another key, a forged id: 404 alike
         other = httpx.get(
             b.url + f"/v1/streams/{stream_id}",

@@ -360,7 +360,9 @@ class Gateway:
         old = self._plane
         plane = _Plane(config, old)
         if self._started:
-            self._open_clients(plane, {name: (old.upstreams[name], c) for name, c in old.clients.items()})
+            same = old.config.server.max_event_bytes == config.server.max_event_bytes
+            kept = {name: (old.upstreams[name], c) for name, c in old.clients.items()} if same else {}
+            self._open_clients(plane, kept)
         self._configure(config)
         self._plane = plane
         old.retired = True
@@ -871,6 +873,7 @@ class Gateway:
             def relay(data: bytes) -> Any:
                 tagged = recorder.piece(data)
                 if down.gone:  # the caller left: the answer is read on into Redis
+                    down.dropped = True  # not to the caller, that is: its record says it left
                     return recorder.room()
                 held = down.piece(tagged)
                 return held if held is not None else recorder.room()
@@ -915,6 +918,8 @@ class Gateway:
         record["status"] = 200
         if down.gone and (down.dropped or not whole):
             record.update(status=499, outcome="caller_left", why="the caller went away")
+            if recorder is not None:
+                record["kept"] = whole  # read to its end into Redis: resumable whole
             return
         if whole:  # every byte went to the server, though the caller may have left since
             if not down.gone:
