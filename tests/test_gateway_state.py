@@ -502,10 +502,14 @@ def test_redis_killed_mid_run_and_restarted(
             assert await until(enforced)
             assert outage_lines(caplog) == (1, 1)
             if refresh:  # the ejection made during the outage was written to Redis when it came back
-                reader = RedisStore(server.url)
+                reader = RedisStore(server.url, refresh_seconds=0.1)
                 await reader.start()
                 try:
-                    assert up in reader.ejected()
+
+                    async def seen() -> bool:
+                        return up in reader.ejected()
+
+                    assert await until(seen, 3)
                 finally:
                     await reader.close()
         finally:

@@ -527,6 +527,7 @@ class RedisStore:
         self._skew = 0.0  # Redis's clock minus ours
         self._writes = 0  # local changes to the ejection view, so a refresh begun before one is not applied
         self._down = False
+        self._unpushed = False  # an outage's ejections not yet written back to Redis
         self._retry_at = 0.0
         self._task: asyncio.Task[None] | None = None
         self._closing = False
@@ -549,6 +550,7 @@ class RedisStore:
         return False
 
     def _lost(self, exc: BaseException) -> None:
+        self._unpushed = True  # ejections made from now on go to Redis when it is back
         if not self._down:
             self._down = True
             log.warning(
@@ -630,8 +632,9 @@ class RedisStore:
         writes = self._writes
         before = time.time()
         try:
-            if self._down:
+            if self._unpushed:  # whichever call saw Redis back first, the refresh writes ours
                 await self._push_local()
+                self._unpushed = False
             pipe = self.redis.pipeline(transaction=False)
             pipe.time()
             pipe.hgetall(_EJECTED)
