@@ -137,6 +137,32 @@ def _process(
 LITELLM_KEY = "sk-fastsse-bench-0123456789abcdef0123456789abcdef"  # the proxy refuses to start without one
 
 
+def _nginx(upstream: str, port: int, work: pathlib.Path) -> list[str]:
+    """nginx as a C byte relay (the floor): one worker, ``proxy_pass`` with buffering off, HTTP/1.1
+    with kept connections to the upstream, no access log."""
+    base = upstream.split("://", 1)[1].split("/", 1)[0]
+    root = work / "nginx"
+    root.mkdir(exist_ok=True)
+    conf = root / "nginx.conf"
+    conf.write_text(
+        "daemon off;\nworker_processes 1;\n"
+        f"pid {root}/nginx.pid;\nerror_log {root}/error.log warn;\n"
+        "events { worker_connections 8192; }\n"
+        "http {\n"
+        "  access_log off;\n"
+        f"  client_body_temp_path {root}/body; proxy_temp_path {root}/proxy;\n"
+        f"  fastcgi_temp_path {root}/fcgi; uwsgi_temp_path {root}/uwsgi; scgi_temp_path {root}/scgi;\n"
+        f"  upstream up {{ server {base}; keepalive 1024; }}\n"
+        f"  server {{\n    listen 127.0.0.1:{port} backlog=4096;\n"
+        "    location / {\n"
+        '      proxy_pass http://up; proxy_http_version 1.1; proxy_set_header Connection "";\n'
+        "      proxy_buffering off; proxy_request_buffering off;\n"
+        "      proxy_read_timeout 600s;\n"
+        "    }\n  }\n}\n"
+    )
+    return [shutil.which("nginx") or "nginx", "-c", str(conf), "-p", str(root)]
+
+
 def _litellm() -> str | None:
     return os.environ.get("FASTSSE_BENCH_LITELLM") or shutil.which("litellm")
 
@@ -150,6 +176,8 @@ def contender(name: str, upstream: str, work: pathlib.Path) -> Iterator[tuple[st
         argv = [PY, "-m", "fastsse", "gateway", "--upstream", upstream, "--port", str(port)]
     elif name in ("httpx", "aiohttp"):
         argv = [PY, str(HERE / "_gateway_peers.py"), name, upstream, str(port)]
+    elif name == "nginx":
+        argv = _nginx(upstream, port, work)
     elif name == "litellm":
         config = work / "litellm.yaml"
         config.write_text(
@@ -314,6 +342,8 @@ def table(
 
 def _contenders(quick: bool) -> list[str]:
     names = ["fastsse", "httpx", "aiohttp"]
+    if shutil.which("nginx"):
+        names.insert(0, "nginx")
     if _litellm() and not quick:
         names.append("litellm")
     if os.environ.get("FASTSSE_BENCH_GATEWAYS"):
