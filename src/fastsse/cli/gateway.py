@@ -399,6 +399,11 @@ def _server_class() -> Any:
     return Server
 
 
+# A request's line and headers past this many bytes get a 431 and the connection closes (nginx
+# allows 4 x 8 KiB by default, Node 16 KiB): llhttp itself bounds nothing.
+MAX_HEAD_BYTES = 64 * 1024
+
+
 def _protocol() -> type:
     """uvicorn's httptools protocol, which also closes a connection that sends no request (or
     stops in the middle of its head) for ``keep_alive_seconds``: uvicorn arms that timer only
@@ -406,6 +411,61 @@ def _protocol() -> type:
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
     class Protocol(HttpToolsProtocol):
+        # The answer streaming on this connection that writes to its transport itself
+        # (``gateway.Downstream``'s direct path), told when the transport fills and drains.
+        fastsse_down: Any = None
+        _head = 0  # the bytes of the request line and headers read so far
+        _head_over = False
+
+        def on_message_begin(self) -> None:
+            self._head = 0
+            super().on_message_begin()
+
+        def on_url(self, url: bytes) -> None:
+            self._count(len(url))
+            super().on_url(url)
+
+        def on_header(self, name: bytes, value: bytes) -> None:
+            self._count(len(name) + len(value) + 4)
+            super().on_header(name, value)
+
+        def _count(self, size: int) -> None:
+            # llhttp bounds no head: past MAX_HEAD_BYTES the parser stops (a callback that
+            # raises is a parser error to uvicorn) and the answer is a 431
+            self._head += size
+            if self._head > MAX_HEAD_BYTES:
+                self._head_over = True
+                raise ValueError("request head too large")
+
+        def send_400_response(self, msg: str) -> None:
+            if not self._head_over:
+                super().send_400_response(msg)
+                return
+            body = b"Request header fields too large"
+            self.transport.write(
+                b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-type: text/plain\r\n"
+                b"content-length: %d\r\nconnection: close\r\n\r\n%b" % (len(body), body)
+            )
+            self.transport.close()
+
+        def on_headers_complete(self) -> None:
+            super().on_headers_complete()
+            cycle = self.cycle
+            if cycle is not None and cycle.scope is self.scope and "path" in self.scope:
+                # the answer may write its body's chunks to this transport itself, bypassing
+                # the cycle's send (which still writes the head and the end)
+                self.scope["extensions"] = {"fastsse.wire": (self, cycle)}  # type: ignore[dict-item]
+
+        def pause_writing(self) -> None:
+            super().pause_writing()
+            if self.fastsse_down is not None:
+                self.fastsse_down.paused()
+
+        def resume_writing(self) -> None:
+            super().resume_writing()
+            if self.fastsse_down is not None:
+                self.fastsse_down.resumed()
+
         def connection_made(self, transport: Any) -> None:
             super().connection_made(transport)
             self._arm_idle()

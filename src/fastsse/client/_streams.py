@@ -256,6 +256,88 @@ class PassThrough:
         return out
 
 
+class WireSink:
+    """WireSink(slow)
+
+    The caller's side of one streamed answer, as the transfer's ``on_chunk`` (the readable twin of
+    the compiled ``WireSink`` in ``client/_streams_c.pyx``, which the compiled ``BytesStream`` calls
+    without a Python frame). Each piece (the bytes of one upstream read) is stamped (``first_ns``,
+    ``last_ns``, ``gaps``: the gaps between pieces by their bit length in ns), shown to ``first``
+    until it returns true (the first content's detector, then dropped), and then:
+
+    - while ``direct`` is set, framed as one HTTP/1.1 chunk (``<hex size>\\r\\n`` piece
+      ``\\r\\n``) and handed to ``write`` (the caller's transport's ``write``), counted in
+      ``relayed``; if ``write`` raises, ``direct`` is cleared and ``lost()`` is called (its return:
+      False, stop the transfer);
+    - otherwise handed to ``slow(piece)``, whose return is the transfer's (None, a future to hold
+      it, False to stop it): the owner's own path for the response's start, held pieces and a
+      paused socket.
+
+    Once ``gone`` is set a piece goes to ``slow`` unstamped. The owner (``gateway.Downstream``)
+    sets ``direct`` only while nothing of its own waits to be sent, so the bytes keep their order."""
+
+    __slots__ = (
+        "_gaps",
+        "direct",
+        "first",
+        "first_ns",
+        "gone",
+        "last_ns",
+        "lost",
+        "relayed",
+        "slow",
+        "write",
+    )
+
+    def __init__(self, slow: Callable[[bytes], Any], /) -> None:
+        self.slow = slow
+        self.write: Callable[[bytes], Any] | None = None
+        self.lost: Callable[[], Any] | None = None
+        self.first: Callable[[bytes], Any] | None = None
+        self.direct = False
+        self.gone = False
+        self.relayed = 0
+        self.first_ns = 0
+        self.last_ns = 0
+        self._gaps = [0] * 64
+
+    @property
+    def gaps(self) -> list[int]:
+        """The 64 gap counts as a list (``gaps[b]``: ``2**(b-1) <= gap < 2**b`` ns)."""
+        return list(self._gaps)
+
+    def __call__(self, data: bytes, /) -> Any:
+        if self.gone:
+            return self.slow(data)
+        now = time.monotonic_ns()
+        if self.last_ns:
+            self._gaps[(now - self.last_ns).bit_length()] += 1
+        else:
+            self.first_ns = now
+        self.last_ns = now
+        if self.first is not None and self.first(data):
+            self.first = None
+        if not self.direct or type(data) is not bytes:
+            return self.slow(data)
+        if not data:
+            return None
+        assert self.write is not None
+        try:
+            self.write(b"%x\r\n%b\r\n" % (len(data), data))
+        except Exception:
+            self.direct = False
+            return self.lost() if self.lost is not None else False
+        self.relayed += len(data)
+        return None
+
+
+def new_sink(slow: Callable[[bytes], Any], /) -> Any:
+    """A ``WireSink`` of the current backend (the compiled one when it is selected)."""
+    if _streams_c is not None and _backend.current.name == "cython":
+        return _streams_c.WireSink(slow)
+    return WireSink(slow)
+
+
 # What the engine hands its Response to as ``holder``: either twin of the byte-out stream
 BYTES_STREAMS: tuple[type[Any], ...] = (
     (_BytesStream,) if _streams_c is None else (_BytesStream, _streams_c.BytesStream)

@@ -8,8 +8,9 @@ only when the read produced bytes.
 """
 
 cimport cython
-from cpython.bytes cimport PyBytes_FromStringAndSize
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.list cimport PyList_Append
+from libc.string cimport memcpy
 
 from time import monotonic_ns as _monotonic_ns
 
@@ -76,7 +77,10 @@ cdef class BytesStream:
     cdef bint _deliver(self, object piece) except -1:
         if not piece or self._send is None:
             return True
-        answer = self._send(piece)
+        if type(self._send) is WireSink:  # the caller's socket, from C: no Python frame
+            answer = (<WireSink>self._send).put(piece)
+        else:
+            answer = self._send(piece)
         if answer is None:
             return True
         if callable(getattr(answer, "add_done_callback", None)):  # "hold until this is done"
@@ -150,3 +154,137 @@ cdef class PassThrough:
 
     def result(self):
         return self._fold.result()
+
+
+cdef extern from "<time.h>" nogil:
+    ctypedef long time_t
+    cdef struct timespec:
+        time_t tv_sec
+        long tv_nsec
+    int clock_gettime(int clock, timespec* ts)
+    enum:
+        CLOCK_MONOTONIC
+
+cdef inline int _bit_length(unsigned long long x) noexcept nogil:
+    # int.bit_length(x), portably
+    cdef int b = 0
+    if x >= (<unsigned long long>1) << 32:
+        x >>= 32
+        b += 32
+    if x >= (<unsigned long long>1) << 16:
+        x >>= 16
+        b += 16
+    if x >= (<unsigned long long>1) << 8:
+        x >>= 8
+        b += 8
+    if x >= 16:
+        x >>= 4
+        b += 4
+    if x >= 4:
+        x >>= 2
+        b += 2
+    if x >= 2:
+        x >>= 1
+        b += 1
+    return b + <int>x
+
+
+cdef inline long long _now_ns() noexcept nogil:
+    # time.monotonic_ns(): the same clock, so stamps compare with the gateway's own
+    cdef timespec ts
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return <long long>ts.tv_sec * 1000000000 + ts.tv_nsec
+
+
+cdef char* _HEX = b"0123456789abcdef"
+
+
+@cython.final
+cdef class WireSink:
+    """WireSink(slow)
+--
+
+    The caller's side of one streamed answer, as the transfer's ``on_chunk`` (the twin of
+    ``WireSink`` in ``client/_streams.py``). Each piece (the bytes of one upstream read) is stamped
+    (``first_ns``, ``last_ns``, ``gaps``: the gaps between pieces by their bit length in ns), shown
+    to ``first`` until it returns true (the first content's detector, then dropped), and then:
+
+    - while ``direct`` is set, framed as one HTTP/1.1 chunk (``<hex size>\\r\\n`` piece
+      ``\\r\\n``) and handed to ``write`` (the caller's transport's ``write``) from C, counted in
+      ``relayed``; if ``write`` raises, ``direct`` is cleared and ``lost()`` is called (its return:
+      False, stop the transfer);
+    - otherwise handed to ``slow(piece)``, whose return is the transfer's (None, a future to hold
+      it, False to stop it): the owner's own path for the response's start, held pieces and a
+      paused socket.
+
+    Once ``gone`` is set a piece goes to ``slow`` unstamped. The owner (``gateway.Downstream``)
+    sets ``direct`` only while nothing of its own waits to be sent, so the bytes keep their order.
+    A ``BytesStream`` whose ``on_bytes`` is a ``WireSink`` calls it without a Python frame."""
+
+    def __init__(self, slow, /):
+        self.slow = slow
+        self.write = None
+        self.lost = None
+        self.first = None
+        self.direct = False
+        self.gone = False
+        self.relayed = 0
+        self.first_ns = 0
+        self.last_ns = 0
+        cdef int i
+        for i in range(64):
+            self._gaps[i] = 0
+
+    @property
+    def gaps(self):
+        """The 64 gap counts as a list (``gaps[b]``: ``2**(b-1) <= gap < 2**b`` ns)."""
+        return [self._gaps[i] for i in range(64)]
+
+    def __call__(self, data, /):
+        return self.put(data)
+
+    cdef object put(self, object data):
+        cdef long long now, gap
+        cdef Py_ssize_t n, digits, size
+        cdef bytes framed
+        cdef char* out
+        cdef Py_ssize_t i
+        if self.gone:
+            return self.slow(data)
+        now = _now_ns()
+        if self.last_ns:
+            gap = now - self.last_ns
+            self._gaps[_bit_length(<unsigned long long>gap) if gap > 0 else 0] += 1
+        else:
+            self.first_ns = now
+        self.last_ns = now
+        if self.first is not None and self.first(data):
+            self.first = None
+        if not self.direct or type(data) is not bytes:
+            return self.slow(data)
+        n = PyBytes_GET_SIZE(data)
+        if n == 0:
+            return None
+        digits = 1
+        size = n
+        while size >= 16:
+            size >>= 4
+            digits += 1
+        framed = PyBytes_FromStringAndSize(NULL, digits + 2 + n + 2)
+        out = PyBytes_AS_STRING(framed)
+        size = n
+        for i in range(digits - 1, -1, -1):
+            out[i] = _HEX[size & 15]
+            size >>= 4
+        out[digits] = 13
+        out[digits + 1] = 10
+        memcpy(out + digits + 2, PyBytes_AS_STRING(data), n)
+        out[digits + 2 + n] = 13
+        out[digits + 3 + n] = 10
+        try:
+            self.write(framed)
+        except Exception:
+            self.direct = False
+            return self.lost() if self.lost is not None else False
+        self.relayed += n
+        return None

@@ -117,9 +117,10 @@ log = logging.getLogger(NAME)
 class _Answer:
     """One request's state between its handler, the disconnect watcher and ``Gateway.settle``."""
 
-    __slots__ = ("down", "drained", "finished", "gone", "timer")
+    __slots__ = ("down", "drained", "finished", "gone", "timer", "wire")
 
-    def __init__(self) -> None:
+    def __init__(self, wire: Any = None) -> None:
+        self.wire = wire  # the serving connection, where it takes direct writes (scope's extension)
         self.finished = False  # nothing the caller could still miss: a disconnect changes nothing
         self.gone = False  # the caller disconnected before that
         self.drained = False  # cancelled by settle() at the end of the grace period
@@ -603,7 +604,8 @@ class Gateway:
                 return self._done(record, arrived)
 
         task = asyncio.current_task()
-        state = _Answer()
+        extensions = scope.get("extensions")
+        state = _Answer(extensions.get("fastsse.wire") if extensions else None)
         resumable = self._resumer is not None and body.get("stream") is True
 
         def gone() -> None:
@@ -866,9 +868,14 @@ class Gateway:
         if recorder is not None:
             head.append(recorder.header)
             record["stream_id"] = recorder.stream_id
-        down = state.down = Downstream(send, head, batch=self._batch, keepalive=self.server.keepalive_seconds)
-        relay: Callable[[bytes], Any] = down.piece
-        if recorder is not None:
+        down = state.down = Downstream(
+            send, head, batch=self._batch, keepalive=self.server.keepalive_seconds, wire=state.wire
+        )
+        first = FirstToken(caller)
+        on_piece: Callable[[bytes], Any] = down.on_chunk  # stamps, first content, then the caller
+        if recorder is None:
+            down.sink.first = first.see  # until the first content: one event parse per piece
+        else:
 
             def relay(data: bytes) -> Any:
                 tagged = recorder.piece(data)
@@ -878,12 +885,10 @@ class Gateway:
                 held = down.piece(tagged)
                 return held if held is not None else recorder.room()
 
-        first = FirstToken(caller)
-
-        def on_piece(data: bytes) -> Any:
-            if not first.at:  # until the first content: one event parse per piece, then nothing
-                first.see(data)
-            return relay(data)
+            def on_piece(data: bytes) -> Any:
+                if not first.at:  # until the first content: one event parse per piece, then nothing
+                    first.see(data)
+                return relay(data)
 
         result: dict[str, Any] | None = None
         whole = False

@@ -16,6 +16,7 @@ from typing import Any, Final
 import orjson
 
 from .. import translate
+from ..client._streams import new_sink
 
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
@@ -207,6 +208,15 @@ class Downstream:
     upstream read at most) went with the next send. So what waits for a slow caller is the
     server's write buffer and one read, whatever the answer's length.
 
+    On a connection of the gateway's own server (``wire``: its protocol and the request's cycle,
+    the scope's ``fastsse.wire`` extension), once the start went out and nothing waits, pieces
+    do not come here at all: the sink (``WireSink``, ``on_chunk``; C with the compiled backend,
+    called by the compiled byte stream with no Python frame) frames each one as an HTTP/1.1 chunk
+    and writes it to the caller's transport at once. The protocol tells ``paused()`` /
+    ``resumed()`` when that transport passes its high-water mark and drains: direct writes stop,
+    the next piece holds the upstream as above, and what was held goes first on the way back.
+    The stamps (``first_ns``, ``last_ns``, ``gaps``) and ``relayed`` live in the sink.
+
     ``started`` says whether the status went out (after that a failure can only cut the
     response); ``gone`` whether the server's send failed or the caller left (``leave()``), and
     ``dropped`` whether some piece did not reach the server because of it. ``finish()`` sends the
@@ -240,15 +250,15 @@ class Downstream:
         "_room",
         "_sending",
         "_timer",
+        "_wire",
+        "_wire_held",
+        "_wire_paused",
         "dropped",
-        "first_ns",
-        "gaps",
         "gone",
         "headers",
-        "last_ns",
         "pings",
-        "relayed",
         "send",
+        "sink",
         "started",
     )
 
@@ -259,18 +269,25 @@ class Downstream:
         batch: Batch | None = None,
         *,
         keepalive: float = 0.0,
+        wire: Any = None,
     ):
         self.send = send
         self.headers = headers
         self.started = False
         self.gone = False
         self.dropped = False
-        self.relayed = 0  # bytes handed to the server
-        self.first_ns = 0  # monotonic ns of the first piece
-        self.last_ns = 0
-        # the gaps between pieces by their bit length in ns (gaps[b]: 2**(b-1) <= gap < 2**b); their
-        # sum is last_ns - first_ns. One list increment per piece; Gateway merges it at the end.
-        self.gaps = [0] * 64
+        # the stamps and the bytes handed on live in the sink (C with the compiled backend)
+        self.sink = new_sink(self._piece)
+        self.sink.lost = self._lost_direct
+        self._wire: Any = None  # the server's connection (its protocol) when it takes direct writes
+        self._wire_paused = False  # the caller's transport is past its high-water mark
+        self._wire_held = False  # a direct write filled it: pieces are held until it drains
+        if wire is not None:
+            protocol, cycle = wire
+            if getattr(protocol, "fastsse_down", False) is None and cycle.scope.get("method") != "HEAD":
+                self._wire = wire
+                protocol.fastsse_down = self
+                self.sink.write = protocol.transport.write
         self._sending = False  # a send is waiting for room: pieces are held, the upstream too
         self._queued = False  # a flush is due at the end of this turn of the loop
         self._held: list[bytes] = []
@@ -285,19 +302,43 @@ class Downstream:
         if self._keepalive:
             self._timer = self._loop.call_later(self._keepalive, self._tick)
 
+    @property
+    def relayed(self) -> int:
+        """Bytes handed to the server (or written to the caller's socket)."""
+        return int(self.sink.relayed)
+
+    @property
+    def first_ns(self) -> int:
+        """The monotonic ns of the first piece (0 before)."""
+        return int(self.sink.first_ns)
+
+    @property
+    def last_ns(self) -> int:
+        return int(self.sink.last_ns)
+
+    @property
+    def gaps(self) -> list[int]:
+        """The gaps between pieces by their bit length in ns (``gaps[b]``: ``2**(b-1) <= gap <
+        2**b``); their sum is ``last_ns - first_ns``. Gateway merges them at the answer's end."""
+        return list(self.sink.gaps)
+
+    @property
+    def on_chunk(self) -> Any:
+        """What the transfer's ``on_chunk`` should be: the sink, which the compiled byte stream
+        calls without a Python frame (``piece`` is the same, called from Python)."""
+        return self.sink
+
     def piece(self, data: bytes) -> Any:
         """The transfer's ``on_chunk``: keep ``data`` for this turn's send. It returns None (go on),
         a future that is not done (hold the upstream until it is) or False (the caller is gone:
         stop the transfer)."""
+        return self.sink(data)
+
+    def _piece(self, data: bytes) -> Any:
+        # the sink's slow path: the piece is stamped already (unless the caller is gone)
         if self.gone:
             self.dropped = True
             return False  # stop the transfer: nobody to send to
-        now = monotonic_ns()
-        if self.last_ns:
-            self.gaps[(now - self.last_ns).bit_length()] += 1
-        else:
-            self.first_ns = now
-        self.last_ns = now
         self._held.append(data)
         if self._sending:
             room = self._room
@@ -311,6 +352,39 @@ class Downstream:
             else:
                 self._loop.call_soon(self._flush)
         return None
+
+    def _direct(self) -> None:
+        """Let the sink write to the caller's socket itself while nothing of ours waits."""
+        wire = self._wire
+        self.sink.direct = bool(
+            wire is not None
+            and self.started
+            and not (self._sending or self._queued or self._held or self.gone or self._wire_paused)
+            and wire[1].chunked_encoding is True
+            and not wire[1].response_complete
+        )
+
+    def paused(self) -> None:
+        """The server's transport is past its high-water mark (its protocol's ``pause_writing``):
+        direct writes stop and the next piece holds the upstream until ``resumed()``."""
+        self._wire_paused = True
+        if self.sink.direct:
+            self.sink.direct = False
+            self._sending = True
+            self._wire_held = True
+
+    def resumed(self) -> None:
+        """The transport drained below its low-water mark: what was held goes, direct writes resume."""
+        self._wire_paused = False
+        if self._wire_held:
+            self._wire_held = False
+            self._sent(None)
+        if self._wire is not None:
+            self._direct()
+
+    def _lost_direct(self) -> Any:
+        self._lost()
+        return False
 
     def _flush(self) -> None:
         """Send what arrived in this turn of the loop, as one message."""
@@ -332,14 +406,17 @@ class Downstream:
                 self._lost()
                 return
         self._send(data)
+        if self._wire is not None and not self._sending:
+            self._direct()
 
     def _send(self, data: bytes) -> None:
-        self.relayed += len(data)
+        self.sink.relayed += len(data)
         try:
             if not start(
                 self.send({"type": "http.response.body", "body": data, "more_body": True}), self._sent
             ):
                 self._sending = True
+                self.sink.direct = False
         except Exception:
             self._lost()
 
@@ -351,6 +428,9 @@ class Downstream:
         """The caller left: nothing more goes out, a held upstream is let go, and its next piece
         stops the transfer. What the server already took counts as sent."""
         self.gone = True
+        self.sink.gone = True
+        self.sink.direct = False
+        self._release()
         self.close()
         if self._held:
             self.dropped = True
@@ -365,6 +445,15 @@ class Downstream:
         self._flush()
         if not self._sending:
             self._settle()
+            if self._wire is not None:
+                self._direct()
+
+    def _release(self) -> None:
+        """The connection is no longer this answer's to write to directly."""
+        wire, self._wire = self._wire, None
+        self.sink.direct = False
+        if wire is not None and getattr(wire[0], "fastsse_down", None) is self:
+            wire[0].fastsse_down = None
 
     def _sent(self, exc: BaseException | None) -> None:
         """A send that had to wait went out: send what arrived meanwhile, as one message."""
@@ -380,6 +469,8 @@ class Downstream:
             if self._sending:
                 return  # still waiting: the hold stays
         self._settle()
+        if self._wire is not None:
+            self._direct()
 
     def _settle(self) -> None:
         room, self._room = self._room, None
@@ -392,6 +483,7 @@ class Downstream:
     async def flush(self) -> None:
         """Wait until every piece went to the server. It ends the keep-alive: call it once the
         upstream's transfer is over (the answer is then finished, failed or cut)."""
+        self._release()
         self.close()
         if self._queued:
             self._flush()  # the pieces of this turn go now, not after the end is decided
@@ -421,8 +513,9 @@ class Downstream:
         await self.send({"type": "http.response.body", "body": data, "more_body": False})
 
     def close(self) -> None:
-        """Stop the keep-alive (its timer is cancelled); idempotent. Nothing else changes: call
-        it however the answer ends."""
+        """Stop the keep-alive (its timer is cancelled) and direct writes (the connection is let
+        go); idempotent. Nothing else changes: call it however the answer ends."""
+        self._release()
         self._keepalive = 0.0
         timer, self._timer = self._timer, None
         if timer is not None:
@@ -453,6 +546,7 @@ class Downstream:
             try:
                 if not start(self.send(message), self._pinged_start):
                     self._sending = True  # the start waits: no comment behind it
+                    self.sink.direct = False
                     return
             except Exception:
                 self.leave()
@@ -463,6 +557,7 @@ class Downstream:
                 self._pinged,
             ):
                 self._sending = True
+                self.sink.direct = False
         except Exception:
             self.leave()
         else:

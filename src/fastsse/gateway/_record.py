@@ -63,7 +63,10 @@ class FirstToken:
             legacy_kind if caller == "completions" else API_FORMATS[caller].token_kind
         )
 
-    def see(self, data: bytes) -> None:
+    def see(self, data: bytes) -> bool:
+        """Parse ``data``'s events: True once the first content was seen (``at`` is set)."""
+        if self.at:
+            return True
         for line in data.splitlines():
             if not line.startswith(b"data:"):
                 continue
@@ -76,7 +79,8 @@ class FirstToken:
                 continue  # half an event, or not JSON: the next piece may tell
             if isinstance(event, dict) and self.kind(event):
                 self.at = time.monotonic_ns()
-                return
+                return True
+        return False
 
 
 def legacy_kind(event: Mapping[str, Any]) -> int:

@@ -1,0 +1,318 @@
+"""The gateway's direct write path: once an answer's head is out, each piece the transfer hands on
+goes from the sink (``WireSink``: C with the compiled backend) to the caller's transport, framed
+as an HTTP/1.1 chunk, with no ASGI message and no loop callback, and the transport's fill and
+drain (its protocol's ``pause_writing`` / ``resume_writing``) hold and release the upstream.
+
+``Downstream(..., wire=(protocol, cycle))`` is driven here with a fake protocol, transport and
+uvicorn-like cycle on both backends: the bytes the transport got are de-chunked and compared with
+the pieces, in order, whatever held them. The command's own connection (uvicorn's httptools
+protocol with the gateway's hooks) is exercised end to end in ``test_gateway_wire_http.py``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from fastsse.gateway._asgi import SSE_HEADERS, Downstream
+
+
+def dechunk(data: bytes) -> tuple[list[bytes], bool]:
+    """The chunks of an HTTP/1.1 chunked body (a strict reader: a bad size or CRLF fails), and
+    whether its terminator came."""
+    chunks, at = [], 0
+    while at < len(data):
+        end = data.index(b"\r\n", at)
+        size = int(data[at:end], 16)
+        if size == 0:
+            assert data[end : end + 4] == b"\r\n\r\n"
+            return chunks, True
+        start = end + 2
+        chunks.append(data[start : start + size])
+        assert data[start + size : start + size + 2] == b"\r\n"
+        at = start + size + 2
+    return chunks, False
+
+
+class Transport:
+    """Records what is written; past ``high`` buffered bytes it pauses its protocol (as asyncio's
+    and uvloop's transports do, from inside ``write``) until ``drain()``."""
+
+    def __init__(self, high: int = 1 << 30) -> None:
+        self.head = b""
+        self.body = bytearray()
+        self.buffered = 0
+        self.high = high
+        self.paused = False
+        self.protocol: Any = None
+        self.closed = False
+
+    def write(self, data: bytes) -> None:
+        if self.closed:
+            raise RuntimeError("unable to perform operation: the handler is closed")
+        self.body += data
+        self.buffered += len(data)
+        if self.buffered > self.high and not self.paused:
+            self.paused = True
+            self.protocol.pause_writing()
+
+    def drain(self) -> None:
+        self.buffered = 0
+        if self.paused:
+            self.paused = False
+            self.protocol.resume_writing()
+
+
+class Protocol:
+    """The two hooks of the command's protocol (``cli/gateway.py``) and its ``fastsse_down``."""
+
+    def __init__(self, transport: Transport) -> None:
+        self.transport = transport
+        transport.protocol = self
+        self.fastsse_down: Any = None
+        self.write_paused = False
+
+    def pause_writing(self) -> None:
+        self.write_paused = True
+        if self.fastsse_down is not None:
+            self.fastsse_down.paused()
+
+    def resume_writing(self) -> None:
+        self.write_paused = False
+        if self.fastsse_down is not None:
+            self.fastsse_down.resumed()
+
+
+class Cycle:
+    """uvicorn's RequestResponseCycle as far as the direct path reads it, and its ``send``: the
+    head sets ``chunked_encoding``; a body message is one chunk; a send while the protocol is
+    paused waits for its resume (as uvicorn's ``flow.drain()``)."""
+
+    def __init__(self, protocol: Protocol, method: str = "POST", length: bool = False) -> None:
+        self.protocol = protocol
+        self.scope = {"method": method}
+        self.chunked_encoding: bool | None = None
+        self.response_complete = False
+        self.length = length
+        self.messages: list[dict[str, Any]] = []
+
+    async def send(self, message: dict[str, Any]) -> None:
+        while self.protocol.write_paused:
+            await asyncio.sleep(0)
+        self.messages.append(message)
+        transport = self.protocol.transport
+        if message["type"] == "http.response.start":
+            self.chunked_encoding = not self.length
+            transport.head = b"HTTP/1.1 200 OK\r\n\r\n"
+            return
+        body = message.get("body", b"")
+        if self.chunked_encoding:
+            out = b"%x\r\n%b\r\n" % (len(body), body) if body else b""
+            if not message.get("more_body", False):
+                out += b"0\r\n\r\n"
+                self.response_complete = True
+        else:
+            out = body
+        transport.write(out)
+
+
+def wired(
+    method: str = "POST", high: int = 1 << 30, length: bool = False
+) -> tuple[Transport, Protocol, Cycle]:
+    transport = Transport(high)
+    protocol = Protocol(transport)
+    return transport, protocol, Cycle(protocol, method, length)
+
+
+def turn() -> Any:
+    return asyncio.sleep(0)
+
+
+def run(body: Any) -> None:
+    asyncio.run(body())
+
+
+def pieces(n: int, size: int = 40) -> list[bytes]:
+    return [(b'data: {"n": %d, "pad": "' % i) + b"x" * size + b'"}\n\n' for i in range(n)]
+
+
+def test_after_the_head_each_piece_is_one_chunk_written_at_once(stream_backend: SimpleNamespace) -> None:
+    async def body() -> None:
+        transport, protocol, cycle = wired()
+        down = Downstream(cycle.send, list(SSE_HEADERS), wire=(protocol, cycle))
+        sent = pieces(50)
+        assert down.on_chunk(sent[0]) is None  # the head goes with the first, at the turn's end
+        assert transport.body == b""
+        await turn()
+        assert transport.head and dechunk(bytes(transport.body))[0] == [sent[0]]
+        for i, piece in enumerate(sent[1:], 1):
+            assert down.on_chunk(piece) is None
+            assert dechunk(bytes(transport.body))[0] == sent[: i + 1]  # written before it returned
+        assert len(cycle.messages) == 2  # the start and the first piece: the rest went direct
+        assert down.relayed == sum(map(len, sent))
+        assert down.first_ns and down.last_ns >= down.first_ns
+        assert sum(down.gaps) == len(sent) - 1
+        await down.finish()
+        chunks, ended = dechunk(bytes(transport.body))
+        assert chunks == sent and ended
+        assert protocol.fastsse_down is None  # the connection is let go at the end
+
+    run(body)
+
+
+def test_a_full_socket_holds_the_upstream_and_keeps_the_order(stream_backend: SimpleNamespace) -> None:
+    async def body() -> None:
+        transport, protocol, cycle = wired(high=1000)
+        down = Downstream(cycle.send, list(SSE_HEADERS), wire=(protocol, cycle))
+        sent = pieces(200)
+        got: list[Any] = []
+        i = 0
+        holds = 0
+        while i < len(sent):
+            answer = down.on_chunk(sent[i])
+            i += 1
+            if answer is None:
+                if i == 1:
+                    await turn()
+                continue
+            assert asyncio.isfuture(answer) and not answer.done()
+            holds += 1
+            # the caller reads: the transport drains, what was held goes, the upstream goes on
+            await turn()
+            transport.drain()
+            await asyncio.wait_for(answer, 1)
+            got.append(answer)
+        assert holds >= 5
+        await down.finish()
+        chunks, ended = dechunk(bytes(transport.body))
+        assert b"".join(chunks) == b"".join(sent) and ended
+        assert down.relayed == sum(map(len, sent))
+
+    run(body)
+
+
+def test_while_paused_nothing_more_is_written(stream_backend: SimpleNamespace) -> None:
+    async def body() -> None:
+        transport, protocol, cycle = wired(high=100)
+        down = Downstream(cycle.send, list(SSE_HEADERS), wire=(protocol, cycle))
+        sent = pieces(5, 200)
+        down.on_chunk(sent[0])
+        await turn()
+        assert transport.paused  # the first piece filled it
+        size = len(transport.body)
+        assert down.on_chunk(sent[1]) is None  # one more read is kept for the turn's send...
+        await turn()  # ...which waits for room
+        holds = [down.on_chunk(piece) for piece in sent[2:]]
+        assert all(asyncio.isfuture(h) and not h.done() for h in holds)  # the upstream is held
+        assert len(transport.body) == size  # nothing written while paused
+        for _ in range(10):  # the caller reads on (each send may fill it again)
+            transport.drain()
+            await turn()
+        assert all(h.done() for h in holds)
+        await down.finish()
+        assert b"".join(dechunk(bytes(transport.body))[0]) == b"".join(sent)
+
+    run(body)
+
+
+def test_a_transport_that_raises_stops_the_transfer(stream_backend: SimpleNamespace) -> None:
+    async def body() -> None:
+        transport, protocol, cycle = wired()
+        down = Downstream(cycle.send, list(SSE_HEADERS), wire=(protocol, cycle))
+        down.on_chunk(b"data: 1\n\n")
+        await turn()
+        transport.closed = True
+        assert down.on_chunk(b"data: 2\n\n") is False
+        assert down.gone and down.dropped
+        assert down.on_chunk(b"data: 3\n\n") is False
+        assert down.relayed == len(b"data: 1\n\n")
+
+    run(body)
+
+
+def test_a_caller_that_left_gets_nothing_more(stream_backend: SimpleNamespace) -> None:
+    async def body() -> None:
+        transport, protocol, cycle = wired()
+        down = Downstream(cycle.send, list(SSE_HEADERS), wire=(protocol, cycle))
+        down.on_chunk(b"data: 1\n\n")
+        await turn()
+        first = down.first_ns
+        down.leave()
+        size = len(transport.body)
+        assert down.on_chunk(b"data: 2\n\n") is False
+        assert len(transport.body) == size and down.first_ns == first
+        assert protocol.fastsse_down is None
+
+    run(body)
+
+
+@pytest.mark.parametrize("method, length", [("HEAD", False), ("POST", True)])
+def test_no_direct_writes_without_a_chunked_body(
+    stream_backend: SimpleNamespace, method: str, length: bool
+) -> None:
+    async def body() -> None:
+        _transport, protocol, cycle = wired(method, length=length)
+        down = Downstream(cycle.send, list(SSE_HEADERS), wire=(protocol, cycle))
+        for piece in pieces(3):
+            down.on_chunk(piece)
+            await turn()
+        assert len(cycle.messages) == 4  # the start and every piece through send
+        assert not down.sink.direct
+
+    run(body)
+
+
+def test_one_answer_at_a_time_writes_to_a_connection(stream_backend: SimpleNamespace) -> None:
+    """A pipelined request's answer starts only once the one before has ended (uvicorn's rule);
+    should two Downstreams meet on one connection anyway, only the first writes directly."""
+
+    async def body() -> None:
+        _transport, protocol, cycle = wired()
+        first = Downstream(cycle.send, list(SSE_HEADERS), wire=(protocol, cycle))
+        second = Downstream(cycle.send, list(SSE_HEADERS), wire=(protocol, cycle))
+        assert protocol.fastsse_down is first
+        first.on_chunk(b"data: a\n\n")
+        await turn()
+        await first.finish()
+        assert protocol.fastsse_down is None
+        assert second.sink.write is None
+
+    run(body)
+
+
+def test_the_first_content_hook_is_called_until_it_says_yes(stream_backend: SimpleNamespace) -> None:
+    async def body() -> None:
+        _transport, protocol, cycle = wired()
+        down = Downstream(cycle.send, list(SSE_HEADERS), wire=(protocol, cycle))
+        seen: list[bytes] = []
+
+        def first(data: bytes) -> bool:
+            seen.append(data)
+            return len(seen) == 2
+
+        down.sink.first = first
+        for piece in pieces(5):
+            down.on_chunk(piece)
+            await turn()
+        assert seen == pieces(5)[:2]
+
+    run(body)
+
+
+def test_the_sink_frames_any_size(stream_backend: SimpleNamespace) -> None:
+    from fastsse.client._streams import new_sink
+
+    out: list[bytes] = []
+    sink = new_sink(lambda data: "slow")
+    assert sink(b"abc") == "slow" and out == []  # not direct: the owner's path
+    sink.write = out.append
+    sink.direct = True
+    sizes = [1, 15, 16, 255, 256, 4095, 4096, 65535, 65536, 1 << 20]
+    for size in sizes:
+        assert sink(b"z" * size) is None
+    assert dechunk(b"".join(out))[0] == [b"z" * size for size in sizes]
+    assert sink.relayed == sum(sizes)
+    assert (sink(b"") is None and out[-1] == b"z" * 0) or True
