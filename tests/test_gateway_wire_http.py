@@ -210,3 +210,43 @@ def test_an_upstream_writing_64_kib_reads_of_a_thousand_events(gateway: GatewayP
     assert status == 200
     whole(body)
     assert len(events(body)) >= 20000
+
+
+def _rss_kib(pid: int, field: str = "VmRSS") -> int:
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise AssertionError(field)
+
+
+@pytest.mark.parametrize("pace", ["full speed", "slowly"])
+def test_a_50_mb_answer_grows_the_gateway_by_at_most_16_mb(pace: str) -> None:
+    """The gateway's fold keeps the answer's facts, not its text, and a slow caller holds the
+    upstream: its peak RSS over the answer grows by at most 16 MB (it grew by ~60 MB when the
+    fold kept the text)."""
+    from fastsse.testing.scripted import spawn_scripted_server
+
+    model = "ttft_ms=0,itl_ms=0,chunks=14000,tokens_per_chunk=400"  # ~52 MB of events
+    with (
+        spawn_scripted_server(ttft_ms=0, itl_ms=0) as up,
+        GatewayProcess([{"name": "scripted", "base_url": up.base_url}]) as gw,
+    ):
+        pid = gw.proc.pid  # type: ignore[union-attr]
+        with connect(gw) as sock:  # warm: the first answer's one-off allocations are not the answer's
+            sock.sendall(request(chat("ttft_ms=0,itl_ms=0,chunks=50")))
+            assert Reader(sock).response()[0] == 200
+        before = _rss_kib(pid)
+        with open(f"/proc/{pid}/clear_refs", "w") as refs:
+            refs.write("5")  # reset VmHWM to the RSS now
+        with connect(gw, 120) as sock:
+            if pace == "slowly":
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+            sock.sendall(request(chat(model)))
+            reader = Reader(sock, step=65536, pause=0.002 if pace == "slowly" else 0.0)
+            status, _, body = reader.response()
+        grown = _rss_kib(pid, "VmHWM") - before
+    assert status == 200
+    assert len(body) > 50_000_000
+    assert body.endswith(b"data: [DONE]\n\n")
+    assert grown < 16 * 1024, f"{grown} KiB"

@@ -148,12 +148,14 @@ cdef class _Text:
     cdef Py_ssize_t _len  # characters
     cdef Py_ssize_t _cap  # bytes
     cdef int _kind  # bytes per character: 1, 2 or 4
+    cdef bint _count  # keep_text=False: count the characters, keep none
 
     def __cinit__(self):
         self._buf = NULL
         self._len = 0
         self._cap = 0
         self._kind = 1
+        self._count = False
 
     def __dealloc__(self):
         PyMem_Free(self._buf)
@@ -200,6 +202,9 @@ cdef class _Text:
         cdef Py_ssize_t i
         if n == 0:
             return 0
+        if self._count:
+            self._len += n
+            return 0
         if kind > self._kind:
             self._widen(kind)
         self._reserve((self._len + n) * self._kind)
@@ -227,14 +232,15 @@ cdef class _Text:
 
     cdef list parts(self):
         # The shared result builder reads text fields as lists of fragments.
-        if self._len == 0:
+        if self._len == 0 or self._count:
             return [""]
         return [PyUnicode_FromKindAndData(self._kind, self._buf, self._len)]
 
 
-cdef inline _Text _text_add(_Text text, object fragment):
+cdef inline _Text _text_add(_Text text, object fragment, bint count):
     if text is None:
         text = _Text.__new__(_Text)
+        text._count = count
     text.add(fragment)
     return text
 
@@ -298,9 +304,11 @@ cdef class _Choice:
     cdef readonly object next_index
     cdef readonly dict extras
     cdef readonly dict delta_extras
+    cdef bint count  # the aggregator's keep_text=False
 
     def __cinit__(self, index):
         self.index = index
+        self.count = False
         self.calls = []
         self.by_index = {}
         self.next_index = 0
@@ -352,9 +360,10 @@ cdef inline bint _same(Span s, object held) noexcept:
 
 
 
-cdef _Text _text_span(_Text text, Span s):
+cdef _Text _text_span(_Text text, Span s, bint count):
     if text is None:
         text = _Text.__new__(_Text)
+        text._count = count
     if s.flags == 0:
         text.add_ascii(s.p, s.n)
     else:
@@ -370,11 +379,17 @@ cdef inline bint _same_int(long long value, object held) noexcept:
 
 @cython.final
 cdef class ChatAggregator:
-    """ChatAggregator()
+    """ChatAggregator(*, keep_text=True)
 --
 
 Folds the chunks of an OpenAI-style chat stream into one response shaped like a
     non-streaming ``chat.completion``. One aggregator per stream; not safe to share between threads.
+
+    ``keep_text=False`` keeps the facts and not the text: content, reasoning, refusal, legacy
+    ``text`` and tool-call arguments count their characters and keep none (each reads as ``""``,
+    and ``result()`` gains ``text_chars``, their total), so its memory is bounded whatever the
+    answer's length; roles, finish reasons, tool calls' ids and names, usage, errors and the
+    verdict are folded as usual. For a relay that forwards the bytes and logs the outcome.
 
     ``feed(chunk)`` takes a parsed chunk (a dict), ``feed_data(payload)`` the JSON text of one
     event (str or a bytes-like object), ``feed_event(event)`` a fastsse ``Event``. ``result()`` may be
@@ -456,8 +471,10 @@ Folds the chunks of an OpenAI-style chat stream into one response shaped like a
     cdef Py_ssize_t _fast  # payloads the fast reader folded (tests read it as _fast_folds)
     cdef int _last_kind  # the fast reader's last chunk for the timing record: kind bits,
     cdef Py_ssize_t _last_entries  # and its logprobs.content entries
+    cdef bint _count  # keep_text=False: text fields count their characters and keep none
 
-    def __init__(self) -> None:
+    def __init__(self, *, keep_text: bool = True) -> None:
+        self._count = not keep_text
         self._top = {}
         self._choices = {}
         self._error = None
@@ -580,8 +597,27 @@ Folds the chunks of an OpenAI-style chat stream into one response shaped like a
         # result() with the verdict a stream passes: the merged top-level fields built once for both
         cdef dict top = self._merged_top()
         out = build_result(top, self._choices, self._error, self._text_completion)
+        if self._count:
+            out["text_chars"] = self._text_chars()
         out["verdict"] = verdict_dict(self._verdict_of(top, aborted, too_large, truncated, ended))
         return out
+
+    cdef Py_ssize_t _text_chars(self):
+        # keep_text=False: the characters every text field would have held
+        cdef Py_ssize_t total = 0
+        cdef _Choice c
+        cdef _Call call
+        for value in self._choices.values():
+            c = <_Choice>value
+            for text in (c._content, c._refusal, c._reasoning_content, c._reasoning, c._text):
+                if text is not None:
+                    total += (<_Text>text)._len
+            for value2 in c.calls:
+                call = <_Call>value2
+                total += call._arguments._len
+            if c.function_call is not None:
+                total += c.function_call._arguments._len
+        return total
 
     cdef object _verdict(self, bint aborted, bint too_large, bint truncated, bint ended):
         return self._verdict_of(self._merged_top(), aborted, too_large, truncated, ended)
@@ -715,20 +751,20 @@ Folds the chunks of an OpenAI-style chat stream into one response shaped like a
             op = &plan.ops[i]
             c = <_Choice>plan.choices[op.choice].choice
             if op.target == K_CONTENT:
-                c._content = _text_span(c._content, op.text)
+                c._content = _text_span(c._content, op.text, c.count)
             elif op.target == K_REASONING_CONTENT:
-                c._reasoning_content = _text_span(c._reasoning_content, op.text)
+                c._reasoning_content = _text_span(c._reasoning_content, op.text, c.count)
             elif op.target == K_REASONING:
-                c._reasoning = _text_span(c._reasoning, op.text)
+                c._reasoning = _text_span(c._reasoning, op.text, c.count)
             elif op.target == K_REFUSAL:
-                c._refusal = _text_span(c._refusal, op.text)
+                c._refusal = _text_span(c._refusal, op.text, c.count)
             elif op.target == K_TEXT:
-                c._text = _text_span(c._text, op.text)
+                c._text = _text_span(c._text, op.text, c.count)
             else:
                 call = <_Call>op.call
                 c.last = call
                 if op.text.p != NULL:
-                    _text_span(call._arguments, op.text)
+                    _text_span(call._arguments, op.text, c.count)
         for i in range(plan.nothers):
             o = &plan.others[i]
             value = values[i]
@@ -892,6 +928,7 @@ Folds the chunks of an OpenAI-style chat stream into one response shaped like a
             found = PyDict_GetItemWithError(self._choices, index)
             if found is NULL:
                 choice = _Choice(index)
+                choice.count = self._count
                 PyDict_SetItem(self._choices, index, choice)
             else:
                 choice = <_Choice>found
@@ -924,7 +961,7 @@ Folds the chunks of an OpenAI-style chat stream into one response shaped like a
                 pass
             elif code == K_TEXT:
                 if PyUnicode_Check(value):
-                    c._text = _text_add(c._text, value)
+                    c._text = _text_add(c._text, value, c.count)
                 else:
                     self._malformed += 1
             elif code == K_LOGPROBS:
@@ -949,7 +986,7 @@ Folds the chunks of an OpenAI-style chat stream into one response shaped like a
             code = _key_code(<object>k, _delta_code)
             if code == K_CONTENT:
                 if PyUnicode_Check(value):
-                    c._content = _text_add(c._content, value)
+                    c._content = _text_add(c._content, value, c.count)
                 elif PyList_Check(value):
                     self._fold_content_parts(c, <list>value)
                 else:
@@ -969,17 +1006,17 @@ Folds the chunks of an OpenAI-style chat stream into one response shaped like a
                     self._malformed += 1
             elif code == K_REASONING_CONTENT:
                 if PyUnicode_Check(value):
-                    c._reasoning_content = _text_add(c._reasoning_content, value)
+                    c._reasoning_content = _text_add(c._reasoning_content, value, c.count)
                 else:
                     self._malformed += 1
             elif code == K_REASONING:
                 if PyUnicode_Check(value):
-                    c._reasoning = _text_add(c._reasoning, value)
+                    c._reasoning = _text_add(c._reasoning, value, c.count)
                 else:
                     self._malformed += 1
             elif code == K_REFUSAL:
                 if PyUnicode_Check(value):
-                    c._refusal = _text_add(c._refusal, value)
+                    c._refusal = _text_add(c._refusal, value, c.count)
                 else:
                     self._malformed += 1
             elif code == K_ANNOTATIONS:
@@ -996,6 +1033,7 @@ Folds the chunks of an OpenAI-style chat stream into one response shaped like a
                 if PyDict_Check(value):
                     if c.function_call is None:
                         c.function_call = _Call(0)
+                        c.function_call._arguments._count = c.count
                     self._fold_function(c.function_call, <dict>value)
                 else:
                     self._malformed += 1
@@ -1033,9 +1071,9 @@ Folds the chunks of an OpenAI-style chat stream into one response shaped like a
     cdef int _fold_content_parts(self, _Choice c, list parts) except -1:
         texts, thinking, unknown, bad = content_parts(parts)
         for text in texts:
-            c._content = _text_add(c._content, text)
+            c._content = _text_add(c._content, text, c.count)
         for text in thinking:
-            c._reasoning_content = _text_add(c._reasoning_content, text)
+            c._reasoning_content = _text_add(c._reasoning_content, text, c.count)
         if unknown:
             if c.content_parts is None:
                 c.content_parts = []
@@ -1079,6 +1117,7 @@ Folds the chunks of an OpenAI-style chat stream into one response shaped like a
             if index is None:
                 index = c.next_index
             call = _Call(index)
+            call._arguments._count = c.count
             PyList_Append(c.calls, call)
             PyDict_SetItem(c.by_index, index, call)
             if index >= c.next_index:

@@ -66,6 +66,26 @@ def _check_payload(payload: object) -> None:
         )
 
 
+class _Count(list):  # type: ignore[type-arg]
+    """A text field of an aggregator made with ``keep_text=False``: the characters are counted in
+    ``chars`` and none is kept (the field reads as ``""``)."""
+
+    __slots__ = ("chars",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.chars = 0
+
+    def append(self, value: str) -> None:
+        self.chars += len(value)
+        if not self:
+            super().append("")
+
+    def extend(self, values: Any) -> None:
+        for value in values:
+            self.append(value)
+
+
 class _Call:
     """One tool call (or the legacy ``function_call``) being assembled."""
 
@@ -145,6 +165,12 @@ class ChatAggregator:
     """Folds the chunks of an OpenAI-style chat stream into one response shaped like a
     non-streaming ``chat.completion``. One aggregator per stream; not safe to share between threads.
 
+    ``keep_text=False`` keeps the facts and not the text: content, reasoning, refusal, legacy
+    ``text`` and tool-call arguments count their characters and keep none (each reads as ``""``,
+    and ``result()`` gains ``text_chars``, their total), so its memory is bounded whatever the
+    answer's length; roles, finish reasons, tool calls' ids and names, usage, errors and the
+    verdict are folded as usual. For a relay that forwards the bytes and logs the outcome.
+
     ``feed(chunk)`` takes a parsed chunk (a dict), ``feed_data(payload)`` the JSON text of one
     event (str or a bytes-like object), ``feed_event(event)`` a fastsse ``Event``. ``result()`` may be
     called at any time (a partial result) and again later. ``done``, ``error``, ``verdict`` and the
@@ -206,6 +232,7 @@ class ChatAggregator:
 
     __slots__ = (
         "_choices",
+        "_count",
         "_cut",
         "_done",
         "_ended",
@@ -219,7 +246,8 @@ class ChatAggregator:
         "_xusage",
     )
 
-    def __init__(self) -> None:
+    def __init__(self, *, keep_text: bool = True) -> None:
+        self._count = not keep_text  # text fields count their characters and keep none
         self._top: dict[Any, Any] = {}
         self._choices: dict[int, _Choice] = {}
         self._error: Any = None
@@ -323,8 +351,24 @@ class ChatAggregator:
         # result() with the verdict a stream passes: the merged top-level fields built once for both
         top = with_provider_usage(self._top, self._xusage)
         out = build_result(top, self._choices, self._error, self._text_completion)
+        if self._count:
+            out["text_chars"] = self._text_chars()
         out["verdict"] = verdict_dict(self._verdict_of(top, aborted, too_large, truncated, ended))
         return out
+
+    def _new_text(self) -> list[str]:
+        return _Count() if self._count else []
+
+    def _text_chars(self) -> int:
+        # keep_text=False: the characters every text field would have held
+        total = 0
+        for c in self._choices.values():
+            fields = [c.content, c.refusal, c.reasoning_content, c.reasoning, c.text]
+            fields += [call.arguments for call in c.calls]
+            if c.function_call is not None:
+                fields.append(c.function_call.arguments)
+            total += sum(f.chars for f in fields if isinstance(f, _Count))
+        return total
 
     def _verdict(self, aborted: bool, too_large: bool, truncated: bool, ended: bool) -> ChatVerdict:
         return self._verdict_of(
@@ -457,7 +501,7 @@ class ChatAggregator:
             elif key == "text":
                 if isinstance(value, str):
                     if c.text is None:
-                        c.text = []
+                        c.text = self._new_text()
                     c.text.append(value)
                 else:
                     self._malformed += 1
@@ -476,7 +520,7 @@ class ChatAggregator:
             if key == "content":
                 if isinstance(value, str):
                     if c.content is None:
-                        c.content = []
+                        c.content = self._new_text()
                     c.content.append(value)
                 elif isinstance(value, list):
                     self._fold_content_parts(c, value)
@@ -498,21 +542,21 @@ class ChatAggregator:
             elif key == "reasoning_content":
                 if isinstance(value, str):
                     if c.reasoning_content is None:
-                        c.reasoning_content = []
+                        c.reasoning_content = self._new_text()
                     c.reasoning_content.append(value)
                 else:
                     self._malformed += 1
             elif key == "reasoning":
                 if isinstance(value, str):
                     if c.reasoning is None:
-                        c.reasoning = []
+                        c.reasoning = self._new_text()
                     c.reasoning.append(value)
                 else:
                     self._malformed += 1
             elif key == "refusal":
                 if isinstance(value, str):
                     if c.refusal is None:
-                        c.refusal = []
+                        c.refusal = self._new_text()
                     c.refusal.append(value)
                 else:
                     self._malformed += 1
@@ -534,6 +578,7 @@ class ChatAggregator:
                 if isinstance(value, dict):
                     if c.function_call is None:
                         c.function_call = _Call(0)
+                        c.function_call.arguments = self._new_text()
                     self._fold_function(c.function_call, value)
                 else:
                     self._malformed += 1
@@ -549,11 +594,11 @@ class ChatAggregator:
         texts, thinking, unknown, bad = content_parts(parts)
         if texts:
             if c.content is None:
-                c.content = []
+                c.content = self._new_text()
             c.content.extend(texts)
         if thinking:
             if c.reasoning_content is None:
-                c.reasoning_content = []
+                c.reasoning_content = self._new_text()
             c.reasoning_content.extend(thinking)
         if unknown:
             if c.content_parts is None:
@@ -587,6 +632,7 @@ class ChatAggregator:
             if index is None:
                 index = c.next_index
             call = _Call(index)
+            call.arguments = self._new_text()
             c.calls.append(call)
             c.by_index[index] = call
             if index >= c.next_index:

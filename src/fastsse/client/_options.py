@@ -291,6 +291,16 @@ OPTIONS: Final[tuple[Option, ...]] = (
         _bool,
     ),
     Option(
+        "keep_text",
+        "bool",
+        True,
+        BOTH,
+        'False: format="relay" folds the facts (finish reasons, usage, tool calls, errors, the verdict) '
+        'and not the text, so memory per answer is bounded; the result\'s text fields read "" and '
+        '"text_chars" counts them (for a relay that forwards the bytes and does not read the answer)',
+        _bool,
+    ),
+    Option(
         "format",
         "str | None",
         None,
@@ -522,6 +532,7 @@ class RequestOptions:
     raise_for_status: bool = False
     http2: bool = False
     timing: bool = True
+    keep_text: bool = True
 
     def replace(self, overrides: Mapping[str, Any], /) -> RequestOptions:
         """These options with ``overrides`` (a request's own, checked) laid on top.
@@ -545,7 +556,7 @@ REQUEST_FIELDS: Final = tuple(field.name for field in dataclasses.fields(Request
 PREPARE_FIELDS: Final = tuple(
     name
     for name in REQUEST_FIELDS
-    if name not in ("timing", "max_retries", "first_chunk_gate", "fallbacks", "resume")
+    if name not in ("timing", "max_retries", "first_chunk_gate", "fallbacks", "resume", "keep_text")
 )
 
 
@@ -572,6 +583,7 @@ class _RequestKeywords(TypedDict, total=False):
     raise_for_status: bool
     http2: bool
     timing: bool
+    keep_text: bool
 
 
 class CallOptions(_RequestKeywords, total=False):

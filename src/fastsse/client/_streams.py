@@ -102,6 +102,7 @@ def new_stream(
     timing: bool,
     decoder: Any = None,
     direct: bool = False,
+    keep_text: bool = True,
 ) -> Any:
     """A new stream for format ``name`` reading an answer of ``api``: the fused fold of an API
     (``on_chunk`` gets parsed events), a byte-out writer (``on_chunk`` gets the bytes to send on),
@@ -109,6 +110,7 @@ def new_stream(
     reads with, so that what it keeps, the last event id and retry, outlives one transfer).
     ``direct=True`` (the compiled driver's engine): a byte-out format is the compiled
     ``BytesStream`` the driver feeds from C, when the compiled backend is the current one.
+    ``keep_text=False``: the relay's fold keeps the facts, not the text (``ChatAggregator``).
 
     It raises ValueError for an unknown format, or ``to-X`` where ``X`` is ``api`` itself.
     """
@@ -116,11 +118,13 @@ def new_stream(
     if name == "events":
         return EventsStream(on_chunk, max_event_bytes=max_event_bytes, timing=timing, decoder=decoder)
     if direct and _streams_c is not None and _backend.current.name == "cython" and name != "events":
-        compiled = _compiled_bytes(name, on_chunk, api=api, max_event_bytes=max_event_bytes, timing=timing)
+        compiled = _compiled_bytes(
+            name, on_chunk, api=api, max_event_bytes=max_event_bytes, timing=timing, keep_text=keep_text
+        )
         if compiled is not None:
             return compiled
     if name == "relay":
-        return RelayStream(on_chunk, max_event_bytes=max_event_bytes, timing=timing)
+        return RelayStream(on_chunk, max_event_bytes=max_event_bytes, timing=timing, keep_text=keep_text)
     if name == "passthrough":
         return _BytesStream(PassThrough(api, max_event_bytes=max_event_bytes), on_chunk, timing)
     if name.startswith("to-"):
@@ -132,12 +136,19 @@ def new_stream(
 
 
 def _compiled_bytes(
-    name: str, on_chunk: SendBytes | None, /, *, api: str, max_event_bytes: int | None, timing: bool
+    name: str,
+    on_chunk: SendBytes | None,
+    /,
+    *,
+    api: str,
+    max_event_bytes: int | None,
+    timing: bool,
+    keep_text: bool = True,
 ) -> Any:
     # A byte-out format on the compiled BytesStream (the twin of the classes below), or None
     assert _streams_c is not None
     if name == "relay":
-        relay = _backend.current.Relay(max_event_bytes=max_event_bytes)
+        relay = _backend.current.Relay(max_event_bytes=max_event_bytes, keep_text=keep_text)
         return _streams_c.BytesStream(relay, on_chunk, timing, relay=True)
     if name == "passthrough":
         writer = _streams_c.PassThrough(api, max_event_bytes=max_event_bytes)
@@ -345,14 +356,20 @@ BYTES_STREAMS: tuple[type[Any], ...] = (
 
 
 class RelayStream(_BytesStream):
-    """``RelayStream(on_bytes=None, *, max_event_bytes=None, timing=False)``: a ``Relay``."""
+    """``RelayStream(on_bytes=None, *, max_event_bytes=None, timing=False, keep_text=True)``: a ``Relay``."""
 
     __slots__ = ()
 
     def __init__(
-        self, on_bytes: SendBytes | None = None, *, max_event_bytes: int | None = None, timing: bool = False
+        self,
+        on_bytes: SendBytes | None = None,
+        *,
+        max_event_bytes: int | None = None,
+        timing: bool = False,
+        keep_text: bool = True,
     ) -> None:
-        super().__init__(_backend.current.Relay(max_event_bytes=max_event_bytes), on_bytes, timing)
+        relay = _backend.current.Relay(max_event_bytes=max_event_bytes, keep_text=keep_text)
+        super().__init__(relay, on_bytes, timing)
 
     def _before(self, exc: EventTooLarge) -> bytes:
         return exc.events[0] if exc.events else b""

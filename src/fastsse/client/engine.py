@@ -245,6 +245,7 @@ class _Engine:
         job.timing = merged.timing
         job.retries = merged.max_retries
         own["gate"] = merged.first_chunk_gate
+        own["keep_text"] = merged.keep_text
         own["resumable"] = (
             merged.resume
             and spec.api == "responses"
@@ -317,6 +318,7 @@ class _Engine:
                     timing=job.timing,
                     decoder=options.get("decoder"),
                     direct=self.driver == "compiled" and not options.get("resumable"),
+                    keep_text=options.get("keep_text", True),
                 )
                 if options.get("resumable"):
                     stream = Resumable(stream)

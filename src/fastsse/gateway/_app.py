@@ -307,6 +307,7 @@ class Gateway:
                 max_connections=up.max_connections,
                 raise_for_status=True,
                 timing=True,  # the first content's time (ttft_ms) and a fold's token count
+                keep_text=False,  # the relay's fold keeps the facts the record needs, not the text
             )
 
     async def shutdown(self) -> None:

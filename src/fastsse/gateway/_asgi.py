@@ -314,6 +314,7 @@ class Downstream:
 
     @property
     def last_ns(self) -> int:
+        """The monotonic ns of the latest piece (0 before)."""
         return int(self.sink.last_ns)
 
     @property

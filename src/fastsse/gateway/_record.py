@@ -27,11 +27,15 @@ CHARS_PER_TOKEN: Final = 4  # the estimate of an answer that reported no usage
 def folded(result: Mapping[str, Any]) -> int:
     """What a key's ``tpm`` is charged for an answer that reported no usage: the tokens the fold
     counted (one per token-bearing chunk, or usage's growth) where it kept a timing record, else
-    the folded answer's generated text at ``CHARS_PER_TOKEN`` characters a token."""
+    the folded answer's generated text (or its ``text_chars``, from a fold that kept none) at
+    ``CHARS_PER_TOKEN`` characters a token."""
     timing = result.get("timing")
     tokens = timing.get("tokens") if isinstance(timing, dict) else None
     if isinstance(tokens, list) and tokens:
         return sum(tokens)
+    counted = result.get("text_chars")  # a fold that kept the facts, not the text
+    if isinstance(counted, int):
+        return -(-counted // CHARS_PER_TOKEN)
     chars = 0
     todo: list[Any] = [result]
     while todo:

@@ -122,7 +122,7 @@ cdef inline int _add_edit(Edit* edits, int* n, const char* start, const char* en
 
 @cython.final
 cdef class Relay(Decoder):
-    """Relay(*, on_chunk=None, max_event_bytes=None, usage="end", model=None, id=None, drop_fields=(), comments=True)
+    """Relay(*, on_chunk=None, max_event_bytes=None, usage="end", model=None, id=None, drop_fields=(), comments=True, keep_text=True)
 --
 
 Upstream bytes in, compliant bytes out, folded on the way: one per proxied stream, not safe to
@@ -136,6 +136,9 @@ Upstream bytes in, compliant bytes out, folded on the way: one per proxied strea
     raised, and EventTooLarge when an event passes ``max_event_bytes`` (the relay then stops; the
     exception's ``events`` holds one ``bytes``: what that call had to send before the event).
     The constructor raises ValueError or TypeError for a bad option.
+
+    ``keep_text=False``: the fold keeps the facts and not the text (``ChatAggregator``'s option:
+    ``text()`` is then ``""`` and ``result()`` has ``text_chars``), for a relay that only logs.
     """
 
     cdef object _agg
@@ -174,10 +177,11 @@ Upstream bytes in, compliant bytes out, folded on the way: one per proxied strea
         id=None,
         drop_fields=(),
         comments=True,
+        keep_text=True,
     ) -> None:
         Decoder.__init__(self, max_event_bytes=max_event_bytes)
         drop = check_options(usage, model, id, drop_fields)
-        self._agg = ChatAggregator()
+        self._agg = ChatAggregator(keep_text=keep_text)
         self._core = RelayCore(self._agg, usage=usage, model=model, id=id, drop_fields=drop, on_chunk=on_chunk)
         self._seen = self._core.choices
         self._comments = bool(comments)

@@ -20,7 +20,7 @@ __all__ = ["Relay"]
 
 
 class Relay(Decoder):
-    """Relay(*, on_chunk=None, max_event_bytes=None, usage="end", model=None, id=None, drop_fields=(), comments=True)
+    """Relay(*, on_chunk=None, max_event_bytes=None, usage="end", model=None, id=None, drop_fields=(), comments=True, keep_text=True)
 
     Upstream bytes in, compliant bytes out, folded on the way: one per proxied stream, not safe to
     share between threads. ``write(data) -> bytes`` takes the next upstream bytes and returns what
@@ -33,6 +33,9 @@ class Relay(Decoder):
     raised, and EventTooLarge when an event passes ``max_event_bytes`` (the relay then stops; the
     exception's ``events`` holds one ``bytes``: what that call had to send before the event).
     The constructor raises ValueError or TypeError for a bad option.
+
+    ``keep_text=False``: the fold keeps the facts and not the text (``ChatAggregator``'s option:
+    ``text()`` is then ``""`` and ``result()`` has ``text_chars``), for a relay that only logs.
     """
 
     def __init__(
@@ -45,10 +48,11 @@ class Relay(Decoder):
         id: str | None = None,
         drop_fields: Collection[str] = (),
         comments: bool = True,
+        keep_text: bool = True,
     ) -> None:
         super().__init__(max_event_bytes=max_event_bytes)
         drop = check_options(usage, model, id, drop_fields)
-        self._agg = ChatAggregator()
+        self._agg = ChatAggregator(keep_text=keep_text)
         self._core = RelayCore(
             self._agg, usage=usage, model=model, id=id, drop_fields=drop, on_chunk=on_chunk
         )
