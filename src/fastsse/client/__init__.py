@@ -21,6 +21,9 @@ from ._request import import_pycurl as import_pycurl
 from ._request import prepare as prepare
 from ._request import redact as redact
 from ._retry import should_retry
+
+# The caller's side of a streamed answer, for the gateway's direct writes; not public API.
+from ._streams import new_sink as new_sink
 from .iterators import ChunkIterator, aiter_chunks, aiter_events, iter_chunks, iter_events
 from .sync import ChunkStream, Client, EventSource, create_stream
 

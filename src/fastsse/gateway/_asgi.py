@@ -16,7 +16,7 @@ from typing import Any, Final
 import orjson
 
 from .. import translate
-from ..client._streams import new_sink
+from ..client import new_sink
 
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
