@@ -67,20 +67,7 @@ from .._errors import too_large
 from .._timing import anchor_pair, build_timing
 
 
-# The clock of time.monotonic_ns(), read without the GIL or an object (3.13 made it public).
-cdef extern from *:
-    """
-    #if PY_VERSION_HEX >= 0x030D0000
-    static long long fastsse_monotonic_ns(void) {
-        PyTime_t t;
-        if (PyTime_MonotonicRaw(&t) < 0) { return 0; }
-        return (long long)t;
-    }
-    #else
-    static long long fastsse_monotonic_ns(void) { return (long long)_PyTime_GetMonotonicClock(); }
-    #endif
-    """
-    long long fastsse_monotonic_ns() noexcept nogil
+from .._native.clock cimport fastsse_monotonic_ns
 
 
 cdef extern from "Python.h":

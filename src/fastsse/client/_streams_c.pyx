@@ -12,6 +12,8 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes
 from cpython.list cimport PyList_Append
 from libc.string cimport memcpy
 
+from .._native.clock cimport fastsse_monotonic_ns
+
 from time import monotonic_ns as _monotonic_ns
 
 from .. import _backend
@@ -156,15 +158,6 @@ cdef class PassThrough:
         return self._fold.result()
 
 
-cdef extern from "<time.h>" nogil:
-    ctypedef long time_t
-    cdef struct timespec:
-        time_t tv_sec
-        long tv_nsec
-    int clock_gettime(int clock, timespec* ts)
-    enum:
-        CLOCK_MONOTONIC
-
 cdef inline int _bit_length(unsigned long long x) noexcept nogil:
     # int.bit_length(x), portably
     cdef int b = 0
@@ -187,13 +180,6 @@ cdef inline int _bit_length(unsigned long long x) noexcept nogil:
         x >>= 1
         b += 1
     return b + <int>x
-
-
-cdef inline long long _now_ns() noexcept nogil:
-    # time.monotonic_ns(): the same clock, so stamps compare with the gateway's own
-    cdef timespec ts
-    clock_gettime(CLOCK_MONOTONIC, &ts)
-    return <long long>ts.tv_sec * 1000000000 + ts.tv_nsec
 
 
 cdef char* _HEX = b"0123456789abcdef"
@@ -251,7 +237,7 @@ cdef class WireSink:
         cdef Py_ssize_t i
         if self.gone:
             return self.slow(data)
-        now = _now_ns()
+        now = fastsse_monotonic_ns()
         if self.last_ns:
             gap = now - self.last_ns
             self._gaps[_bit_length(<unsigned long long>gap) if gap > 0 else 0] += 1
