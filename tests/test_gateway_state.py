@@ -543,3 +543,53 @@ def test_without_the_redis_package() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "server.redis_url needs the redis package: pip install redis"
+
+
+def test_an_ejection_made_while_a_refresh_is_in_flight_is_kept_and_written_back(redis_url: str) -> None:
+    """Redis away, the background refresh has just found it back and is reading the view when
+    this process ejects an upstream on its own: the refresh's read (made before the ejection) must
+    not replace the view, and the next refresh writes the ejection to Redis, where another
+    instance sees it. (The write-back used to be skipped: the push had run before the ejection and
+    the read wiped it.)"""
+    up = name()
+
+    async def main() -> None:
+        store = RedisStore(redis_url, refresh_seconds=60)
+        reader = RedisStore(redis_url, refresh_seconds=60)
+        try:
+            await store._refresh_once()  # connected, the view read once
+            store._down = True  # as an outage leaves it: requests skip Redis...
+            store._unpushed = True
+            store._task = asyncio.get_running_loop().create_future()  # ...while a refresh runs
+            gate = asyncio.Event()
+            pipeline = store.redis.pipeline
+
+            def slow_pipeline(*args: Any, **kwargs: Any) -> Any:
+                pipe = pipeline(*args, **kwargs)
+                execute = pipe.execute
+
+                async def held() -> Any:
+                    out = await execute()  # Redis's view, read before the ejection below
+                    await gate.wait()
+                    return out
+
+                pipe.execute = held
+                return pipe
+
+            store.redis.pipeline = slow_pipeline  # type: ignore[method-assign]
+            refresh = asyncio.ensure_future(store._refresh_once())
+            await asyncio.sleep(0.05)  # the push is done (nothing to push yet), the read in flight
+            assert await store.failed(up, 1, 60.0) is True  # Redis away: ejected in this process
+            gate.set()
+            await refresh
+            assert up in store.ejected()  # not wiped by the read made before it
+            store.redis.pipeline = pipeline  # type: ignore[method-assign]
+            await store._refresh_once()  # the next refresh writes it back
+            await reader._refresh_once()
+            assert up in reader.ejected()
+        finally:
+            store._task = None
+            await store.close()
+            await reader.close()
+
+    run(main)

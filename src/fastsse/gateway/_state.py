@@ -562,6 +562,12 @@ class RedisStore:
             )
         self._retry_at = time.monotonic() + self._refresh_seconds
 
+    def _local_change(self) -> None:
+        # the ejection view changed in this process only (Redis away): a refresh in flight must
+        # not replace it with Redis's, and the next one writes its ejections back
+        self._unpushed = True
+        self._writes += 1
+
     def _found(self) -> None:
         if self._down:
             self._down = False
@@ -633,8 +639,12 @@ class RedisStore:
         before = time.time()
         try:
             if self._unpushed:  # whichever call saw Redis back first, the refresh writes ours
-                await self._push_local()
-                self._unpushed = False
+                self._unpushed = False  # an ejection made while this push runs sets it again
+                try:
+                    await self._push_local()
+                except BaseException:
+                    self._unpushed = True
+                    raise
             pipe = self.redis.pipeline(transaction=False)
             pipe.time()
             pipe.hgetall(_EJECTED)
@@ -734,6 +744,7 @@ class RedisStore:
         if eject_after <= 0:
             return False
         if self._away():
+            self._local_change()
             return self._ejection.failed(upstream, eject_after, cooldown, time.time())
         ttl = str(math.ceil((max(cooldown, 0.0) + _EJECTION_TTL) * 1000))
         try:
@@ -744,6 +755,7 @@ class RedisStore:
             )
         except self._errors as exc:
             self._lost(exc)
+            self._local_change()
             return self._ejection.failed(upstream, eject_after, cooldown, time.time())
         if self._down:
             self._found()
@@ -766,12 +778,14 @@ class RedisStore:
         if upstream not in view.fails and upstream not in view.ends:
             return
         if self._away():
+            self._local_change()
             view.succeeded(upstream, time.time())
             return
         try:
             up = await self._call(self._succeeded(keys=self._keys(upstream), args=[upstream]))
         except self._errors as exc:
             self._lost(exc)
+            self._local_change()
             view.succeeded(upstream, time.time())
             return
         if self._down:
@@ -793,6 +807,7 @@ class RedisStore:
         ``hold`` seconds later if that caller reports neither success nor failure); True too for
         an upstream not ejected; False while it cools. Redis unreachable: claimed in this process."""
         if self._away():
+            self._local_change()
             return self._ejection.claim(upstream, hold, time.time())
         try:
             won = await self._call(
@@ -802,6 +817,7 @@ class RedisStore:
             )
         except self._errors as exc:
             self._lost(exc)
+            self._local_change()
             return self._ejection.claim(upstream, hold, time.time())
         if self._down:
             self._found()
