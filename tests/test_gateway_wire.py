@@ -172,11 +172,10 @@ def test_a_full_socket_holds_the_upstream_and_keeps_the_order(stream_backend: Si
         i = 0
         holds = 0
         while i < len(sent):
-            answer = down.on_chunk(sent[i])
+            answer = down.on_chunk(sent[i])  # one upstream read per turn of the loop, as curl's
             i += 1
             if answer is None:
-                if i == 1:
-                    await turn()
+                await turn()
                 continue
             assert asyncio.isfuture(answer) and not answer.done()
             holds += 1
@@ -186,6 +185,7 @@ def test_a_full_socket_holds_the_upstream_and_keeps_the_order(stream_backend: Si
             await asyncio.wait_for(answer, 1)
             got.append(answer)
         assert holds >= 5
+        assert len(cycle.messages) < len(sent) // 2  # between the holds, the pieces went direct
         await down.finish()
         chunks, ended = dechunk(bytes(transport.body))
         assert b"".join(chunks) == b"".join(sent) and ended
@@ -316,3 +316,32 @@ def test_the_sink_frames_any_size(stream_backend: SimpleNamespace) -> None:
     assert dechunk(b"".join(out))[0] == [b"z" * size for size in sizes]
     assert sink.relayed == sum(sizes)
     assert (sink(b"") is None and out[-1] == b"z" * 0) or True
+
+
+def test_an_answer_that_ends_while_the_socket_is_full_still_finishes(stream_backend: SimpleNamespace) -> None:
+    """The last direct write fills the caller's socket and the upstream ends right there: the
+    end must go out once the caller reads on. (The wait for room must not hang on a notice the
+    connection no longer sends once the answer let it go.)"""
+
+    async def body() -> None:
+        transport, protocol, cycle = wired(high=200)
+        down = Downstream(cycle.send, list(SSE_HEADERS), wire=(protocol, cycle))
+        sent = pieces(3, 200)
+        down.on_chunk(sent[0])
+        await turn()
+        transport.drain()
+        assert down.sink.direct
+        assert down.on_chunk(sent[1]) is None  # written directly; it filled the socket
+        assert transport.paused
+        down.on_chunk(sent[2])  # the relay's tail, at close: held or kept for the turn, not sent
+        assert b"".join(dechunk(bytes(transport.body))[0]) == b"".join(sent[:2])
+        finishing = asyncio.ensure_future(down.finish())
+        await asyncio.sleep(0.01)
+        for _ in range(10):  # the caller reads on
+            transport.drain()
+            await turn()
+        await asyncio.wait_for(finishing, 1)
+        chunks, ended = dechunk(bytes(transport.body))
+        assert b"".join(chunks) == b"".join(sent) and ended
+
+    run(body)

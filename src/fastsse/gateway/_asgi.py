@@ -214,7 +214,9 @@ class Downstream:
     called by the compiled byte stream with no Python frame) frames each one as an HTTP/1.1 chunk
     and writes it to the caller's transport at once. The protocol tells ``paused()`` /
     ``resumed()`` when that transport passes its high-water mark and drains: direct writes stop,
-    the next piece holds the upstream as above, and what was held goes first on the way back.
+    the next piece takes the ASGI path, whose send waits for room (the server's own flow
+    control), so the pieces after it hold the upstream as above; direct writes resume once
+    nothing of that path waits, so the bytes keep their order.
     The stamps (``first_ns``, ``last_ns``, ``gaps``) and ``relayed`` live in the sink.
 
     ``started`` says whether the status went out (after that a failure can only cut the
@@ -251,7 +253,6 @@ class Downstream:
         "_sending",
         "_timer",
         "_wire",
-        "_wire_held",
         "_wire_paused",
         "dropped",
         "gone",
@@ -281,7 +282,6 @@ class Downstream:
         self.sink.lost = self._lost_direct
         self._wire: Any = None  # the server's connection (its protocol) when it takes direct writes
         self._wire_paused = False  # the caller's transport is past its high-water mark
-        self._wire_held = False  # a direct write filled it: pieces are held until it drains
         if wire is not None:
             protocol, cycle = wire
             if getattr(protocol, "fastsse_down", False) is None and cycle.scope.get("method") != "HEAD":
@@ -367,19 +367,15 @@ class Downstream:
 
     def paused(self) -> None:
         """The server's transport is past its high-water mark (its protocol's ``pause_writing``):
-        direct writes stop and the next piece holds the upstream until ``resumed()``."""
+        direct writes stop. The next piece takes the ASGI path, whose send waits for room (the
+        server's own flow control), and the pieces after it hold the upstream, as above."""
         self._wire_paused = True
-        if self.sink.direct:
-            self.sink.direct = False
-            self._sending = True
-            self._wire_held = True
+        self.sink.direct = False
 
     def resumed(self) -> None:
-        """The transport drained below its low-water mark: what was held goes, direct writes resume."""
+        """The transport drained below its low-water mark: direct writes resume once nothing of
+        the ASGI path waits."""
         self._wire_paused = False
-        if self._wire_held:
-            self._wire_held = False
-            self._sent(None)
         if self._wire is not None:
             self._direct()
 
