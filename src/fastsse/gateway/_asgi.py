@@ -376,8 +376,7 @@ class Downstream:
         """The transport drained below its low-water mark: direct writes resume once nothing of
         the ASGI path waits."""
         self._wire_paused = False
-        if self._wire is not None:
-            self._direct()
+        self._direct()
 
     def _lost_direct(self) -> Any:
         self._lost()
@@ -403,8 +402,7 @@ class Downstream:
                 self._lost()
                 return
         self._send(data)
-        if self._wire is not None and not self._sending:
-            self._direct()
+        self._direct()
 
     def _send(self, data: bytes) -> None:
         self.sink.relayed += len(data)
@@ -426,9 +424,7 @@ class Downstream:
         stops the transfer. What the server already took counts as sent."""
         self.gone = True
         self.sink.gone = True
-        self.sink.direct = False
-        self._release()
-        self.close()
+        self.close()  # lets the connection go: no direct write after this
         if self._held:
             self.dropped = True
             self._held.clear()
@@ -442,8 +438,6 @@ class Downstream:
         self._flush()
         if not self._sending:
             self._settle()
-            if self._wire is not None:
-                self._direct()
 
     def _release(self) -> None:
         """The connection is no longer this answer's to write to directly."""
@@ -466,8 +460,7 @@ class Downstream:
             if self._sending:
                 return  # still waiting: the hold stays
         self._settle()
-        if self._wire is not None:
-            self._direct()
+        self._direct()
 
     def _settle(self) -> None:
         room, self._room = self._room, None
@@ -480,7 +473,6 @@ class Downstream:
     async def flush(self) -> None:
         """Wait until every piece went to the server. It ends the keep-alive: call it once the
         upstream's transfer is over (the answer is then finished, failed or cut)."""
-        self._release()
         self.close()
         if self._queued:
             self._flush()  # the pieces of this turn go now, not after the end is decided
