@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from fastsse.cli import _contenders, _corpora
+from fastsse import bench as _contenders
+from fastsse import bench as _corpora
 
 
 def contender(factory: Callable[[str], _contenders.Contender], name: str) -> _contenders.Contender:

@@ -1,6 +1,6 @@
 """Fixtures for the benchmark suite; it needs nothing from ``tests/``.
 
-The corpora are built once per session from a fixed seed (``fastsse.cli._corpora``). With
+The corpora are built once per session from a fixed seed (``fastsse.bench``). With
 ``--benchmark-disable`` the suite is a plain test run: every contender runs once on corpora at
 ``QUICK_SCALE`` of their size and its output is checked, so the benchmarks cannot rot. With
 benchmarks enabled the corpora are full size. ``FASTSSE_BENCH_SCALE`` overrides either.
@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 
 import fastsse
-from fastsse.cli import _contenders, _corpora
+from fastsse import bench as _contenders
+from fastsse import bench as _corpora
 
 QUICK_SCALE = 0.05
 _LOAD_AT_START = pytest.StashKey[tuple[float, float, float]]()
@@ -35,7 +36,7 @@ def _scale(config: pytest.Config) -> float:
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
-    versions = ", ".join(f"{dist} {_contenders._version(dist)}" for dist in PEERS.values())
+    versions = ", ".join(f"{dist} {_contenders.version(dist)}" for dist in PEERS.values())
     mode = "plain tests (benchmarks disabled)" if _disabled(config) else "benchmarks"
     return [
         f"fastsse {fastsse.__version__} (BACKEND={fastsse.BACKEND}); peers: {versions}",
@@ -49,7 +50,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: dict[str, Any]) -> None:
     machine_info["fastsse"] = {"version": fastsse.__version__, "backend": fastsse.BACKEND}
-    machine_info["peers"] = {dist: _contenders._version(dist) for dist in PEERS.values()}
+    machine_info["peers"] = {dist: _contenders.version(dist) for dist in PEERS.values()}
     # The 1-minute load average before the run and when the JSON is written (after it): on a
     # 2-core machine a value near 1 is the benchmark alone; above that, something else ran.
     machine_info["loadavg_start"] = config.stash.get(_LOAD_AT_START, None)

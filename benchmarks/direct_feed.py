@@ -58,7 +58,7 @@ def engine_cost(url: str, api: str, fmt: str | None, streams: int, chunks: int, 
 
 def own_cost(url: str, api: str, fmt: str | None, chunks: int, itl_ms: float, reps: int = 200) -> float:
     """µs per content chunk of the fold or writer alone, fed the answer's bytes one event a write."""
-    from fastsse import _backend
+    from fastsse import BACKEND, get_backend
     from fastsse.translate import translator
 
     request = urllib.request.Request(
@@ -72,11 +72,11 @@ def own_cost(url: str, api: str, fmt: str | None, chunks: int, itl_ms: float, re
 
     def make() -> Any:
         if fmt == "relay":
-            return _backend.current.Relay()
+            return get_backend(BACKEND).Relay()
         if fmt == "to-messages":
             return translator(api, "messages")
         return getattr(
-            _backend.current,
+            get_backend(BACKEND),
             {"chat": "ChatStream", "responses": "ResponsesStream"}.get(api, "MessagesStream"),
         )(None)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from _helpers import contender, describe, run
-from fastsse.cli import _contenders
+from fastsse import bench as _contenders
 
 CHAT_CORPORA = ("chat", "tools")
 

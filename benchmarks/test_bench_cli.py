@@ -7,7 +7,8 @@ import sys
 
 import pytest
 
-from fastsse.cli import _contenders, bench
+from fastsse import bench as _contenders
+from fastsse.cli import bench
 
 
 @pytest.fixture

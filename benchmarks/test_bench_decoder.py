@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from _helpers import contender, describe
-from fastsse.cli import _contenders
-from fastsse.cli._corpora import CHUNKINGS, CORPORA
+from fastsse import bench as _contenders
+from fastsse.bench import CHUNKINGS, CORPORA
 
 
 @pytest.mark.parametrize("name", _contenders.DECODERS)

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from fastsse.cli import _contenders
+from fastsse import bench as _contenders
 
 E2E = ("fastsse", "openai-iterate", "openai-fold")
 WRITES = ("event", "bulk")

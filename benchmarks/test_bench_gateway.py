@@ -44,7 +44,7 @@ pytest.importorskip("pycurl")
 pytest.importorskip("uvicorn")
 
 import fastsse
-from fastsse.testing.scripted import spawn_scripted_server
+from fastsse.load import spawn_scripted_server
 
 HERE = pathlib.Path(__file__).resolve().parent
 SRC = str(pathlib.Path(fastsse.__file__).resolve().parents[1])

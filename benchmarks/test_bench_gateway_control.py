@@ -65,7 +65,7 @@ from typing import Any
 import pytest
 
 from fastsse.gateway import RedisStore, Router, config_from
-from fastsse.testing.scripted import spawn_scripted_server
+from fastsse.load import spawn_scripted_server
 from test_bench_gateway import (
     CLIENT_CPU,
     GATEWAY_CPU,

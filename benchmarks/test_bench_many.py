@@ -1,6 +1,6 @@
 """Many streams at once: client CPU per chunk and client lag, fastsse's engine beside the peers.
 
-The scripted server (``fastsse.testing.scripted``) runs in a child process pinned to core 0 and
+The scripted server (``fastsse.load``) runs in a child process pinned to core 0 and
 stamps every chunk with its send time; each client runs in a child process of its own pinned to
 core 1, so ``time.process_time()`` there is the client's CPU alone. Per run:
 
@@ -11,7 +11,7 @@ core 1, so ``time.process_time()`` there is the client's CPU alone. Per run:
 Clients: ``AsyncClient`` and ``Client`` twice each, without ``on_chunk`` (the fold only: what a
 caller who wants the answer and its timing record runs; its lag is not measured, as no chunk is
 ever handed out) and with an ``on_chunk`` that takes each chunk's stamp (the lag, and the CPU
-when every chunk becomes a dict as it does for every peer); the peers are ``fastsse.cli._peers``:
+when every chunk becomes a dict as it does for every peer); the peers are ``fastsse.load``'s:
 aiohttp with vLLM ``bench serve``'s framing, the openai SDK's ``AsyncOpenAI``, httpx + httpx-sse,
 ``fastsse.aiter_chunks`` over aiohttp, ``create_stream`` with one thread per stream.
 
@@ -121,7 +121,7 @@ def _fastsse_run(name: str, url: str, bodies: list[dict[str, Any]]) -> tuple[int
 
 
 def _peer_run(name: str, url: str, bodies: list[dict[str, Any]]) -> tuple[int, list[int], int]:
-    from fastsse.cli import _peers
+    from fastsse import load as _peers
 
     records = _peers.run_peer(name, url, bodies, concurrency=len(bodies), use_uvloop=False)
     chunks = failed = 0
@@ -144,7 +144,7 @@ def _warm_up(name: str, url: str) -> None:
 
     import fastsse
     import fastsse.client.engine
-    from fastsse.cli import _peers
+    from fastsse import load as _peers
 
     with contextlib.suppress(ImportError):
         import pycurl  # noqa: F401  (the engine imports it on first use, inside the clock)
@@ -222,7 +222,7 @@ def test_many_streams(benchmark: Any, scripted_url: str, quick: bool, client: st
     streams, chunks = (16, 10) if quick else (512, 100)
     benchmark.group = f"many:{itl_ms}ms"
     if client in PEER_CLIENTS:
-        from fastsse.cli import _peers
+        from fastsse import load as _peers
 
         try:
             _peers.open_peer(client, scripted_url, concurrency=1)

@@ -21,7 +21,7 @@ with its send time) from a child process of its own pinned to core 1. Clients:
   ``+on_chunk``: with a Python ``on_chunk`` that takes each chunk's stamp;
 - ``AsyncClient`` / ``Client``: fastsse's engine folding every stream (no chunk objects); the
   ``+on_chunk`` rows add an ``on_chunk`` that takes each chunk's stamp (their lag);
-- ``aiohttp-vllm``: aiohttp with vLLM ``bench serve``'s framing (``fastsse.cli._peers``);
+- ``aiohttp-vllm``: aiohttp with vLLM ``bench serve``'s framing (``fastsse.load.PEERS``);
 - ``curl_cffi``: curl_cffi's ``AsyncSession`` (libcurl under asyncio) with the same framing.
 
 Figures per run: client CPU per content chunk (the client process's CPU time over its run, over
@@ -89,7 +89,7 @@ EVENTS_AROUND_CONTENT = 3  # the role chunk, the finish chunk and [DONE]
 _EXE = {"C-raw": "raw_floor", "C-libcurl": "curl_floor"}
 
 
-# The curl_cffi peer (not in fastsse.cli._peers: the package does not depend on curl_cffi).
+# The curl_cffi peer (not in fastsse.load.PEERS: the package does not depend on curl_cffi).
 
 
 def _curl_cffi_run(url: str, bodies: list[dict[str, Any]]) -> tuple[int, list[int], int]:
@@ -333,7 +333,7 @@ def _child(argv: list[str], env: dict[str, str], pin: bool) -> tuple[int, str, s
 
 def _script_extra() -> dict[str, Any]:
     """``--script``'s keys (the environment carries them to the children), as the server's defaults."""
-    from fastsse.testing.scripted import coerce_field
+    from fastsse.load import coerce_field
 
     extra = os.environ.get(many.SCRIPT_ENV)
     pairs = [part.split("=", 1) for part in extra.split(",")] if extra else []

@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 
 from _helpers import contender, describe, run
-from fastsse.cli import _contenders
-from fastsse.cli._corpora import CHUNKINGS
+from fastsse import bench as _contenders
+from fastsse.bench import CHUNKINGS
 
 STREAM_CORPORA = ("chat", "tools", "crlf")
 

@@ -1,6 +1,6 @@
 """AsyncClient and Client against real servers on 127.0.0.1, on both backends.
 
-The scripted load-test server (``fastsse.testing.scripted``) gives known streams (token ``i`` is
+The scripted load-test server (``fastsse.load._server``) gives known streams (token ``i`` is
 the text `` w<i>``), known timing and thousands of connections; the threaded loopback server and a
 raw socket server give the faults. Every wait is bounded by a curl timeout or a wall-clock bound.
 """
@@ -25,8 +25,8 @@ import pytest
 
 import fastsse
 from _raw_server import RawServer
+from fastsse.load import scripted_text
 from fastsse.testing import serve_scripted_in_thread
-from fastsse.testing.scripted import scripted_text
 from fastsse.testing.server import expected_completion, serve_in_thread
 
 # every test here runs on both engine drivers (the compiled libcurl driver and pycurl)

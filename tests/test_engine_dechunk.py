@@ -245,8 +245,8 @@ def test_http2_has_no_chunking_to_cut(h2_server: Any) -> None:
 def test_load_counts_chunks_that_came_in_one_read(driver: str) -> None:
     # docs/load.md: events that came in one read share its stamp; ten HTTP chunks per server
     # write are one read on the compiled driver, ten writes on pycurl's
-    from fastsse.cli import load
-    from fastsse.testing.scripted import spawn_scripted_server
+    from fastsse import load
+    from fastsse.load import spawn_scripted_server
 
     model = "events_per_write=10,chunk_per_event=1"
     with spawn_scripted_server(ttft_ms=10, itl_ms=5, chunks=40, loop="asyncio") as server:

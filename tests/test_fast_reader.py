@@ -410,7 +410,7 @@ def test_chat_stream_folds_the_same_with_and_without_on_chunk(name: str, payload
 def test_fast_reader_takes_the_benchmark_streams() -> None:
     """On an OpenAI-shaped answer only the chunks that open something (the role chunk that
     creates the choice, the first fragment of each tool call) go through orjson."""
-    from fastsse.cli import _corpora
+    from fastsse import bench as _corpora
 
     for name, slow in (("chat", 1), ("tools", 4)):
         corpus = _corpora.build(name, scale=0.05)

@@ -24,7 +24,7 @@ pytest.importorskip("pycurl")
 
 from _gateway_process import GatewayProcess  # noqa: E402
 from _raw_server import RawServer  # noqa: E402
-from fastsse.testing.scripted import scripted_text, serve_scripted_in_thread  # noqa: E402
+from fastsse.load import scripted_text, serve_scripted_in_thread  # noqa: E402
 
 KEY = "sk-control-test"
 AUTH = {"Authorization": f"Bearer {KEY}"}

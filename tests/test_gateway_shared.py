@@ -20,7 +20,7 @@ pytest.importorskip("pycurl")
 
 from _gateway_process import GatewayProcess  # noqa: E402
 from _redis import RedisServer, redis_server  # noqa: E402
-from fastsse.testing.scripted import scripted_text, serve_scripted_in_thread  # noqa: E402
+from fastsse.load import scripted_text, serve_scripted_in_thread  # noqa: E402
 
 FAST = "ttft_ms=0,itl_ms=0,chunks=2,usage=final"
 

@@ -225,7 +225,7 @@ def test_a_50_mb_answer_grows_the_gateway_by_at_most_16_mb(pace: str) -> None:
     """The gateway's fold keeps the answer's facts, not its text, and a slow caller holds the
     upstream: its peak RSS over the answer grows by at most 16 MB (it grew by ~60 MB when the
     fold kept the text)."""
-    from fastsse.testing.scripted import spawn_scripted_server
+    from fastsse.load import spawn_scripted_server
 
     model = "ttft_ms=0,itl_ms=0,chunks=14000,tokens_per_chunk=400"  # ~52 MB of events
     with (

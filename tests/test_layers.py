@@ -41,8 +41,8 @@ pytestmark = pytest.mark.skipif(not SRC.is_dir(), reason="needs the source tree 
 DYNAMIC = {
     ("fastsse.__main__", "main"): "a command's module, named whole in COMMANDS",
     ("fastsse.cli._common", "require"): "an optional dependency of a command",
-    ("fastsse.cli._contenders", "_need"): "a peer library of the benchmark",
-    ("fastsse.cli._peers", "_need"): "a peer HTTP client of the load test",
+    ("fastsse.bench._contenders", "_need"): "a peer library of the benchmark",
+    ("fastsse.load._peers", "_need"): "a peer HTTP client of the load test",
 }
 IMPORT_CALLS = ("importlib.import_module", "import_module", "__import__")
 
@@ -203,8 +203,9 @@ def dynamic_imports() -> list[str]:
 
 def _layer_of(module: str, table: list[list[str]]) -> tuple[float, str] | None:
     if module == "fastsse":
-        # The package's face: it re-exports the client and everything below, the commands import it.
-        return table.index(["fastsse.cli"]) + 0.5, "fastsse"
+        # The package's face: it re-exports the client and everything below it; the commands, the
+        # load generator and the benchmark kit import it.
+        return table.index(["fastsse.client"]) - 0.5, "fastsse"
     for index, layer in enumerate(table):
         for member in layer:
             if module == member or module.startswith(member + "."):

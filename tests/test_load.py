@@ -1,7 +1,7 @@
 """``python -m fastsse load`` against the scripted server: what it measures is what the script says.
 
 The server runs in its own process (as in a real run, so its timing is not disturbed by the
-client's); expected values come from the script (``fastsse.testing.scripted``): token chunk ``k``
+client's); expected values come from the script (``fastsse.load._server``): token chunk ``k``
 is sent ``ttft_ms + k * itl_ms`` after the server read the request, never earlier.
 
 What a loaded machine cannot change is held exactly: token counts, which chunks are tokens,
@@ -24,7 +24,9 @@ from typing import Any
 import orjson
 import pytest
 
-from fastsse.cli import _load_run, load
+from fastsse import load
+from fastsse.cli import load as load_cli
+from fastsse.load import _run as _load_run
 from fastsse.testing import spawn_scripted_server
 
 # How late a loaded two-core machine may make a stream of a fraction of a second: a bound, not a
@@ -301,11 +303,11 @@ def test_merge_command_line(server: Any, tmp_path: Any, stream_backend: SimpleNa
         path.write_bytes(load.dumps(run(server, requests=2)))
         paths.append(str(path))
     out = tmp_path / "all.json"
-    assert load.main(["merge", *paths, "--json", str(out)]) == 0
+    assert load_cli.main(["merge", *paths, "--json", str(out)]) == 0
     assert "4 requests" in capsys.readouterr().out
     assert len(orjson.loads(out.read_bytes())["requests"]) == 4
     (tmp_path / "bad.json").write_bytes(b'{"schema": "x"}')
-    assert load.main(["merge", str(tmp_path / "bad.json")]) == 2
+    assert load_cli.main(["merge", str(tmp_path / "bad.json")]) == 2
 
 
 def test_a_late_event_loop_is_warned_about() -> None:
@@ -455,9 +457,9 @@ def test_http2_streams_share_one_connection(
 
 
 def test_http2_is_refused_for_a_peer() -> None:
-    args = load._parser().parse_args(["http://x/v1", "--model", "m", "--http2", "--client", "openai"])
+    args = load_cli._parser().parse_args(["http://x/v1", "--model", "m", "--http2", "--client", "openai"])
     with pytest.raises(ValueError, match="--http2"):
-        load.config_from_args(args)
+        load_cli.config_from_args(args)
 
 
 @pytest.mark.parametrize("api", ["responses", "messages"])
@@ -499,7 +501,8 @@ def test_a_responses_answer_ended_by_its_limit_is_complete() -> None:
 
 def test_other_apis_are_refused_for_a_peer(capsys: Any) -> None:
     assert (
-        load.main(["http://127.0.0.1:9/v1", "--model", "m", "--api", "messages", "--client", "openai"]) == 2
+        load_cli.main(["http://127.0.0.1:9/v1", "--model", "m", "--api", "messages", "--client", "openai"])
+        == 2
     )
     assert "--api messages needs --client fastsse" in capsys.readouterr().err
 
@@ -514,7 +517,7 @@ def test_a_run_no_request_of_which_got_an_answer_exits_2(capsys: Any, tmp_path: 
         s.bind(("127.0.0.1", 0))
         url = f"http://127.0.0.1:{s.getsockname()[1]}/v1"
     out = tmp_path / "run.json"
-    code = load.main([url, "--model", "m", "--requests", "2", "--quiet", "--json", str(out)])
+    code = load_cli.main([url, "--model", "m", "--requests", "2", "--quiet", "--json", str(out)])
     printed = capsys.readouterr()
     assert (code, printed.out) == (2, "")  # nothing measured: no summary
     assert printed.err == (
@@ -536,7 +539,7 @@ def test_a_404_says_which_url_was_tried_and_hints_at_v1(capsys: Any, stream_back
 
     with serve_in_thread() as srv:
         root = srv.base_url.removesuffix("/v1")
-        code = load.main([root, "--model", "plain", "--requests", "2", "--quiet"])
+        code = load_cli.main([root, "--model", "plain", "--requests", "2", "--quiet"])
     assert code == 1  # an answer, if an HTTP error: the run measured it
     lines = capsys.readouterr().out.splitlines()
     assert "    2 x http: http 404" in lines
@@ -711,11 +714,11 @@ def test_lag_reads_the_servers_own_stamp_field(epoch_stamps: Any, client: str) -
 
 
 def test_lag_field_is_on_the_command_line() -> None:
-    args = load._parser().parse_args(["http://x/v1", "--model", "m", "--lag-field", "sent_at_ns"])
-    assert load.config_from_args(args).lag_field == "sent_at_ns"
-    assert load.config_from_args(load._parser().parse_args(["http://x/v1", "--model", "m"])).lag_field == (
-        "fastsse_sent_ns"
-    )
+    args = load_cli._parser().parse_args(["http://x/v1", "--model", "m", "--lag-field", "sent_at_ns"])
+    assert load_cli.config_from_args(args).lag_field == "sent_at_ns"
+    assert load_cli.config_from_args(
+        load_cli._parser().parse_args(["http://x/v1", "--model", "m"])
+    ).lag_field == ("fastsse_sent_ns")
 
 
 def test_completions_streams_are_timed_like_chat(server: Any, stream_backend: SimpleNamespace) -> None:
@@ -748,13 +751,15 @@ def test_a_completions_body_has_a_prompt() -> None:
 
 
 def test_completions_are_refused_for_a_peer_and_for_turns() -> None:
-    parse = load._parser().parse_args
+    parse = load_cli._parser().parse_args
     with pytest.raises(ValueError, match="--api completions needs --client fastsse"):
-        load.config_from_args(
+        load_cli.config_from_args(
             parse(["http://x/v1", "--model", "m", "--api", "completions", "--client", "openai"])
         )
     with pytest.raises(ValueError, match="--turns"):
-        load.config_from_args(parse(["http://x/v1", "--model", "m", "--api", "completions", "--turns", "2"]))
+        load_cli.config_from_args(
+            parse(["http://x/v1", "--model", "m", "--api", "completions", "--turns", "2"])
+        )
 
 
 def test_retries_only_when_asked_and_counted(capsys: Any, tmp_path: Any, monkeypatch: Any) -> None:
@@ -763,7 +768,7 @@ def test_retries_only_when_asked_and_counted(capsys: Any, tmp_path: Any, monkeyp
     monkeypatch.delenv("FASTSSE_MAX_RETRIES", raising=False)  # load's own default, not the suite's
     with serve_in_thread() as server:
         plain = tmp_path / "plain.json"
-        load.main(
+        load_cli.main(
             [server.base_url, "--model", "http-500", "--requests", "2", "--quiet", "--json", str(plain)]
         )
         retried = tmp_path / "retried.json"
@@ -778,7 +783,7 @@ def test_retries_only_when_asked_and_counted(capsys: Any, tmp_path: Any, monkeyp
             "--json",
             str(retried),
         ]
-        load.main(args)
+        load_cli.main(args)
         got = [path for method, path in server.requested if method == "POST"]
     printed = capsys.readouterr().out
     before, after = (orjson.loads(p.read_bytes()) for p in (plain, retried))

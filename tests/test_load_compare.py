@@ -1,4 +1,4 @@
-"""``load compare`` and ``load --repeat`` (``fastsse.cli._load_compare``) against the scripted server.
+"""``load compare`` and ``load --repeat`` (``fastsse.load._compare``) against the scripted server.
 
 Two runs whose scripts differ only in ITL (10 ms against 20) must be told apart on ITL, TPOT and
 E2E with ratios near 2; a run compared with itself differs nowhere (p = 1). ``--repeat 3`` gives,
@@ -14,7 +14,9 @@ from typing import Any
 import orjson
 import pytest
 
-from fastsse.cli import _load_compare, load
+from fastsse import load
+from fastsse.cli import load as load_cli
+from fastsse.load import _compare as _load_compare
 from fastsse.testing import spawn_scripted_server
 
 
@@ -43,7 +45,7 @@ def rows(comparison: dict[str, Any]) -> dict[str, dict[str, Any]]:
 def test_compare_flags_a_different_itl(runs: tuple[Path, Path], tmp_path: Path, capsys: Any) -> None:
     fast, slow = runs
     out = tmp_path / "comparison.json"
-    assert load.main(["compare", str(fast), str(slow), "--json", str(out)]) == 0
+    assert load_cli.main(["compare", str(fast), str(slow), "--json", str(out)]) == 0
     text = capsys.readouterr().out
     assert "ITL, token-weighted (ms)" in text and "B/A" in text
     comparison = orjson.loads(out.read_bytes())
@@ -72,23 +74,23 @@ def test_a_run_compared_with_itself_differs_nowhere(runs: tuple[Path, Path]) -> 
 def test_compare_refuses_what_it_cannot_compare(runs: tuple[Path, Path], tmp_path: Path, capsys: Any) -> None:
     sweep = tmp_path / "sweep.json"
     sweep.write_bytes(orjson.dumps({"schema": "fastsse.load/2", "kind": "sweep"}))
-    assert load.main(["compare", str(runs[0]), str(sweep)]) == 2
+    assert load_cli.main(["compare", str(runs[0]), str(sweep)]) == 2
     assert "a sweep cannot be compared" in capsys.readouterr().err
-    assert load.main(["compare", str(runs[0])]) == 2
-    assert load.main(["compare", str(runs[0]), str(tmp_path / "missing.json")]) == 2
+    assert load_cli.main(["compare", str(runs[0])]) == 2
+    assert load_cli.main(["compare", str(runs[0]), str(tmp_path / "missing.json")]) == 2
 
 
 def test_compare_plots_the_overlaid_cdfs(runs: tuple[Path, Path], tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
     path = tmp_path / "compare.png"
-    assert load.main(["compare", *map(str, runs), "--plot", str(path)]) == 0
+    assert load_cli.main(["compare", *map(str, runs), "--plot", str(path)]) == 0
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_repeat_gives_an_interval_for_every_metric(server: Any, tmp_path: Path, capsys: Any) -> None:
     out = tmp_path / "repeat.json"
     argv = [server.base_url, "--model", "m", "--requests", "8", "--concurrency", "4", "--loop", "asyncio"]
-    assert load.main([*argv, "--repeat", "3", "--json", str(out)]) == 0
+    assert load_cli.main([*argv, "--repeat", "3", "--json", str(out)]) == 0
     text = capsys.readouterr().out
     assert "3 runs of 8 requests" in text and "95% confidence interval" in text
     doc = orjson.loads(out.read_bytes())
@@ -109,8 +111,8 @@ def test_repeat_gives_an_interval_for_every_metric(server: Any, tmp_path: Path, 
 
 
 def test_repeat_is_checked() -> None:
-    parse = load._parser().parse_args
+    parse = load_cli._parser().parse_args
     with pytest.raises(ValueError, match="--repeat"):
-        load.config_from_args(parse(["http://x/v1", "--model", "m", "--repeat", "0"]))
+        load_cli.config_from_args(parse(["http://x/v1", "--model", "m", "--repeat", "0"]))
     with pytest.raises(ValueError, match="--sweep"):
-        load.config_from_args(parse(["http://x/v1", "--model", "m", "--repeat", "2", "--sweep"]))
+        load_cli.config_from_args(parse(["http://x/v1", "--model", "m", "--repeat", "2", "--sweep"]))

@@ -1,4 +1,4 @@
-"""``load --metrics-url`` (``fastsse.cli._load_metrics``): the server's Prometheus metrics, before
+"""``load --metrics-url`` (``fastsse.load._metrics``): the server's Prometheus metrics, before
 and after a run.
 
 The expositions are written here the way vLLM (prometheus_client: ``# TYPE x counter`` with
@@ -17,8 +17,8 @@ from typing import Any
 import orjson
 import pytest
 
-from fastsse.cli import _load_metrics as metrics
-from fastsse.cli import load
+from fastsse.cli import load as load_cli
+from fastsse.load import _metrics as metrics
 
 
 def test_counters_histograms_and_gauges_change_as_the_server_counted() -> None:
@@ -158,7 +158,7 @@ def test_a_run_reports_what_it_changed_in_the_servers_metrics(
     counted.requests_served = 5  # the server had work before the run: only the run's counts
     out = tmp_path / "run.json"
     argv = [base, "--model", "m", "--requests", "6", "--prompt", "one two three", "--metrics-url"]
-    assert load.main([*argv, "--quiet", "--json", str(out)]) == 0
+    assert load_cli.main([*argv, "--quiet", "--json", str(out)]) == 0
     found = orjson.loads(out.read_bytes())["server_metrics"]
     assert found["url"] == f"http://127.0.0.1:{counted.server_address[1]}/metrics"
     assert found["counters"] == {
@@ -177,6 +177,6 @@ def test_a_metrics_page_that_cannot_be_read_stops_the_run_first(capsys: Any) -> 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    code = load.main([f"http://127.0.0.1:{port}/v1", "--model", "m", "--metrics-url", "--quiet"])
+    code = load_cli.main([f"http://127.0.0.1:{port}/v1", "--model", "m", "--metrics-url", "--quiet"])
     assert code == 2
     assert f"--metrics-url http://127.0.0.1:{port}/metrics" in capsys.readouterr().err

@@ -1,4 +1,4 @@
-"""The comparison clients of ``fastsse.cli._peers`` against the scripted server: same records, any peer."""
+"""The comparison clients of ``fastsse.load._peers`` against the scripted server: same records, any peer."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from fastsse.cli._peers import PEERS, PeerRecord, run_peer
+from fastsse.load import PEERS, PeerRecord, run_peer
 from fastsse.testing import serve_scripted_in_thread
 
 pytest.importorskip("aiohttp", reason="the aiohttp peers need aiohttp (test extra)")

@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from fastsse.cli import _load_ray, load
+from fastsse import load
+from fastsse.load import _ray as _load_ray
 from fastsse.testing import spawn_scripted_server
 
 # ray is imported by the run, inside the test (not at collection), where its own deprecation

@@ -1,4 +1,4 @@
-"""``fastsse.cli._load_stats``: the tests and intervals of ``load compare`` and ``--repeat``.
+"""``fastsse.load._stats``: the tests and intervals of ``load compare`` and ``--repeat``.
 
 Expected values are worked by hand from the definitions (and agree with scipy 1.x, which is not a
 dependency): Student's t quantiles from the printed tables, the Mann-Whitney U of samples that do
@@ -12,7 +12,7 @@ import random
 
 import pytest
 
-from fastsse.cli import _load_stats as stats
+from fastsse.load import _stats as stats
 
 
 @pytest.mark.parametrize(

@@ -2,7 +2,7 @@
 ShareGPT data, shared prefixes, multi-turn conversations, sweeps, chosen percentiles, old files.
 
 Expected values come from the definitions (docs/load.md, vLLM's and AIPerf's) and from the scripted
-server's script (``fastsse.testing.scripted``): its ``usage.prompt_tokens`` is the number of
+server's script (``fastsse.load._server``): its ``usage.prompt_tokens`` is the number of
 whitespace-separated words in the messages' text, its ``completion_tokens`` the ``max_tokens`` asked
 for (model ``chunks=none`` lets max_tokens set the length), token chunk ``k`` is due
 ``ttft_ms + k * itl_ms`` after the request was read and the answer of ``n`` tokens is `` w0 ... w<n-1>``.
@@ -23,7 +23,9 @@ from typing import Any
 import orjson
 import pytest
 
-from fastsse.cli import _load_plan, load
+from fastsse import load
+from fastsse.cli import load as load_cli
+from fastsse.load import _plan as _load_plan
 from fastsse.testing import spawn_scripted_server
 
 VECTORS = Path(__file__).parent / "vectors"
@@ -81,10 +83,10 @@ def test_a_failed_request_is_never_good(server: Any, stream_backend: SimpleNames
 
 def test_goodput_arguments_are_checked() -> None:
     with pytest.raises(ValueError, match="--goodput"):
-        load._goodput(["ttft=30"])
+        load_cli._goodput(["ttft=30"])
     with pytest.raises(ValueError, match="--goodput"):
-        load._goodput(["itl:30"])  # not one of vLLM's keys
-    assert load._goodput(["ttft:30", "e2el:1.5e3"]) == (("ttft", 30.0), ("e2el", 1500.0))
+        load_cli._goodput(["itl:30"])  # not one of vLLM's keys
+    assert load_cli._goodput(["ttft:30", "e2el:1.5e3"]) == (("ttft", 30.0), ("e2el", 1500.0))
 
 
 # Arrivals: gamma gaps of shape F and mean 1/rate have a coefficient of variation of 1/sqrt(F).
@@ -169,9 +171,9 @@ def test_arrival_arguments_are_checked() -> None:
         (["--turns", "2", "--api", "messages"], "--turns"),
         (["--percentiles", "50,100"], "--percentiles"),
     ]:
-        args = load._parser().parse_args(base + extra)
+        args = load_cli._parser().parse_args(base + extra)
         with pytest.raises(ValueError, match=word):
-            load.config_from_args(args)
+            load_cli.config_from_args(args)
 
 
 # Synthetic data: lengths uniform in [floor(N(1-R)), ceil(N(1+R))], as vLLM draws them.
@@ -282,8 +284,8 @@ def test_sharegpt_folds_into_prompts_and_output_lengths(
     lines = tmp_path / "sharegpt.jsonl"
     lines.write_bytes(b"\n".join(orjson.dumps(c) for c in SHAREGPT))
     assert [orjson.loads(r) for r in _load_plan.read_dataset(str(lines))] == rows
-    args = load._parser().parse_args([server.base_url, "--model", "chunks=none", "--dataset", str(path)])
-    cfg = dataclasses.replace(load.config_from_args(args), requests=4, concurrency=2, loop="asyncio")
+    args = load_cli._parser().parse_args([server.base_url, "--model", "chunks=none", "--dataset", str(path)])
+    cfg = dataclasses.replace(load_cli.config_from_args(args), requests=4, concurrency=2, loop="asyncio")
     doc = load.run(cfg)
     assert [r["prompt_tokens"] for r in doc["requests"]] == [5, 2, 5, 2]
     assert [r["completion_tokens"] for r in doc["requests"]] == [6, 3, 6, 3]
@@ -359,9 +361,9 @@ def test_missing_optional_packages_stop_before_the_first_request(
     )
     # a refused port: had a request gone out, the line would say that none got an answer
     base = ["http://127.0.0.1:9/v1", "--model", "m", "--requests", "1", "--quiet"]
-    assert load.main([*base, "--plot", str(tmp_path / "x.png")]) == 2
+    assert load_cli.main([*base, "--plot", str(tmp_path / "x.png")]) == 2
     assert capsys.readouterr().err.startswith("fastsse load: --plot needs matplotlib")
-    assert load.main([*base, "--ray", "local"]) == 2
+    assert load_cli.main([*base, "--ray", "local"]) == 2
     err = capsys.readouterr().err
     assert "pip install 'fastsse-cython[ray]'" in err and "no request got an answer" not in err
     assert not (tmp_path / "x.png").exists()
@@ -401,7 +403,7 @@ def test_merge_reads_a_version_1_document(tmp_path: Path, capsys: Any) -> None:
     a.write_bytes(orjson.dumps(v1))
     b.write_bytes(orjson.dumps(later))
     out = tmp_path / "all.json"
-    assert load.main(["merge", str(a), str(b), "--json", str(out)]) == 0
+    assert load_cli.main(["merge", str(a), str(b), "--json", str(out)]) == 0
     assert "4 requests" in capsys.readouterr().out
     both = orjson.loads(out.read_bytes())
     assert [r["started"] for r in both["requests"]] == [0, 20_000_000, 1_000_000_000, 1_020_000_000]
@@ -414,6 +416,6 @@ def test_a_sweep_is_not_merged(server: Any) -> None:
 
 def test_every_option_is_in_the_docs() -> None:
     docs = (Path(__file__).parent.parent / "docs" / "load.md").read_text(encoding="utf-8")
-    options = [o for a in load._parser()._actions for o in a.option_strings if o.startswith("--")]
+    options = [o for a in load_cli._parser()._actions for o in a.option_strings if o.startswith("--")]
     assert len(options) > 30
     assert [o for o in options if f"`{o}" not in docs and o != "--help"] == []

@@ -1,4 +1,4 @@
-"""``load --trace`` (``fastsse.cli._load_trace``): Mooncake and Azure traces replayed at their times.
+"""``load --trace`` (``fastsse.load._trace``): Mooncake and Azure traces replayed at their times.
 
 The expected values come from the trace files the tests write: request ``i`` is due at its
 timestamp (divided by ``--trace-speed``) after the first, with a prompt of its input length in
@@ -17,7 +17,10 @@ from typing import Any
 import orjson
 import pytest
 
-from fastsse.cli import _load_plan, _load_trace, load
+from fastsse import load
+from fastsse.cli import load as load_cli
+from fastsse.load import _plan as _load_plan
+from fastsse.load import _trace as _load_trace
 from fastsse.testing import spawn_scripted_server
 
 
@@ -132,7 +135,7 @@ def test_a_trace_is_replayed_on_time_at_100_requests_a_second(server: Any, tmp_p
     ]
     out = tmp_path / "replay.json"
     argv = [server.base_url, "--model", "chunks=none", "--trace", mooncake(tmp_path / "t.jsonl", rows)]
-    assert load.main([*argv, "--loop", "asyncio", "--quiet", "--json", str(out)]) == 0
+    assert load_cli.main([*argv, "--loop", "asyncio", "--quiet", "--json", str(out)]) == 0
     doc = orjson.loads(out.read_bytes())
     records = doc["requests"]
     assert doc["summary"]["outcomes"] == {"complete": 100}
@@ -150,7 +153,7 @@ def test_a_trace_is_replayed_on_time_at_100_requests_a_second(server: Any, tmp_p
 
 def test_trace_arguments_are_checked(tmp_path: Path) -> None:
     path = mooncake(tmp_path / "t.jsonl", [{"timestamp": 0, "input_length": 5, "output_length": 2}])
-    parse = load._parser().parse_args
+    parse = load_cli._parser().parse_args
     base = ["http://x/v1", "--model", "m", "--trace", path]
     for extra, says in (
         (["--rate", "5"], "--rate"),
@@ -159,8 +162,8 @@ def test_trace_arguments_are_checked(tmp_path: Path) -> None:
         (["--trace-speed", "0"], "--trace-speed must be > 0"),
     ):
         with pytest.raises(ValueError, match=says):
-            load.config_from_args(parse([*base, *extra]))
+            load_cli.config_from_args(parse([*base, *extra]))
     with pytest.raises(ValueError, match="--trace-speed goes with --trace"):
-        load.config_from_args(parse(["http://x/v1", "--model", "m", "--trace-speed", "2"]))
-    config = load.config_from_args(parse(base))
+        load_cli.config_from_args(parse(["http://x/v1", "--model", "m", "--trace-speed", "2"]))
+    config = load_cli.config_from_args(parse(base))
     assert (config.requests, config.concurrency, len(config.trace_rows)) == (None, None, 1)

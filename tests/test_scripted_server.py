@@ -1,6 +1,6 @@
 """The scripted load-test server: its schedule, its stamps, its shapes, and thousands of streams at once.
 
-Expected values come from the script (the module doc of ``fastsse.testing.scripted``): token
+Expected values come from the script (the module doc of ``fastsse.load._server``): token
 chunk ``k`` is due ``ttft_ms + k * itl_ms`` after the response starts, token ``i`` is `` w<i>``.
 """
 

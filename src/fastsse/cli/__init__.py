@@ -1,4 +1,4 @@
-"""What only the command line runs: ``demo``, ``bench`` and its corpora and contenders.
+"""What only the command line runs: each command parses its arguments, calls the library, prints.
 
 ``python -m fastsse COMMAND`` dispatches here (``fastsse/__main__.py``); ``import fastsse`` never
 imports this package.

@@ -17,7 +17,6 @@ import sys
 from collections.abc import Callable
 from types import ModuleType
 from typing import NoReturn
-from urllib.parse import urlsplit
 
 # pip extra that brings each optional module
 EXTRAS = {"pycurl": "curl", "matplotlib": "plot"}
@@ -99,33 +98,6 @@ def bad_argument(exc: BaseException) -> bool:
         tb = tb.tb_next
     module = str(tb.tb_frame.f_globals.get("__name__", ""))
     return module.startswith(_SETUP_PACKAGE) or module in _SETUP_MODULES
-
-
-def endpoint(base_url: str, api: str = "chat") -> str:
-    """``endpoint(base_url, api="chat") -> str``: the URL a request of ``api`` goes to under
-    ``base_url`` (its path joined as the client joins it), with any ``user:password@`` hidden.
-
-    It raises ValueError for an unknown ``api``.
-    """
-    from .._formats import api_format
-    from ..client import redact
-
-    # the legacy completions stream has no API of its own: load reads it with chat's fold
-    path = "/completions" if api == "completions" else api_format(api).path
-    return redact(base_url.rstrip("/") + path)
-
-
-def not_found(base_url: str) -> str:
-    """``not_found(base_url) -> str``: what to add after an HTTP 404 under ``base_url``: the hint
-    that a base URL usually ends in ``/v1`` (the OpenAI-compatible servers, the loopback one
-    included, serve their API under it), or "" when its path already holds a ``v1``."""
-    try:
-        path = urlsplit(base_url).path
-    except ValueError:
-        return ""
-    if "v1" in path.split("/"):
-        return ""
-    return f"; the base URL usually ends in /v1 ({base_url.rstrip('/')}/v1)"
 
 
 def command(name: str) -> Callable[[Callable[[list[str] | None], int]], Callable[[list[str] | None], int]]:

@@ -20,22 +20,22 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 
 from .. import BACKEND, __version__
-from . import _contenders, _corpora
+from .. import bench as kit
 from ._common import Parser, command, require
 
 SCALE, QUICK_SCALE = 0.25, 0.05
 PEERS = ("openai", "httpx-sse", "sseclient-py", "orjson")
 
 # (group, factory, contender names, corpus, chunking)
-Case = tuple[str, Callable[[str], _contenders.Contender], tuple[str, ...], str, str]
+Case = tuple[str, Callable[[str], kit.Contender], tuple[str, ...], str, str]
 CASES: tuple[Case, ...] = (
     *(
-        (f"decode:chat:{how}", _contenders.decoder, _contenders.DECODERS, "chat", how)
+        (f"decode:chat:{how}", kit.decoder, kit.DECODERS, "chat", how)
         for how in ("64B", "1KiB", "16KiB", "event")
     ),
-    ("decode:large:16KiB", _contenders.decoder, _contenders.DECODERS, "large", "16KiB"),
-    ("aggregate:chat:str", _contenders.aggregator, _contenders.AGGREGATORS, "chat", "str"),
-    ("stream:chat:1KiB", _contenders.stream, _contenders.STREAMERS, "chat", "1KiB"),
+    ("decode:large:16KiB", kit.decoder, kit.DECODERS, "large", "16KiB"),
+    ("aggregate:chat:str", kit.aggregator, kit.AGGREGATORS, "chat", "str"),
+    ("stream:chat:1KiB", kit.stream, kit.STREAMERS, "chat", "1KiB"),
 )
 QUICK_GROUPS = ("decode:chat:1KiB", "decode:large:16KiB", "aggregate:chat:str", "stream:chat:1KiB")
 
@@ -100,13 +100,13 @@ def _time(run: Callable[..., Any], args: tuple[Any, ...], repeats: int, min_seco
     return statistics.median(samples)
 
 
-def _correct(k: _contenders.Contender, args: tuple[Any, ...], corpus: _corpora.Corpus, group: str) -> bool:
+def _correct(k: kit.Contender, args: tuple[Any, ...], corpus: kit.Corpus, group: str) -> bool:
     if k.kind == "floor":
         return True
     got = k.check(*args)
     if group.startswith("decode:"):
-        return bool(got == _contenders.expected_events(corpus))
-    return bool(got == _contenders.expected_summary(corpus))
+        return bool(got == kit.expected_events(corpus))
+    return bool(got == kit.expected_summary(corpus))
 
 
 def run_cases(quick: bool, progress_out: TextIO = sys.stderr) -> tuple[list[Row], dict[str, str]]:
@@ -114,19 +114,19 @@ def run_cases(quick: bool, progress_out: TextIO = sys.stderr) -> tuple[list[Row]
     scale = QUICK_SCALE if quick else SCALE
     repeats, min_seconds = (3, 0.02) if quick else (7, 0.1)
     cases = [c for c in CASES if not quick or c[0] in QUICK_GROUPS]
-    corpora: dict[str, _corpora.Corpus] = {}
+    corpora: dict[str, kit.Corpus] = {}
     rows: list[Row] = []
     skipped: dict[str, str] = {}
     progress = Progress(sum(len(c[2]) for c in cases), progress_out)
     for group, factory, names, corpus_name, chunking in cases:
         if corpus_name not in corpora:
-            corpora[corpus_name] = _corpora.build(corpus_name, scale)
+            corpora[corpus_name] = kit.build(corpus_name, scale)
         corpus = corpora[corpus_name]
         for name in names:
             progress.step(f"{group} {name}")
             try:
                 k = factory(name)
-            except _contenders.Unavailable as exc:
+            except kit.Unavailable as exc:
                 skipped.setdefault(f"{group.split(':')[0]} {name}", str(exc))
                 continue
             args = k.prepare(corpus, chunking)
@@ -163,7 +163,7 @@ def format_table(rows: list[Row]) -> str:
 
 
 def _header(quick: bool) -> str:
-    versions = ", ".join(f"{dist} {_contenders._version(dist)}" for dist in PEERS)
+    versions = ", ".join(f"{dist} {kit.version(dist)}" for dist in PEERS)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     return (
         f"fastsse {__version__} (default backend: {BACKEND}); Python {platform.python_version()} "

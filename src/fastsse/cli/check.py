@@ -21,7 +21,8 @@ from ..check import CODES, ERROR, WARNING, Finding, MessagesChecker, ResponsesCh
 from ..check import checker as make_checker
 from ..client import RequestSpec, Response, apply, import_pycurl, prepare, redact
 from ..client.sync import curl_failure
-from ._common import MAX_EVENT_BYTES, Parser, fail, missing, not_found
+from ..load import not_found
+from ._common import MAX_EVENT_BYTES, Parser, fail, missing
 
 _PROMPT: Final = "Say hello in one short sentence."
 HINT_BYTES: Final = 16384  # of the stream's start kept for the --api hint: its first events

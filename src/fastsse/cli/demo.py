@@ -17,7 +17,8 @@ import orjson
 from .. import BACKEND
 from .._errors import TransportError
 from ..chat.lint import SNIFF_BYTES, not_sse, short
-from ._common import Parser, command, endpoint, fail, not_found, prog, require, say
+from ..load import endpoint, not_found
+from ._common import Parser, command, fail, prog, require, say
 
 DESCRIPTION = """\
 Stream a chat answer and fold it. The text is printed as it arrives (reasoning

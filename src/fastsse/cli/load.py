@@ -7,165 +7,52 @@ latency, throughput, goodput against SLOs, failures by cause and the client's ow
 exact definitions, beside vLLM ``bench serve``'s and AIPerf's, are in ``docs/load.md``; so is the
 ``--json`` schema.
 
-The work is split by job: ``_load_plan`` (the configuration, the arrival schedule, the datasets and
-bodies), ``_load_run`` (records, drivers, workers), ``_load_ray`` (the workers as Ray actors),
-``_load_report`` (summary, goodput, JSON, text, plots). This module is the command line, and sweeps.
-``--client`` runs the same schedule through another HTTP client (``_peers``) so that its figures can
-be set beside fastsse's on the same server.
+This module is the command line only: it parses the arguments into a ``fastsse.load.Config``,
+calls ``fastsse.load`` (``run``, ``sweep``, ``repeat``, ``merge``, ``compare``) and prints. ``--client``
+runs the same schedule through another HTTP client so that its figures can be set beside fastsse's
+on the same server.
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import importlib.util
 import os
 import sys
 import time
-from collections import Counter
-from collections.abc import Callable
-from typing import Any, Final
+from typing import Final
 
 import orjson
 
-from . import _load_compare, _load_ray, _peers
-from ._common import Parser, endpoint, prog, say
-from ._load_metrics import metrics_url
-from ._load_plan import (
+from .. import load as lib
+from ..load import (
     APIS,
     CLIENTS,
     COMPLETE,
     DEFAULT_PROMPT,
-    FAILED,
     RAMPS,
     SCHEMA,
     SLOS,
-    STAMP,
+    STAMP_FIELD,
     Config,
     Tokenizer,
-    arrivals,
-    bodies,
-    read_dataset,
-)
-from ._load_report import (
     dumps,
     format_summary,
     format_sweep,
-    itl_values,
     merge,
-    percentile,
+    metrics_url,
     plot,
     plot_sweep,
-    summarize,
-    sweep_row,
+    read_dataset,
+    read_trace,
+    repeat,
+    run,
+    sweep,
+    unanswered,
 )
-from ._load_run import Record, engine_available
-from ._load_run import run as run_workers
-from ._load_trace import read_trace
+from ._common import Parser, prog, say
 
-__all__ = [
-    "SCHEMA",
-    "Config",
-    "Record",
-    "arrivals",
-    "bodies",
-    "config_from_args",
-    "dumps",
-    "format_summary",
-    "format_sweep",
-    "itl_values",
-    "main",
-    "merge",
-    "percentile",
-    "plot",
-    "repeat",
-    "run",
-    "summarize",
-    "sweep",
-]
-
-
-def run(config: Any, *, progress: Any = None) -> dict[str, Any]:
-    """``run(config, *, progress=None) -> dict``: run the load and return the ``--json`` document,
-    on Ray actors when ``config.ray`` says so (``_load_run.run`` with ``_load_ray.run_actors``).
-    It raises what ``_load_run.run`` raises."""
-    actors = _load_ray.run_actors if config.ray is not None else None
-    return run_workers(config, progress=progress, actors=actors)
-
-
-def sweep(
-    config: Config, points: int, *, progress: Callable[[list[int]], None] | None = None
-) -> dict[str, Any]:
-    """``sweep(config, points, *, progress=None) -> dict``: the closed-loop maximum, then ``points``
-    open-loop runs at evenly spaced rates up to it (``max * k / points``, k = 1..points).
-
-    The document (``kind: "sweep"``) holds one row per run (``rows``, the maximum first) and every
-    run's whole document (``runs``). It raises RuntimeError if the closed loop completed nothing,
-    and what ``run`` raises.
-    """
-    closed = dataclasses.replace(config, rate=None, ramp=None, concurrency=config.concurrency or 1)
-    top = run(closed, progress=progress)
-    peak = top["summary"]["requests_per_s"]
-    if not peak and not top["interrupted"]:
-        raise RuntimeError("the closed-loop run completed no request: there is no maximum to sweep up to")
-    runs = [top]
-    rows = [sweep_row(None, top)]
-    for k in range(1, points + 1):
-        if runs[-1]["interrupted"]:  # Ctrl-C: the rows so far
-            break
-        rate = peak * k / points
-        doc = run(dataclasses.replace(config, rate=rate, ramp=None, concurrency=None), progress=progress)
-        runs.append(doc)
-        rows.append(sweep_row(rate, doc))
-    settings = dict(top["config"])
-    settings.update(rate=None, sweep_points=points)
-    return {
-        "schema": SCHEMA,
-        "kind": "sweep",
-        "fastsse_version": top["fastsse_version"],
-        "started_epoch_ns": top["started_epoch_ns"],
-        "config": settings,
-        "client": top["client"],
-        "interrupted": runs[-1]["interrupted"],
-        "rows": rows,
-        "runs": runs,
-    }
-
-
-def repeat(
-    config: Config, times: int, *, progress: Callable[[list[int]], None] | None = None
-) -> dict[str, Any]:
-    """``repeat(config, times, *, progress=None) -> dict``: ``times`` runs of the same plan (the
-    same schedule and bodies: the same seed), one after the other, and each metric's mean with its
-    95% confidence interval across them.
-
-    The document (``kind: "repeat"``) holds ``summary.metrics`` (``{key: {mean, low, high,
-    values}}``, ``_load_compare.intervals``) and every run's whole document (``runs``); Ctrl-C keeps
-    the runs that had ended. It raises what ``run`` raises.
-    """
-    runs: list[dict[str, Any]] = []
-    for _ in range(times):
-        runs.append(run(config, progress=progress))
-        if runs[-1]["interrupted"] or _unanswered(runs[-1]) is not None:
-            break
-    top = runs[0]
-    settings = dict(top["config"])
-    settings["repeat"] = times
-    return {
-        "schema": SCHEMA,
-        "kind": "repeat",
-        "fastsse_version": top["fastsse_version"],
-        "started_epoch_ns": top["started_epoch_ns"],
-        "config": settings,
-        "client": top["client"],
-        "interrupted": runs[-1]["interrupted"],
-        "summary": {
-            "runs": len(runs),
-            "level": _load_compare.LEVEL,
-            "metrics": _load_compare.intervals(runs),
-        },
-        "runs": runs,
-    }
+__all__ = ["config_from_args", "main"]
 
 
 # The command line.
@@ -297,9 +184,9 @@ def _parser() -> argparse.ArgumentParser:
     client.add_argument(
         "--lag-field",
         metavar="NAME",
-        default=STAMP,
+        default=STAMP_FIELD,
         help=f"the chunks' field holding the server's send stamp in ns, on its monotonic clock or "
-        f"epoch time (default {STAMP}, the scripted server's)",
+        f"epoch time (default {STAMP_FIELD}, the scripted server's)",
     )
     client.add_argument(
         "--loop",
@@ -580,7 +467,7 @@ def compare_main(argv: list[str]) -> int:
     p.add_argument(
         "files", nargs="+", help="--json documents of runs (or of --repeat), the first the baseline"
     )
-    p.add_argument("--json", metavar="FILE", help=f"write the comparison ({_load_compare.COMPARE_SCHEMA})")
+    p.add_argument("--json", metavar="FILE", help=f"write the comparison ({lib.COMPARE_SCHEMA})")
     p.add_argument("--plot", metavar="FILE.png", help="overlay the CDFs of TTFT, ITL and E2E (matplotlib)")
     args = p.parse_args(argv)
     if len(args.files) < 2:
@@ -594,16 +481,16 @@ def compare_main(argv: list[str]) -> int:
         for name in args.files:
             with open(name, "rb") as f:
                 docs.append(orjson.loads(f.read()))
-        comparison = _load_compare.compare(docs, args.files)
+        comparison = lib.compare(docs, args.files)
     except (OSError, ValueError, KeyError, TypeError) as exc:
         say("load compare", str(exc))
         return 2
-    print(_load_compare.format_comparison(comparison))
+    print(lib.format_comparison(comparison))
     if args.json:
         with open(args.json, "wb") as f:
             f.write(orjson.dumps(comparison))
     if args.plot:
-        _load_compare.plot_comparison(docs, args.files, args.plot)
+        lib.plot_comparison(docs, args.files, args.plot)
     return 0
 
 
@@ -611,21 +498,9 @@ def _missing(args: argparse.Namespace) -> str | None:
     """What an optional dependency the arguments need lacks, checked before the first request."""
     if args.plot and importlib.util.find_spec("matplotlib") is None:
         return PLOT_INSTALL
-    if args.ray is not None and not _load_ray.available():
-        return _load_ray.INSTALL
+    if args.ray is not None and not lib.ray_available():
+        return lib.RAY_INSTALL
     return None
-
-
-def _unanswered(doc: dict[str, Any]) -> str | None:
-    """The line for a run none of whose requests got an answer (each refused, unresolved, or timed
-    out before its first byte), or None: such a run measured nothing, so the command failed (2)."""
-    records = doc["requests"]
-    if not records or any(r["outcome"] != FAILED or r["status"] for r in records):
-        return None
-    causes = Counter(str(r["cause"]) for r in records)
-    why = ", ".join(f"{n} x {cause}" for cause, n in causes.most_common())
-    config = doc["config"]
-    return f"no request got an answer from {endpoint(config['url'], config.get('api') or 'chat')}: {why}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -646,7 +521,7 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ValueError) as exc:
         say("load", str(exc))
         return 2
-    if config.client == "fastsse" and not engine_available():
+    if config.client == "fastsse" and not lib.engine_available():
         if config.api != "chat":
             say("load", f"--api {config.api} needs fastsse's AsyncClient, which this fastsse lacks")
             return 2
@@ -670,7 +545,7 @@ def main(argv: list[str] | None = None) -> int:
             doc = repeat(config, args.repeat, progress=progress if show else None)
         else:
             doc = run(config, progress=progress if show else None)
-    except (RuntimeError, ValueError, _peers.Unavailable, ImportError) as exc:
+    except (RuntimeError, ValueError, lib.Unavailable, ImportError) as exc:
         if show:
             print(file=sys.stderr)  # end the progress line
         say("load", str(exc))
@@ -682,15 +557,15 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     finally:
         if config.ray is not None:
-            _load_ray.shutdown()
+            lib.ray_shutdown()
     if show:
         sys.stderr.write("\n")
     runs = doc["runs"] if doc["kind"] != "run" else [doc]
     # a sweep with none stops at its maximum; a repeat at the run that had none
-    unanswered = None if doc["kind"] == "sweep" else _unanswered(runs[-1])
+    silent = None if doc["kind"] == "sweep" else unanswered(runs[-1])
     ended = sum(len(d["requests"]) for d in runs)
-    if unanswered is None and (ended or not doc["interrupted"]):
-        text = {"sweep": format_sweep, "repeat": _load_compare.format_repeat}.get(doc["kind"], format_summary)
+    if silent is None and (ended or not doc["interrupted"]):
+        text = {"sweep": format_sweep, "repeat": lib.format_repeat}.get(doc["kind"], format_summary)
         print(text(doc))
     if args.json:
         with open(args.json, "wb") as f:
@@ -703,12 +578,12 @@ def main(argv: list[str] | None = None) -> int:
             where = f" ({args.json} says so)" if args.json else ""
             say("load", f"interrupted before any request ended{where}")
         return 130
-    if unanswered is not None:  # nothing measured: no summary, no plot, the cause in one line
-        say("load", unanswered)
+    if silent is not None:  # nothing measured: no summary, no plot, the cause in one line
+        say("load", silent)
         return 2
     if args.plot:
         if doc["kind"] == "repeat":  # each run's CDFs over the others': the spread, seen
-            _load_compare.plot_comparison(runs, [f"run {i + 1}" for i in range(len(runs))], args.plot)
+            lib.plot_comparison(runs, [f"run {i + 1}" for i in range(len(runs))], args.plot)
         else:
             (plot_sweep if args.sweep else plot)(doc, args.plot)
     complete = all(d["summary"]["outcomes"].get(COMPLETE, 0) == d["summary"]["requests"] for d in runs)

@@ -1,5 +1,5 @@
 """``python -m fastsse serve``: the loopback server (``fastsse.testing.server``) until Ctrl-C, or with
-``--scripted`` the scripted load-test server (``fastsse.testing.scripted``)."""
+``--scripted`` the scripted load-test server (``fastsse.load``)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ import dataclasses
 import os
 import sys
 
-from ..testing import scripted, server
+from ..load import Script, ScriptedServer, coerce_field
+from ..testing import server
 from ..testing.server import LoopbackServer
 from ._common import Parser, fail, port
 
@@ -65,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _scripted(argv: list[str]) -> int:
     """``python -m fastsse serve --scripted``: run the scripted server until Ctrl-C."""
-    doc = scripted.__doc__ or ""
+    doc = sys.modules[Script.__module__].__doc__ or ""  # the scripted server's own guide
     parser = argparse.ArgumentParser(
         prog="python -m fastsse serve --scripted",
         description="Run the scripted OpenAI-compatible load-test server on 127.0.0.1.",
@@ -100,25 +101,17 @@ def _scripted(argv: list[str]) -> int:
         "status": "answer this HTTP error status instead",
         "stamp": "false: no fastsse_sent_ns stamp (default true)",
     }
-    for field in dataclasses.fields(scripted.Script):
-        kind = (
-            str
-            if field.name in ("usage", "logprobs", "stamp", "chunk_per_event")
-            else int
-            if field.name in scripted.INT_FIELDS
-            else float
-        )
-        parser.add_argument(
-            f"--{field.name.replace('_', '-')}", type=kind, default=None, help=helps[field.name]
-        )
+    for field in dataclasses.fields(Script):
+        # each value is checked and converted by coerce_field below, as a request's script is
+        parser.add_argument(f"--{field.name.replace('_', '-')}", default=None, help=helps[field.name])
     args = parser.parse_args(argv)
     try:
         changes = {
-            f.name: scripted.coerce_field(f.name, getattr(args, f.name))
-            for f in dataclasses.fields(scripted.Script)
+            f.name: coerce_field(f.name, getattr(args, f.name))
+            for f in dataclasses.fields(Script)
             if getattr(args, f.name) is not None
         }
-        defaults = scripted.Script(**changes)
+        defaults = Script(**changes)
     except ValueError as exc:
         parser.error(str(exc))
     if args.cpu is not None:
@@ -141,7 +134,7 @@ def _scripted(argv: list[str]) -> int:
                 return 2
     if loop is None:
         loop = asyncio.new_event_loop()
-    server = scripted.ScriptedServer(args.port, defaults=defaults)
+    server = ScriptedServer(args.port, defaults=defaults)
     try:
         loop.run_until_complete(server.start())
     except OSError as exc:

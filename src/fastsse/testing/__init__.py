@@ -3,13 +3,13 @@
 ``serve_in_thread()`` starts the scenario server and returns a :class:`LoopbackServer` whose
 ``base_url`` a client points at; ``expected_completion(request)`` is the non-streamed answer a
 correct fold must equal. ``serve_scripted_in_thread()`` / ``spawn_scripted_server()`` start the
-scripted load-test server (known TTFT, ITL and tokens per chunk, every chunk stamped with its send
+scripted load-test server of ``fastsse.load`` (known TTFT, ITL and tokens per chunk, every chunk stamped with its send
 time, thousands of streams on one core). ``import fastsse`` never imports this package.
 """
 
 from __future__ import annotations
 
-from .scripted import STAMP_FIELD, Script, scripted_text, serve_scripted_in_thread, spawn_scripted_server
+from ..load import STAMP_FIELD, Script, scripted_text, serve_scripted_in_thread, spawn_scripted_server
 from .server import SCENARIOS, LoopbackServer, expected_completion, parse_model, serve_in_thread
 
 __all__ = [

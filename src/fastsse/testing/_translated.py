@@ -14,6 +14,7 @@ from typing import Any, Final
 
 import orjson
 
+from ..load._server import chat_request
 from ..sse import Decoder
 from ..translate import translator
 
@@ -152,25 +153,6 @@ BROKEN: Final[dict[str, dict[str, tuple[str, Callable[[Events], Events], str]]]]
         "error-swallowed": ("error", _messages_error_swallowed, "an error turned into end_turn"),
     },
 }
-
-
-def chat_request(api: str, request: dict[str, Any], model: str) -> dict[str, Any]:
-    """The chat request a Responses or Messages request stands for (prompt words count as tokens)."""
-    if api == "messages":
-        messages = request.get("messages")
-        messages = messages if isinstance(messages, list) else []
-        system = request.get("system")
-        if isinstance(system, str):
-            messages = [{"role": "system", "content": system}, *messages]
-    else:
-        given = request.get("input")
-        messages = [{"role": "user", "content": given}] if isinstance(given, str) else []
-        if isinstance(given, list):
-            messages = [m for m in given if isinstance(m, dict)]
-        instructions = request.get("instructions")
-        if isinstance(instructions, str):
-            messages = [{"role": "system", "content": instructions}, *messages]
-    return {"model": model, "messages": messages, "stream": True, "stream_options": {"include_usage": True}}
 
 
 def format_events(api: str, chat_items: Iterator[Any]) -> Iterator[Any]:

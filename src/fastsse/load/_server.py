@@ -82,7 +82,6 @@ import orjson
 
 from ..chat.encode import ChatChunkEncoder
 from ..translate import translator
-from ._translated import chat_request
 
 __all__ = [
     "STAMP_FIELD",
@@ -411,6 +410,25 @@ class _ToCompletions:
         if isinstance(chunk.get("id"), str):
             chunk["id"] = chunk["id"].replace("chatcmpl-", "cmpl-", 1)
         return b"data: " + orjson.dumps(chunk) + b"\n\n"
+
+
+def chat_request(api: str, request: dict[str, Any], model: str) -> dict[str, Any]:
+    """The chat request a Responses or Messages request stands for (prompt words count as tokens)."""
+    if api == "messages":
+        messages = request.get("messages")
+        messages = messages if isinstance(messages, list) else []
+        system = request.get("system")
+        if isinstance(system, str):
+            messages = [{"role": "system", "content": system}, *messages]
+    else:
+        given = request.get("input")
+        messages = [{"role": "user", "content": given}] if isinstance(given, str) else []
+        if isinstance(given, list):
+            messages = [m for m in given if isinstance(m, dict)]
+        instructions = request.get("instructions")
+        if isinstance(instructions, str):
+            messages = [{"role": "system", "content": instructions}, *messages]
+    return {"model": model, "messages": messages, "stream": True, "stream_options": {"include_usage": True}}
 
 
 def _as_chat(api: str, request: dict[str, Any]) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """The run of ``python -m fastsse load``: one request in, one record out, on one clock.
 
-A worker (this process, a ``multiprocessing`` child, or a Ray actor: ``_load_ray``) opens its own
+A worker (this process, a ``multiprocessing`` child, or a Ray actor: ``_ray``) opens its own
 client on its own event loop, waits for the agreed start, sends its share of the schedule and
 returns its records with every stamp moved onto the run's clock (0 = the agreed start, an epoch
 time each worker maps to its own ``time.monotonic_ns()`` through one anchor pair).
@@ -24,8 +24,8 @@ from typing import Any, Final
 
 from .._formats import api_format
 from .._timing import chunk_marks
-from . import _load_metrics, _peers
-from ._load_plan import (
+from . import _metrics, _peers
+from ._plan import (
     COMPLETE,
     COMPLETIONS_PATH,
     EPOCH_STAMP_NS,
@@ -39,7 +39,7 @@ from ._load_plan import (
     prepare,
     shares,
 )
-from ._load_report import assemble
+from ._report import assemble
 
 PROBE_S: Final = 0.01  # the event-loop probe's period
 
@@ -750,7 +750,7 @@ def run(
 
     ``progress(counters)`` is called about twice a second with [done, failed, in flight, tokens]
     (not with ``config.ray``: the actors report at the end). ``actors(config, shares)`` runs the
-    shares on Ray actors for ``config.ray`` (``_load_ray.run_actors``, handed in by the command so
+    shares on Ray actors for ``config.ray`` (``_ray.run_actors``, handed in by the command so
     that this module, which the actors import, does not import theirs). It raises ValueError for
     a bad dataset line or tokenizer, RuntimeError if a worker fails, and ImportError for
     ``config.ray`` without ray.
@@ -764,7 +764,7 @@ def run(
     interrupted = Interrupt()  # what the parent of process workers saw (each worker reports its own)
     if config.ray is not None:
         if actors is None:
-            raise RuntimeError("run(config) with config.ray needs actors= (_load_ray.run_actors)")
+            raise RuntimeError("run(config) with config.ray needs actors= (_ray.run_actors)")
         results = actors(config, parts)
     elif config.workers == 1:
         store = [0, 0, 0, 0]
@@ -830,20 +830,20 @@ def run(
     return doc
 
 
-def _scrape_before(config: Config) -> _load_metrics.Exposition | None:
+def _scrape_before(config: Config) -> _metrics.Exposition | None:
     """The server's metrics before the run (``--metrics-url``); RuntimeError if they cannot be read."""
     if config.metrics_url is None:
         return None
     try:
-        return _load_metrics.scrape(config.metrics_url)
+        return _metrics.scrape(config.metrics_url)
     except (OSError, ValueError) as exc:
         raise RuntimeError(f"--metrics-url {config.metrics_url}: {exc}") from None
 
 
-def _scrape_after(url: str, before: _load_metrics.Exposition) -> dict[str, Any]:
+def _scrape_after(url: str, before: _metrics.Exposition) -> dict[str, Any]:
     """What the run changed in the server's metrics, or why they could not be read again."""
     try:
-        return {"url": url, **_load_metrics.changes(before, _load_metrics.scrape(url))}
+        return {"url": url, **_metrics.changes(before, _metrics.scrape(url))}
     except (OSError, ValueError) as exc:
         error = f"not read after the run: {exc}"
         return {"url": url, "error": error, "counters": {}, "histograms": {}, "gauges": {}}

@@ -1,8 +1,8 @@
 """``python -m fastsse load --ray ADDRESS --workers K``: the workers as Ray actors, over a cluster.
 
-Each actor is one worker of ``_load_run``: its own ``AsyncClient`` on its own event loop, in its
+Each actor is one worker of ``_run``: its own ``AsyncClient`` on its own event loop, in its
 own process, on whichever node Ray places it (spread over the nodes). The driver decides the
-arrival schedule once and deals it out (``_load_plan.shares``), agrees a start time with the
+arrival schedule once and deals it out (``_plan.shares``), agrees a start time with the
 actors once they are all up, and merges their records, already on the run's clock: each actor maps
 the agreed epoch start onto its own monotonic clock through one ``(monotonic_ns, epoch_ns)`` anchor.
 """
@@ -15,8 +15,8 @@ import os
 import time
 from typing import Any, Final
 
-from ._load_plan import Config, Share
-from ._load_run import Counters, Interrupt, on_sigint, run_share
+from ._plan import Config, Share
+from ._run import Counters, Interrupt, on_sigint, run_share
 
 INSTALL: Final = (
     "--ray needs ray, which is not installed: pip install 'fastsse-cython[ray]' (or pip install ray)"

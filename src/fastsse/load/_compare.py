@@ -22,9 +22,9 @@ import os
 from collections.abc import Callable
 from typing import Any, Final
 
-from . import _load_stats
-from ._load_plan import COMPLETE, DEFAULT_PERCENTILES, OLD_SCHEMAS, SCHEMA
-from ._load_report import _itl_gaps, _tpot, pkey
+from . import _stats
+from ._plan import COMPLETE, DEFAULT_PERCENTILES, OLD_SCHEMAS, SCHEMA
+from ._report import _itl_gaps, _tpot, pkey
 
 COMPARE_SCHEMA: Final = "fastsse.load-compare/1"
 ALPHA: Final = 0.05
@@ -166,7 +166,7 @@ def intervals(runs: list[dict[str, Any]], level: float = LEVEL) -> dict[str, dic
         known = [v for v in values if v is not None]
         mean = low = high = None
         if len(known) >= 2:
-            mean, low, high = _load_stats.mean_interval(known, level)
+            mean, low, high = _stats.mean_interval(known, level)
         elif known:
             mean = known[0]
         out[key] = {"mean": mean, "low": low, "high": high, "values": values}
@@ -223,7 +223,7 @@ def compare(documents: list[dict[str, Any]], names: list[str]) -> dict[str, Any]
         for metric, _ in LATENCIES:
             a, b = pooled[0].get(metric) or [], pooled[k].get(metric) or []
             if len(a) >= 2 and len(b) >= 2:
-                group_tests[k][metric] = (_load_stats.mann_whitney(a, b)[1], len(a), len(b))
+                group_tests[k][metric] = (_stats.mann_whitney(a, b)[1], len(a), len(b))
     rows = []
     for key in keys:
         row: dict[str, Any] = {"key": key, "values": [v.get(key) for v in values]}
@@ -234,7 +234,7 @@ def compare(documents: list[dict[str, Any]], names: list[str]) -> dict[str, Any]
             test: dict[str, Any] | None = None
             a, b = (per_run[0] or {}).get(key) or [], (per_run[k] or {}).get(key) or []
             if len(a) >= 2 and len(b) >= 2:  # both repeats: is B outside the runs' spread?
-                test = {"test": "welch", "p": _load_stats.welch(a, b)[2], "n": [len(a), len(b)]}
+                test = {"test": "welch", "p": _stats.welch(a, b)[2], "n": [len(a), len(b)]}
             elif "." in key and key.split(".")[0] in group_tests[k]:
                 p, na, nb = group_tests[k][key.split(".")[0]]
                 test = {"test": "mann-whitney", "p": p, "n": [na, nb]}
@@ -326,7 +326,7 @@ def format_comparison(comparison: dict[str, Any]) -> str:
 def plot_comparison(documents: list[dict[str, Any]], names: list[str], path: str) -> None:
     """Overlay the CDFs of TTFT, ITL (token-weighted) and E2E of each document (needs matplotlib;
     it raises ImportError without it)."""
-    from ._load_report import _pyplot, itl_values
+    from ._report import _pyplot, itl_values
 
     plt = _pyplot()
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.5))

@@ -16,11 +16,12 @@ import math
 import random
 from collections.abc import Callable
 from typing import Any, Final
+from urllib.parse import urlsplit
 
 import orjson
 
 from . import _peers
-from ._load_trace import Prompts, TraceRow
+from ._trace import Prompts, TraceRow
 
 SCHEMA: Final = "fastsse.load/2"
 OLD_SCHEMAS: Final = ("fastsse.load/1",)  # still read by ``load merge``
@@ -45,6 +46,33 @@ MAX_LENGTH: Final = 1 << 20  # the longest synthetic prompt, prefix or output (-
 COMPLETE, INCOMPLETE, STREAM_ERROR, HTTP_ERROR, FAILED = "complete", "incomplete", "error", "http", "failed"
 
 
+def endpoint(base_url: str, api: str = "chat") -> str:
+    """``endpoint(base_url, api="chat") -> str``: the URL a request of ``api`` goes to under
+    ``base_url`` (its path joined as the client joins it), with any ``user:password@`` hidden.
+
+    It raises ValueError for an unknown ``api``.
+    """
+    from .._formats import api_format
+    from ..client import redact
+
+    # the legacy completions stream has no API of its own: load reads it with chat's fold
+    path = "/completions" if api == "completions" else api_format(api).path
+    return redact(base_url.rstrip("/") + path)
+
+
+def not_found(base_url: str) -> str:
+    """``not_found(base_url) -> str``: what to add after an HTTP 404 under ``base_url``: the hint
+    that a base URL usually ends in ``/v1`` (the OpenAI-compatible servers, the loopback one
+    included, serve their API under it), or "" when its path already holds a ``v1``."""
+    try:
+        path = urlsplit(base_url).path
+    except ValueError:
+        return ""
+    if "v1" in path.split("/"):
+        return ""
+    return f"; the base URL usually ends in /v1 ({base_url.rstrip('/')}/v1)"
+
+
 @dataclasses.dataclass(frozen=True)
 class Config:
     """One load run, as the workers receive it (picklable, plain data); ``docs/load.md`` has each option."""
@@ -64,7 +92,7 @@ class Config:
     dataset: tuple[str, ...] = ()  # the dataset's rows, JSON text each
     trace: str | None = None  # --trace: the file the rows below came from
     trace_speed: float = 1.0  # its arrivals' times divided by this
-    trace_rows: tuple[TraceRow, ...] = ()  # its requests, in arrival order (_load_trace)
+    trace_rows: tuple[TraceRow, ...] = ()  # its requests, in arrival order (_trace)
     extra_body: str | None = None  # JSON object merged into every body
     usage: bool = True
     seed: int = 0

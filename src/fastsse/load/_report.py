@@ -14,9 +14,8 @@ from typing import Any, Final
 
 import orjson
 
-from ._common import endpoint, not_found
-from ._load_metrics import format_changes
-from ._load_plan import (
+from ._metrics import format_changes
+from ._plan import (
     COMPLETE,
     DEFAULT_PERCENTILES,
     FAILED,
@@ -26,6 +25,8 @@ from ._load_plan import (
     SCHEMA,
     STREAM_ERROR,
     Config,
+    endpoint,
+    not_found,
 )
 
 BUSY_WARNING: Final = 0.7  # share of one core above which the client's own queueing shows in the figures
@@ -33,7 +34,7 @@ BUSY_WARNING: Final = 0.7  # share of one core above which the client's own queu
 # request refused, a handful of requests) spends its little time on setup, all of it on the CPU.
 BUSY_MIN_WALL_S: Final = 1.0
 LOOP_DELAY_WARNING_MS: Final = 10.0
-PROBE_MS: Final = 10.0  # the event-loop probe's period (_load_run.PROBE_S)
+PROBE_MS: Final = 10.0  # the event-loop probe's period (_run.PROBE_S)
 _API_WORDS: Final = {  # in the summary's first line
     "chat": "",
     "responses": "Responses ",

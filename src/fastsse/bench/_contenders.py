@@ -43,7 +43,8 @@ class Contender:
     check: Callable[..., Any]
 
 
-def _version(dist: str) -> str:
+def version(dist: str) -> str:
+    """``version(dist) -> str``: the installed version of the distribution ``dist``, or "?"."""
     try:
         return importlib.metadata.version(dist)
     except importlib.metadata.PackageNotFoundError:
@@ -116,7 +117,7 @@ def _openai_decoder() -> Contender:
     def check(chunks: list[bytes]) -> list[tuple[str, str]]:
         return [(sse.event or "message", sse.data) for sse in SSEDecoder().iter_bytes(iter(chunks))]
 
-    return Contender("openai", "openai SSEDecoder", _version("openai"), "peer", _chunks, run, check)
+    return Contender("openai", "openai SSEDecoder", version("openai"), "peer", _chunks, run, check)
 
 
 def _httpx_sse_decoder() -> Contender:
@@ -157,7 +158,7 @@ def _httpx_sse_decoder() -> Contender:
     def check(chunks: list[bytes]) -> list[tuple[str, str]]:
         return [(sse.event or "message", sse.data) for sse in events(chunks)]
 
-    return Contender("httpx-sse", "httpx-sse", _version("httpx-sse"), "peer", _chunks, run, check)
+    return Contender("httpx-sse", "httpx-sse", version("httpx-sse"), "peer", _chunks, run, check)
 
 
 def _sseclient_decoder() -> Contender:
@@ -172,7 +173,7 @@ def _sseclient_decoder() -> Contender:
     def check(chunks: list[bytes]) -> list[tuple[str, str]]:
         return [(ev.event, ev.data) for ev in SSEClient(chunks).events()]
 
-    return Contender("sseclient-py", "sseclient-py", _version("sseclient-py"), "peer", _chunks, run, check)
+    return Contender("sseclient-py", "sseclient-py", version("sseclient-py"), "peer", _chunks, run, check)
 
 
 def _floor_decoder() -> Contender:
@@ -314,7 +315,7 @@ def _openai_aggregator() -> Contender:
         return summary(run(payloads))
 
     return Contender(
-        "openai", "openai ChatCompletionStreamState", _version("openai"), "peer", _payloads, run, check
+        "openai", "openai ChatCompletionStreamState", version("openai"), "peer", _payloads, run, check
     )
 
 
@@ -332,7 +333,7 @@ def _floor_aggregator() -> Contender:
     def check(payloads: list[str]) -> None:
         return None
 
-    return Contender("floor", "floor: orjson.loads", _version("orjson"), "floor", _orjson_floor, run, check)
+    return Contender("floor", "floor: orjson.loads", version("orjson"), "floor", _orjson_floor, run, check)
 
 
 def aggregator(name: str) -> Contender:
@@ -437,7 +438,7 @@ def _openai_stream() -> Contender:
         return summary(run(chunks))
 
     return Contender(
-        "openai", "openai SSEDecoder+StreamState", _version("openai"), "peer", _chunks, run, check
+        "openai", "openai SSEDecoder+StreamState", version("openai"), "peer", _chunks, run, check
     )
 
 
