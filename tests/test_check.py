@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fastsse import ChatChunkEncoder, StreamChecker, check_stream
+from fastsse import ChatChunkEncoder, StreamChecker, UsageError, check_stream
 from fastsse.chat.lint import _Framer
 from fastsse.check import CODES, Finding
 from fastsse.cli.check import main as check_main
@@ -111,7 +111,7 @@ def test_incremental_feed_returns_new_findings() -> None:
     assert len(checker.findings) == 3
     assert checker.events == 6
     assert checker.size == len(data)
-    with pytest.raises(ValueError, match="after close"):
+    with pytest.raises(UsageError, match="after close"):
         checker.feed(b"data: x\n\n")
 
 

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import fastsse
-from fastsse import ChatChunkEncoder, EventTooLarge, check_stream, get_backend
+from fastsse import ChatChunkEncoder, EventTooLarge, UsageError, check_stream, get_backend
 from fastsse.sse._decoder_py import Decoder
 
 LINT = pathlib.Path(__file__).parent / "vectors" / "lint"
@@ -175,7 +175,7 @@ def test_relay_has_no_feed_that_would_skip_writes_checks(backend: SimpleNamespac
         r.write(b"data: " + b"x" * 100 + b"\n\n")
     assert r.verdict.too_large
     r.close()
-    with pytest.raises(ValueError, match="after close"):
+    with pytest.raises(UsageError, match="after close"):
         r.write(chunk('{"index":0,"delta":{"content":"x"}}'))
     assert r.text() == ""
 
@@ -515,7 +515,7 @@ def test_bad_input(backend: SimpleNamespace) -> None:
     assert r.write(memoryview(ROLE)) + r.write(bytearray(HI)) == ROLE + HI
     r.close()
     assert r.close() == b""
-    with pytest.raises(ValueError, match="after close"):
+    with pytest.raises(UsageError, match="after close"):
         r.write(b"x")
 
 

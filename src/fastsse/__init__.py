@@ -12,6 +12,7 @@ from . import results
 from ._backend import BACKEND
 from ._errors import (
     ClientClosed,
+    EncodeError,
     EventTooLarge,
     FastSSEError,
     HTTPStatusError,
@@ -72,6 +73,7 @@ __all__ = [
     "ClientClosed",
     "ClientOptions",
     "Decoder",
+    "EncodeError",
     "Event",
     "EventSource",
     "EventTooLarge",

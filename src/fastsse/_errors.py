@@ -12,9 +12,26 @@ class FastSSEError(Exception):
 
     Whose fault it was is in the type: the stream's bytes (``SSEError``, a ``ValueError``), the
     caller's input (``InvalidRequest``, ``Untranslatable``: ``ValueError`` s too), the network
-    (``TransportError``), the server's answer (``HTTPStatusError``), or the client's state
-    (``ClientClosed``, ``UsageError``: ``RuntimeError`` s). ``except ValueError`` around a parse
-    never catches a refused connection.
+    (``TransportError``), the server's answer (``HTTPStatusError``), the code that drives an
+    object (``UsageError``: a stream written again from its own callback or after ``close()``, a
+    client from two threads; ``ClientClosed``: both ``RuntimeError`` s, and ``EncodeError``: an
+    encoder asked for a stream its API does not allow, a ``ValueError``), or a load run
+    (``LoadError``). ``except ValueError`` around a parse never catches a refused connection.
+
+    ::
+
+        FastSSEError
+        ├── SSEError (ValueError)
+        │   └── EventTooLarge
+        ├── InvalidRequest (ValueError)
+        ├── Untranslatable (ValueError)
+        ├── EncodeError (ValueError)
+        ├── TransportError
+        ├── HTTPStatusError
+        ├── UsageError (RuntimeError)
+        ├── ClientClosed (RuntimeError)
+        ├── LoadError (RuntimeError)
+        └── the gateway's: CallerGone, TooLarge, BadHeader
     """
 
 
@@ -50,6 +67,12 @@ class Untranslatable(FastSSEError, ValueError):
     def __init__(self, field: str, why: str) -> None:
         super().__init__(f"{field}: {why}")
         self.field = field
+
+
+class EncodeError(FastSSEError, ValueError):
+    """An encoder was asked for a stream its API does not allow: a delta after the finish, a tool
+    call's arguments before its name, an index out of order, a value of the wrong kind. The
+    encoding code's fault, found before a byte of it is written."""
 
 
 class TransportError(FastSSEError):
@@ -106,6 +129,12 @@ class UsageError(FastSSEError, RuntimeError):
     second event loop, or from inside its own ``on_chunk``. The caller's code, not the data."""
 
 
+class LoadError(FastSSEError, RuntimeError):
+    """A load run could not be carried out or read: a worker or Ray actor failed, the closed loop
+    of a sweep completed nothing, the scripted server did not start, or the server's metrics page
+    is not one. What the load measured is never raised: it is in the run's document."""
+
+
 class ClientClosed(FastSSEError, RuntimeError):
     """The client was closed (``close()`` / ``aclose()``) before this request ended, or a request
     was made on a closed client."""
@@ -131,7 +160,7 @@ def bad_input_type(data: object, owner: object) -> TypeError:
 def event_limit(value: object, call: str) -> int | None:
     """``max_event_bytes`` checked the same way on both backends: None, or an int of at least 1.
 
-    It raises TypeError for a non-integer (a str, a float, a bool) and ValueError below 1, naming
+    It raises TypeError for a non-integer (a str, a float, a bool) and InvalidRequest below 1, naming
     ``call`` (``"Decoder"``, ``"iter_events"``...).
     """
     if value is None:
@@ -142,5 +171,5 @@ def event_limit(value: object, call: str) -> int | None:
         )
     limit = operator.index(value)  # type: ignore[arg-type]
     if limit < 1:
-        raise ValueError(f"{call}(max_event_bytes=...) takes a positive int or None, not {limit!r}")
+        raise InvalidRequest(f"{call}(max_event_bytes=...) takes a positive int or None, not {limit!r}")
     return limit

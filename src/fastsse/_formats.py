@@ -11,6 +11,7 @@ from typing import Any
 
 import orjson
 
+from ._errors import InvalidRequest
 from ._timing import CONTENT, REASONING
 from .messages import token_kind as _messages_kind
 from .responses import token_kind as _responses_kind
@@ -105,9 +106,9 @@ API_FORMATS: dict[str, ApiFormat] = {
 def api_format(name: str, /) -> ApiFormat:
     """The ``ApiFormat`` for ``"chat"``, ``"responses"`` or ``"messages"``.
 
-    It raises ValueError for another name.
+    It raises InvalidRequest for another name.
     """
     try:
         return API_FORMATS[name]
     except (KeyError, TypeError):
-        raise ValueError(f"unknown api {name!r}; expected 'chat', 'responses' or 'messages'") from None
+        raise InvalidRequest(f"unknown api {name!r}; expected 'chat', 'responses' or 'messages'") from None

@@ -11,6 +11,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from . import _backend
+from ._errors import InvalidRequest
 
 
 def get_backend(name: str) -> SimpleNamespace:
@@ -21,7 +22,7 @@ def get_backend(name: str) -> SimpleNamespace:
     ``MessagesStream``, ``Relay``, and the translators ``ChatToMessages``, ``ChatToResponses``,
     ``MessagesToChat``, ``ResponsesToChat``. Every class in it comes from that backend: never a mix.
 
-    It raises ValueError for a name other than ``"cython"`` or ``"python"`` and ImportError if that
+    It raises InvalidRequest for a name other than ``"cython"`` or ``"python"`` and ImportError if that
     backend cannot be loaded (e.g. the package was built without its extensions).
     """
     # The compiled modules have no stubs (type checkers read the twins), hence the ignores.
@@ -43,7 +44,7 @@ def get_backend(name: str) -> SimpleNamespace:
         from .translate import _translate_py
 
         return _namespace(name, _decoder_py, chat_py, responses_py, messages_py, _relay_py, _translate_py)
-    raise ValueError(f"unknown backend {name!r}; expected 'cython' or 'python'")
+    raise InvalidRequest(f"unknown backend {name!r}; expected 'cython' or 'python'")
 
 
 def _namespace(

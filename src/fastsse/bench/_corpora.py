@@ -16,6 +16,8 @@ from typing import Any, Final
 
 import orjson
 
+from .._errors import InvalidRequest
+
 SEED: Final = 20250601
 CHUNKINGS: Final = ("64B", "1KiB", "16KiB", "random", "event")
 CORPORA: Final = ("chat", "tools", "large", "crlf")
@@ -121,7 +123,7 @@ class Corpus:
             size = _FIXED_SIZES[how]
             chunks = [raw[i : i + size] for i in range(0, len(raw), size)]
         else:
-            raise ValueError(f"unknown chunking {how!r}; expected one of {CHUNKINGS}")
+            raise InvalidRequest(f"unknown chunking {how!r}; expected one of {CHUNKINGS}")
         self._cache[how] = chunks
         return chunks
 

@@ -63,7 +63,7 @@ import orjson
 from ._result import ChatVerdict, build_result, joined, loads_replacing as _loads_replacing, make_verdict, verdict_dict
 from ._result import SCAN_FROM, over_index_bound as _over_index_bound
 from ._result import Annotations, ReasoningDetails, content_parts, provider_usage, with_provider_usage
-from .._errors import too_large
+from .._errors import UsageError, too_large
 from .._timing import anchor_pair, build_timing
 
 
@@ -1442,7 +1442,7 @@ Scans, parses and folds a chat stream in one pass, for pycurl's ``WRITEFUNCTION`
 
     cdef int _begin(self) except -1:
         if self._writing:
-            raise RuntimeError("ChatStream.write() called again from inside on_chunk")
+            raise UsageError("ChatStream.write() called again from inside on_chunk")
         if self._timed:
             self._stamp()
         self._writing = True

@@ -13,7 +13,7 @@ from typing import Any, Final
 
 import orjson
 
-from .._errors import too_large
+from .._errors import UsageError, too_large
 from .._timing import Timing, anchor_pair, build_timing, chunk_marks, completion_tokens
 from ..sse._decoder_py import Decoder, Event, as_bytes
 from ._result import (
@@ -780,7 +780,7 @@ class ChatStream(Decoder):
         if self._finished or self._closed:
             return 0
         if self._writing:
-            raise RuntimeError("ChatStream.write() called again from inside on_chunk")
+            raise UsageError("ChatStream.write() called again from inside on_chunk")
         if self._timed:
             self._reads.append(_monotonic_ns())
         chunk = as_bytes(data, self)

@@ -4,7 +4,7 @@
 in the compliant shape of seed 000 (LocalAI#7180): a role-only first chunk, content chunks with
 ``finish_reason`` null, a final chunk with ``"delta": {}`` and the real reason, an optional usage
 chunk with ``choices: []``, then ``data: [DONE]``. Each event is ``data: <compact JSON>\\n\\n``.
-Calls that would produce a stream ``fastsse.check_stream`` reports raise ValueError instead.
+Calls that would produce a stream ``fastsse.check_stream`` reports raise EncodeError (a ValueError) instead.
 """
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ import time
 from typing import Any, Final
 
 import orjson
+
+from .._errors import EncodeError
 
 __all__ = ["ChatChunkEncoder", "encode_event"]
 
@@ -29,7 +31,7 @@ def _single_line(field: str, value: object) -> str:
     if not isinstance(value, str):
         raise TypeError(f"{field} must be a str, not {type(value).__name__}")
     if "\r" in value or "\n" in value:
-        raise ValueError(f"{field} must not contain CR or LF: {value!r}")
+        raise EncodeError(f"{field} must not contain CR or LF: {value!r}")
     return value
 
 
@@ -51,7 +53,7 @@ def encode_event(
     (``: ping\\n\\n``) that dispatches nothing; a multi-line comment becomes several comment lines.
     ``event=""`` means the default type ``message``; ``id=""`` resets the client's last event id.
 
-    It raises ValueError if ``event`` or ``id`` contains CR or LF, ``id`` contains NUL, ``retry`` is
+    It raises EncodeError (a ValueError) if ``event`` or ``id`` contains CR or LF, ``id`` contains NUL, ``retry`` is
     negative, or every argument is None; TypeError if an argument has the wrong type.
     """
     lines: list[str] = []
@@ -63,13 +65,13 @@ def encode_event(
         lines.append(f"event: {_single_line('event', event)}" if event else "event:")
     if id is not None:
         if "\0" in _single_line("id", id):
-            raise ValueError(f"id must not contain NUL (clients ignore such ids): {id!r}")
+            raise EncodeError(f"id must not contain NUL (clients ignore such ids): {id!r}")
         lines.append(f"id: {id}" if id else "id:")
     if retry is not None:
         if type(retry) is not int:
             raise TypeError(f"retry must be an int (milliseconds), not {type(retry).__name__}")
         if retry < 0:
-            raise ValueError(f"retry must be >= 0 milliseconds, not {retry}")
+            raise EncodeError(f"retry must be >= 0 milliseconds, not {retry}")
         lines.append(f"retry: {retry}")
     if data is not None:
         if isinstance(data, (bytes, bytearray, memoryview)):
@@ -78,7 +80,7 @@ def encode_event(
             raise TypeError(f"data must be str or bytes, not {type(data).__name__}")
         lines += _lines("data", data)
     if not lines:
-        raise ValueError("encode_event needs data, a field or a comment; all were None")
+        raise EncodeError("encode_event needs data, a field or a comment; all were None")
     lines.append("\n")
     return "\n".join(lines).encode("utf-8")
 
@@ -102,7 +104,7 @@ class ChatChunkEncoder:
     writes: ``"reasoning_content"`` (DeepSeek, LocalAI, older vLLM) or ``"reasoning"`` (vLLM 0.9
     and later, OpenRouter, Ollama). One encoder per stream; not thread-safe.
 
-    Each method raises ValueError when the call would make the stream non-compliant: a delta before
+    Each method raises EncodeError (a ValueError) when the call would make the stream non-compliant: a delta before
     ``role`` or after ``finish``, ``role`` or ``finish`` twice, empty text, ``finish("")``,
     ``finish("tool_calls")`` without tool calls, a tool call's first fragment without ``id`` and
     ``name`` or a later one repeating them, a new tool-call index that skips one, an id used twice,
@@ -121,7 +123,7 @@ class ChatChunkEncoder:
         reasoning_key: str = "reasoning_content",
     ) -> None:
         if reasoning_key not in ("reasoning_content", "reasoning"):
-            raise ValueError(
+            raise EncodeError(
                 f'reasoning_key must be "reasoning_content" or "reasoning", not {reasoning_key!r}'
             )
         self._reasoning_key = reasoning_key
@@ -146,31 +148,31 @@ class ChatChunkEncoder:
 
     def _check_open(self, what: str) -> None:
         if self._done:
-            raise ValueError(f"{what} after done(): nothing may follow data: [DONE]")
+            raise EncodeError(f"{what} after done(): nothing may follow data: [DONE]")
         if self._usage_sent:
-            raise ValueError(f"{what} after usage(): the usage chunk is the last one before [DONE]")
+            raise EncodeError(f"{what} after usage(): the usage chunk is the last one before [DONE]")
 
     def _open(self, index: int, what: str) -> _Choice:
         self._check_open(what)
         choice = self._choices.get(index)
         if choice is None or not choice.started:
-            raise ValueError(
+            raise EncodeError(
                 f"{what} for choice {index} before role(index={index}): the first chunk carries the role"
             )
         if choice.finished:
-            raise ValueError(f"{what} for choice {index} after finish(index={index})")
+            raise EncodeError(f"{what} for choice {index} after finish(index={index})")
         return choice
 
     def role(self, role: str = "assistant", index: int = 0) -> bytes:
         """The first chunk of choice ``index``: ``{"delta": {"role": role}}``, no content, finish_reason null."""
         self._check_open("role()")
         if not role:
-            raise ValueError("role must be a non-empty string")
+            raise EncodeError("role must be a non-empty string")
         if index < 0:
-            raise ValueError(f"choice index must be >= 0, not {index}")
+            raise EncodeError(f"choice index must be >= 0, not {index}")
         choice = self._choices.setdefault(index, _Choice())
         if choice.started:
-            raise ValueError(f"role() twice for choice {index}: clients concatenate a repeated role")
+            raise EncodeError(f"role() twice for choice {index}: clients concatenate a repeated role")
         choice.started = True
         return self._chunk(index, {"role": role})
 
@@ -179,7 +181,7 @@ class ChatChunkEncoder:
         if not isinstance(text, str):
             raise TypeError(f"{key} text must be a str, not {type(text).__name__}")
         if not text:
-            raise ValueError(f"empty {key}: an empty delta makes some clients end the stream early")
+            raise EncodeError(f"empty {key}: an empty delta makes some clients end the stream early")
         return self._chunk(index, {key: text})
 
     def content(self, text: str, /, index: int = 0) -> bytes:
@@ -214,9 +216,9 @@ class ChatChunkEncoder:
         calls = state.tool_ids
         if index == len(calls):
             if not id or not name:
-                raise ValueError(f"the first fragment of tool call {index} needs both id and name")
+                raise EncodeError(f"the first fragment of tool call {index} needs both id and name")
             if id in self._ids:
-                raise ValueError(f"tool call id {id!r} already used: ids must be unique across calls")
+                raise EncodeError(f"tool call id {id!r} already used: ids must be unique across calls")
             self._ids.add(id)
             calls.append(id)
             call: dict[str, Any] = {
@@ -227,14 +229,14 @@ class ChatChunkEncoder:
             }
         elif 0 <= index < len(calls):
             if id is not None or name is not None:
-                raise ValueError(
+                raise EncodeError(
                     f"tool call {index} already has its id and name; clients concatenate repeats"
                 )
             if not arguments:
-                raise ValueError(f"empty arguments fragment for tool call {index}")
+                raise EncodeError(f"empty arguments fragment for tool call {index}")
             call = {"index": index, "function": {"arguments": arguments}}
         else:
-            raise ValueError(
+            raise EncodeError(
                 f"tool call index {index} skips {len(calls)}: indexes start at 0 and grow by one"
             )
         return self._chunk(choice, {"tool_calls": [call]})
@@ -243,26 +245,26 @@ class ChatChunkEncoder:
         """The final chunk of choice ``index``: ``{"delta": {}, "finish_reason": reason}``."""
         choice = self._open(index, "finish()")
         if not isinstance(reason, str) or not reason:
-            raise ValueError(f"finish reason must be a non-empty string, not {reason!r}")
+            raise EncodeError(f"finish reason must be a non-empty string, not {reason!r}")
         if reason == "tool_calls" and not choice.tool_ids:
-            raise ValueError(f'finish("tool_calls") for choice {index}, which made no tool call')
+            raise EncodeError(f'finish("tool_calls") for choice {index}, which made no tool call')
         choice.finished = True
         return self._chunk(index, {}, reason)
 
     def _check_finished(self, what: str) -> None:
         if self._done:
-            raise ValueError(f"{what} after done(): nothing may follow data: [DONE]")
+            raise EncodeError(f"{what} after done(): nothing may follow data: [DONE]")
         if not self._choices:
-            raise ValueError(f"{what} before any choice started")
+            raise EncodeError(f"{what} before any choice started")
         open_ = sorted(i for i, c in self._choices.items() if not c.finished)
         if open_:
-            raise ValueError(f"{what} while choice(s) {open_} have no finish() yet")
+            raise EncodeError(f"{what} while choice(s) {open_} have no finish() yet")
 
     def usage(self, usage: dict[str, Any], /) -> bytes:
         """The usage chunk: ``"choices": []`` and ``usage``; it comes after every choice finished."""
         self._check_finished("usage()")
         if self._usage_sent:
-            raise ValueError("usage() twice")
+            raise EncodeError("usage() twice")
         if not isinstance(usage, dict):
             raise TypeError(f"usage must be a dict, not {type(usage).__name__}")
         self._usage_sent = True

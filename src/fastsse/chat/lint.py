@@ -17,7 +17,7 @@ from typing import Any, Final, NamedTuple, cast
 
 import orjson
 
-from .._errors import event_limit
+from .._errors import UsageError, event_limit
 from ..sse import split_field
 from ._result import INDEX_LIMIT
 
@@ -526,7 +526,7 @@ class StreamChecker(_Framer):
     def feed(self, data: bytes | bytearray | memoryview, /) -> list[Finding]:
         """Lint the next bytes of the stream; return the findings they revealed."""
         if self._closed:
-            raise ValueError("feed() after close(): a StreamChecker lints one stream")
+            raise UsageError("feed() after close(): a StreamChecker lints one stream")
         if not isinstance(data, (bytes, bytearray, memoryview)):
             raise TypeError(
                 f"StreamChecker.feed() takes bytes, bytearray or memoryview, not {type(data).__name__}"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Final
 
+from .._errors import InvalidRequest
 from ..chat.lint import CODES, ERROR, WARNING, CodeInfo, Finding, StreamChecker
 from ..messages.lint import CODES as _MESSAGES_CODES
 from ..messages.lint import MessagesChecker
@@ -46,18 +47,18 @@ def checker(
     (``ResponsesChecker``) or ``"messages"`` (``MessagesChecker``); ``feed(data)`` it the bytes as
     they come, ``close()`` it at the end, then read ``findings``. With ``max_event_bytes=N`` an
     event past N bytes is skipped unread and reported (``event-too-large``), so memory stays bounded.
-    It raises ValueError for another API and for ``expect_usage`` with a non-chat API, and what
+    It raises InvalidRequest for another API and for ``expect_usage`` with a non-chat API, and what
     ``StreamChecker`` raises for a bad ``max_event_bytes``.
     """
     if api == "chat":
         return StreamChecker(expect_usage=expect_usage, max_event_bytes=max_event_bytes)
     if expect_usage:
-        raise ValueError("expect_usage applies to chat streams only")
+        raise InvalidRequest("expect_usage applies to chat streams only")
     if api == "responses":
         return ResponsesChecker(max_event_bytes=max_event_bytes)
     if api == "messages":
         return MessagesChecker(max_event_bytes=max_event_bytes)
-    raise ValueError(f"unknown api {api!r}; expected 'chat', 'responses' or 'messages'")
+    raise InvalidRequest(f"unknown api {api!r}; expected 'chat', 'responses' or 'messages'")
 
 
 def check_stream(

@@ -28,6 +28,7 @@ from ..gateway import (
     JsonFormatter,
     MetricsShare,
     QuietCuts,
+    TooLarge,
     config_from,
     load_config,
 )
@@ -435,7 +436,7 @@ def _protocol() -> type:
             self._head += size
             if self._head > MAX_HEAD_BYTES:
                 self._head_over = True
-                raise ValueError("request head too large")
+                raise TooLarge("request head too large")
 
         def send_400_response(self, msg: str) -> None:
             if not self._head_over:

@@ -25,6 +25,7 @@ from typing import Final
 import orjson
 
 from .. import load as lib
+from .._errors import InvalidRequest
 from ..load import (
     APIS,
     CLIENTS,
@@ -266,7 +267,7 @@ def _goodput(items: list[str] | None) -> tuple[tuple[str, float], ...]:
         except ValueError:
             ms = -1.0
         if not sep or key not in SLOS or not ms >= 0:
-            raise ValueError(f"--goodput takes KEY:MS with KEY one of {', '.join(SLOS)}, not {item!r}")
+            raise InvalidRequest(f"--goodput takes KEY:MS with KEY one of {', '.join(SLOS)}, not {item!r}")
         out[key] = ms
     return tuple(out.items())
 
@@ -277,63 +278,69 @@ def _percentiles(text: str) -> tuple[float, ...]:
     except ValueError:
         values = ()
     if not values or not all(0 < v < 100 for v in values):
-        raise ValueError(f"--percentiles takes numbers between 0 and 100 separated by commas, not {text!r}")
+        raise InvalidRequest(
+            f"--percentiles takes numbers between 0 and 100 separated by commas, not {text!r}"
+        )
     return values
 
 
 def config_from_args(args: argparse.Namespace) -> Config:
-    """The ``Config`` of parsed arguments; it raises ValueError for inconsistent ones."""
+    """The ``Config`` of parsed arguments; it raises InvalidRequest for inconsistent ones."""
     if args.concurrency is not None and args.concurrency < 1:
-        raise ValueError("--concurrency must be >= 1")
+        raise InvalidRequest("--concurrency must be >= 1")
     if args.rate is not None and not args.rate > 0:
-        raise ValueError("--rate must be > 0")
+        raise InvalidRequest("--rate must be > 0")
     if args.workers < 1:
-        raise ValueError("--workers must be >= 1")
+        raise InvalidRequest("--workers must be >= 1")
     if args.requests is not None and args.requests < 0:
-        raise ValueError("--requests must be >= 0")
+        raise InvalidRequest("--requests must be >= 0")
     if args.http2 and args.client != "fastsse":
-        raise ValueError("--http2 needs --client fastsse (the peers speak HTTP/1.1 here)")
+        raise InvalidRequest("--http2 needs --client fastsse (the peers speak HTTP/1.1 here)")
     if args.api != "chat" and args.client != "fastsse":
-        raise ValueError(f"--api {args.api} needs --client fastsse (the peers here speak chat completions)")
+        raise InvalidRequest(
+            f"--api {args.api} needs --client fastsse (the peers here speak chat completions)"
+        )
     if args.concurrency is not None and args.concurrency < args.workers:
-        raise ValueError("--concurrency must be at least --workers (each worker needs a slot)")
+        raise InvalidRequest("--concurrency must be at least --workers (each worker needs a slot)")
     if not args.burstiness > 0:
-        raise ValueError("--burstiness must be > 0")
+        raise InvalidRequest("--burstiness must be > 0")
     if args.burstiness != 1.0 and (args.arrival == "constant" or (args.sweep and args.arrival is None)):
-        raise ValueError(
+        raise InvalidRequest(
             "--burstiness shapes random gaps: it does not go with --arrival constant (a sweep's default: "
             "add --arrival poisson)"
         )
     if args.ramp_up is not None:
         if args.rate is not None:
-            raise ValueError("--ramp-up sets the rate: give --ramp-start-rps and --ramp-end-rps, not --rate")
+            raise InvalidRequest(
+                "--ramp-up sets the rate: give --ramp-start-rps and --ramp-end-rps, not --rate"
+            )
         if args.ramp_start_rps is None or args.ramp_end_rps is None:
-            raise ValueError("--ramp-up needs --ramp-start-rps and --ramp-end-rps")
+            raise InvalidRequest("--ramp-up needs --ramp-start-rps and --ramp-end-rps")
         if not (args.ramp_start_rps > 0 and args.ramp_end_rps > 0):
-            raise ValueError("--ramp-start-rps and --ramp-end-rps must be > 0")
+            raise InvalidRequest("--ramp-start-rps and --ramp-end-rps must be > 0")
     elif args.ramp_start_rps is not None or args.ramp_end_rps is not None:
-        raise ValueError("--ramp-start-rps and --ramp-end-rps go with --ramp-up linear|exponential")
+        raise InvalidRequest("--ramp-start-rps and --ramp-end-rps go with --ramp-up linear|exponential")
     if not 0 <= args.random_range_ratio < 1:
-        raise ValueError("--random-range-ratio must be in [0, 1)")
+        raise InvalidRequest("--random-range-ratio must be in [0, 1)")
     for name in ("random_input_len", "random_output_len"):
         value = getattr(args, name)
         if value is not None and value < 1:
-            raise ValueError(f"--{name.replace('_', '-')} must be >= 1")
+            raise InvalidRequest(f"--{name.replace('_', '-')} must be >= 1")
     synthetic = args.random_input_len is not None or args.random_output_len is not None
     if synthetic and args.dataset:
-        raise ValueError("--random-input-len / --random-output-len replace --dataset: give one of them")
+        raise InvalidRequest("--random-input-len / --random-output-len replace --dataset: give one of them")
     if args.prefix_len < 0:
-        raise ValueError("--prefix-len must be >= 0")
+        raise InvalidRequest("--prefix-len must be >= 0")
     if args.turns < 1:
-        raise ValueError("--turns must be >= 1")
+        raise InvalidRequest("--turns must be >= 1")
     if args.turns > 1 and (args.api != "chat" or args.client != "fastsse"):
-        raise ValueError(
+        raise InvalidRequest(
             "--turns needs --api chat and --client fastsse (the answers become the next turn's history)"
         )
     if not args.trace_speed > 0:
-        raise ValueError("--trace-speed must be > 0")
+        raise InvalidRequest("--trace-speed must be > 0")
     if args.trace is None and args.trace_speed != 1.0:
-        raise ValueError("--trace-speed goes with --trace")
+        raise InvalidRequest("--trace-speed goes with --trace")
     if args.trace is not None:
         others = {
             "--rate": args.rate is not None,
@@ -347,32 +354,32 @@ def config_from_args(args: argparse.Namespace) -> Config:
         }
         clash = [name for name, given in others.items() if given]
         if clash:
-            raise ValueError(
+            raise InvalidRequest(
                 f"--trace sets the arrivals, the prompts and their lengths: leave out {', '.join(clash)}"
             )
     if args.sweep and (args.rate is not None or args.ramp_up is not None):
-        raise ValueError("--sweep chooses the rates itself: leave out --rate and --ramp-up")
+        raise InvalidRequest("--sweep chooses the rates itself: leave out --rate and --ramp-up")
     if args.sweep_points < 1:
-        raise ValueError("--sweep-points must be >= 1")
+        raise InvalidRequest("--sweep-points must be >= 1")
     if args.repeat < 1:
-        raise ValueError("--repeat must be >= 1")
+        raise InvalidRequest("--repeat must be >= 1")
     if args.repeat > 1 and args.sweep:
-        raise ValueError("--repeat repeats one run: it does not go with --sweep")
+        raise InvalidRequest("--repeat repeats one run: it does not go with --sweep")
     if not args.lag_field:
-        raise ValueError("--lag-field needs a field name")
+        raise InvalidRequest("--lag-field needs a field name")
     if args.ray is not None and args.client != "fastsse":
-        raise ValueError("--ray runs fastsse's client in each actor: it does not go with --client")
+        raise InvalidRequest("--ray runs fastsse's client in each actor: it does not go with --client")
     headers = []
     for line in args.header:
         name, sep, value = line.partition(":")
         if not sep or not name.strip():
-            raise ValueError(f"--header must be 'Name: value', not {line!r}")
+            raise InvalidRequest(f"--header must be 'Name: value', not {line!r}")
         headers.append((name.strip(), value.strip()))
     tokenizer = Tokenizer(args.tokenizer) if args.tokenizer else None
     dataset = read_dataset(args.dataset, tokenizer) if args.dataset else ()
     trace_rows = read_trace(args.trace) if args.trace else ()
     if args.extra_body is not None and not isinstance(orjson.loads(args.extra_body), dict):
-        raise ValueError("--extra-body must be a JSON object")
+        raise InvalidRequest("--extra-body must be a JSON object")
     requests = args.requests
     if requests is None and args.duration is None and not trace_rows:  # a trace is sent whole
         requests = 100

@@ -43,6 +43,7 @@ import os
 from ..chat._fold_c import ChatStream
 from ..fold._stream_c import FoldStream
 from ._streams_c import BytesStream
+from .._errors import UsageError
 
 
 cdef extern from "Python.h":
@@ -262,7 +263,7 @@ def _mapped_libcurl():
 
 cdef int _require_loaded() except -1:
     if not loaded:
-        raise RuntimeError("the compiled driver is not loaded (fastsse.client._curl_c.load())")
+        raise UsageError("the compiled driver is not loaded (fastsse.client._curl_c.load())")
     return 0
 
 

@@ -20,7 +20,7 @@ from time import monotonic_ns as _monotonic_ns
 
 import orjson
 
-from .._errors import too_large
+from .._errors import UsageError, too_large
 from ._base import MAX_DEPARTURES, anchor_pair, format_verdict_dict, loads as _loads_slow
 from .._timing import build_timing
 
@@ -123,7 +123,7 @@ The base of ``ResponsesStream`` and ``MessagesStream``; not used on its own."""
         if self._finished or self._closed:
             return 0
         if self._writing:
-            raise RuntimeError(f"{type(self).__name__}.write() called again from inside on_chunk")
+            raise UsageError(f"{type(self).__name__}.write() called again from inside on_chunk")
         if self._timed:
             PyList_Append(self._reads, _monotonic_ns())  # as the bytes arrive, before any is parsed
         self._writing = True

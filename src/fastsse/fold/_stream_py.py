@@ -9,7 +9,7 @@ from collections.abc import Callable
 from time import monotonic_ns as _monotonic_ns
 from typing import Any
 
-from .._errors import too_large
+from .._errors import UsageError, too_large
 from .._timing import Timing, build_timing
 from ..sse._decoder_py import Decoder, Event, as_bytes
 from ._base import MAX_DEPARTURES, FormatVerdict, anchor_pair, format_verdict_dict
@@ -97,7 +97,7 @@ class FoldStream(Decoder):
         if self._finished or self._closed:
             return 0
         if self._writing:
-            raise RuntimeError(f"{type(self).__name__}.write() called again from inside on_chunk")
+            raise UsageError(f"{type(self).__name__}.write() called again from inside on_chunk")
         if self._timed:
             self._reads.append(_monotonic_ns())  # as the bytes arrive, before any is parsed
         chunk = as_bytes(data, self)

@@ -29,7 +29,7 @@ from typing import Any, Final
 import orjson
 
 from .. import translate
-from .._errors import HTTPStatusError, TransportError
+from .._errors import FastSSEError, HTTPStatusError, TransportError
 from ..client import should_retry
 from ._asgi import (
     SSE_HEADERS,
@@ -151,7 +151,7 @@ class _Plane:
         self.retired = False
 
 
-class BadHeader(Exception):
+class BadHeader(FastSSEError):
     """A caller's header that cannot be forwarded (CR, LF or NUL in its value)."""
 
 

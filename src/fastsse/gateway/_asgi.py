@@ -16,6 +16,7 @@ from typing import Any, Final
 import orjson
 
 from .. import translate
+from .._errors import FastSSEError
 from ..client import new_sink
 
 Send = Callable[[dict[str, Any]], Awaitable[None]]
@@ -31,11 +32,11 @@ KEEPALIVE: Final = b": keepalive\n\n"  # an SSE comment: every event-stream read
 _SLACK_NS: Final = 2_000_000  # a keep-alive tick this close to its due time is due (timers fire early)
 
 
-class CallerGone(Exception):
+class CallerGone(FastSSEError):
     """The caller disconnected before its request was read."""
 
 
-class TooLarge(Exception):
+class TooLarge(FastSSEError):
     """The request body passed ``max_body_bytes`` (announced or while read)."""
 
 

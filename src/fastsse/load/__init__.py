@@ -18,6 +18,7 @@ another HTTP client) and ``_server`` (the scripted server, also re-exported by
 
 from __future__ import annotations
 
+from .._errors import LoadError
 from ._api import repeat, run, sweep, unanswered
 from ._compare import COMPARE_SCHEMA, compare, format_comparison, format_repeat, intervals, plot_comparison
 from ._metrics import metrics_url
@@ -80,6 +81,7 @@ __all__ = [
     "SLOS",
     "STAMP_FIELD",
     "Config",
+    "LoadError",
     "PeerRecord",
     "Record",
     "Script",

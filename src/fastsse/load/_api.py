@@ -7,6 +7,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
+from .._errors import LoadError
 from . import _compare, _ray
 from ._plan import FAILED, SCHEMA, Config, endpoint
 from ._report import sweep_row
@@ -18,7 +19,7 @@ __all__ = ["repeat", "run", "sweep", "unanswered"]
 def run(config: Any, *, progress: Any = None) -> dict[str, Any]:
     """``run(config, *, progress=None) -> dict``: run the load and return the ``--json`` document,
     on Ray actors when ``config.ray`` says so (the worker processes, or the Ray actors).
-    It raises ValueError for a bad configuration, RuntimeError when the workers fail, and
+    It raises InvalidRequest for a bad configuration, LoadError when the workers fail, and
     ``Unavailable`` for a peer client that is not installed."""
     actors = _ray.run_actors if config.ray is not None else None
     return run_workers(config, progress=progress, actors=actors)
@@ -31,14 +32,14 @@ def sweep(
     open-loop runs at evenly spaced rates up to it (``max * k / points``, k = 1..points).
 
     The document (``kind: "sweep"``) holds one row per run (``rows``, the maximum first) and every
-    run's whole document (``runs``). It raises RuntimeError if the closed loop completed nothing,
+    run's whole document (``runs``). It raises LoadError if the closed loop completed nothing,
     and what ``run`` raises.
     """
     closed = dataclasses.replace(config, rate=None, ramp=None, concurrency=config.concurrency or 1)
     top = run(closed, progress=progress)
     peak = top["summary"]["requests_per_s"]
     if not peak and not top["interrupted"]:
-        raise RuntimeError("the closed-loop run completed no request: there is no maximum to sweep up to")
+        raise LoadError("the closed-loop run completed no request: there is no maximum to sweep up to")
     runs = [top]
     rows = [sweep_row(None, top)]
     for k in range(1, points + 1):

@@ -22,6 +22,7 @@ import os
 from collections.abc import Callable
 from typing import Any, Final
 
+from .._errors import InvalidRequest
 from . import _stats
 from ._plan import COMPLETE, DEFAULT_PERCENTILES, OLD_SCHEMAS, SCHEMA
 from ._report import _itl_gaps, _tpot, pkey
@@ -177,11 +178,11 @@ def intervals(runs: list[dict[str, Any]], level: float = LEVEL) -> dict[str, dic
 
 
 def check(doc: dict[str, Any], name: str) -> None:
-    """It raises ValueError unless ``doc`` is a run or a repeat of a load schema."""
+    """It raises InvalidRequest unless ``doc`` is a run or a repeat of a load schema."""
     if doc.get("schema") not in (SCHEMA, *OLD_SCHEMAS):
-        raise ValueError(f"{name}: not a {SCHEMA} document ({doc.get('schema')!r})")
+        raise InvalidRequest(f"{name}: not a {SCHEMA} document ({doc.get('schema')!r})")
     if doc.get("kind", "run") not in ("run", "repeat"):
-        raise ValueError(f"{name}: a {doc.get('kind')} cannot be compared: compare its runs (runs[i])")
+        raise InvalidRequest(f"{name}: a {doc.get('kind')} cannot be compared: compare its runs (runs[i])")
 
 
 def _values(doc: dict[str, Any]) -> dict[str, float | None]:
@@ -208,7 +209,7 @@ def compare(documents: list[dict[str, Any]], names: list[str]) -> dict[str, Any]
     Each row (``metric_rows``) has each document's value, the ratio to the first document's (None
     where either is None or the first is 0) and, against each later document, the test made
     (``welch``, ``mann-whitney`` or None), its p-value and whether it is significant (p < 0.05).
-    It raises ValueError for a document that is neither a run nor a repeat.
+    It raises InvalidRequest for a document that is neither a run nor a repeat.
     """
     for doc, name in zip(documents, names, strict=True):
         check(doc, name)

@@ -22,6 +22,8 @@ import re
 import urllib.request
 from typing import Any, Final
 
+from .._errors import LoadError
+
 QUANTILES: Final = (50.0, 90.0, 99.0)
 TIMEOUT_S: Final = 10.0
 MAX_BYTES: Final = 32 << 20  # an exposition larger than this is not a metrics page
@@ -73,10 +75,10 @@ def scrape(url: str, *, timeout: float = TIMEOUT_S) -> Exposition:
     with urllib.request.urlopen(request, timeout=timeout) as answer:
         body = answer.read(MAX_BYTES + 1)
     if len(body) > MAX_BYTES:
-        raise ValueError(f"{url} sent more than {MAX_BYTES >> 20} MiB: not a metrics page")
+        raise LoadError(f"{url} sent more than {MAX_BYTES >> 20} MiB: not a metrics page")
     exposition = parse(body.decode("utf-8", "replace"))
     if not exposition.samples:
-        raise ValueError(f"{url} holds no Prometheus sample")
+        raise LoadError(f"{url} holds no Prometheus sample")
     return exposition
 
 

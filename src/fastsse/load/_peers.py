@@ -40,6 +40,8 @@ from typing import Any, Final
 
 import orjson
 
+from .._errors import InvalidRequest
+
 STAMP: Final = "fastsse_sent_ns"
 
 
@@ -367,13 +369,13 @@ def open_peer(
 
     The peer client ``name``, to be entered (``async with``) on the loop that will use it; sized for
     ``concurrency`` streams at once, reading each chunk's send stamp from its field ``stamp``. It
-    raises ValueError for an unknown name or a concurrency below 1; entering it raises
+    raises InvalidRequest for an unknown name or a concurrency below 1; entering it raises
     ``Unavailable`` when the peer's package is missing.
     """
     if name not in PEERS:
-        raise ValueError(f"unknown peer {name!r}; known: {', '.join(PEERS)}")
+        raise InvalidRequest(f"unknown peer {name!r}; known: {', '.join(PEERS)}")
     if concurrency < 1:
-        raise ValueError(f"concurrency must be >= 1, not {concurrency}")
+        raise InvalidRequest(f"concurrency must be >= 1, not {concurrency}")
     peer = PEERS[name][1](base_url, dict(headers or {}), concurrency, timeout)
     peer.stamp = stamp
     return peer
@@ -403,7 +405,7 @@ def run_peer(
     """``run_peer(name, base_url, bodies, /, *, concurrency, headers=None, use_uvloop=False) -> list[PeerRecord]``
 
     Stream every body through peer ``name`` with at most ``concurrency`` at once; the records come
-    back in the order of ``bodies``. It raises ValueError for an unknown peer and ``Unavailable``
+    back in the order of ``bodies``. It raises InvalidRequest for an unknown peer and ``Unavailable``
     when its package is missing.
     """
     peer = open_peer(name, base_url, concurrency=concurrency, headers=headers)

@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 
 import orjson
 
+from .._errors import InvalidRequest
 from . import _peers
 from ._trace import Prompts, TraceRow
 
@@ -50,7 +51,7 @@ def endpoint(base_url: str, api: str = "chat") -> str:
     """``endpoint(base_url, api="chat") -> str``: the URL a request of ``api`` goes to under
     ``base_url`` (its path joined as the client joins it), with any ``user:password@`` hidden.
 
-    It raises ValueError for an unknown ``api``.
+    It raises InvalidRequest for an unknown ``api``.
     """
     from .._formats import api_format
     from ..client import redact
@@ -159,10 +160,10 @@ def arrivals(config: Config, count: int | None, duration: float | None, salt: in
     ``count`` arrivals, or as many as fall before ``duration`` seconds (one bound is needed). A ramp
     moves the rate with the request's place in the phase (``i / (count - 1)``, as vLLM does) or, with
     only a duration, with the time elapsed. The same seed and salt draw the same schedule.
-    It raises ValueError without a bound.
+    It raises InvalidRequest without a bound.
     """
     if count is None and duration is None:
-        raise ValueError("an open-loop schedule needs a request count or a duration")
+        raise InvalidRequest("an open-loop schedule needs a request count or a duration")
     rng = random.Random(config.seed * 1_000_003 + salt)
     out: list[int] = []
     t = 0.0
@@ -345,7 +346,7 @@ class Tokenizer:
     """A local tokenizer for exact prompt lengths: ``tokenizers`` (a ``tokenizer.json`` file or a
     folder holding one) or ``transformers`` (``AutoTokenizer``, local files only, never a download).
 
-    It raises ValueError if neither package is installed or the files are not there.
+    It raises InvalidRequest if neither package is installed or the files are not there.
     """
 
     def __init__(self, name: str) -> None:
@@ -377,7 +378,7 @@ class Tokenizer:
             problems.append("the transformers package is not installed")
         except Exception as exc:
             problems.append(f"transformers found no local tokenizer {name!r}: {type(exc).__name__}")
-        raise ValueError(
+        raise InvalidRequest(
             f"--tokenizer {name}: {'; '.join(problems)} (pip install tokenizers, and give a local "
             "tokenizer.json or a folder holding one)"
         )
@@ -436,7 +437,7 @@ def sharegpt_rows(conversations: list[Any], tokenizer: Tokenizer | None, source:
     """The rows of a ShareGPT file: for each conversation, its first human turn as the prompt and the
     answer after it as the output length (its tokens with a tokenizer, else its words) in max_tokens.
 
-    Conversations without a human turn followed by an answer are skipped. It raises ValueError if
+    Conversations without a human turn followed by an answer are skipped. It raises InvalidRequest if
     none is left.
     """
     rows = []
@@ -456,7 +457,7 @@ def sharegpt_rows(conversations: list[Any], tokenizer: Tokenizer | None, source:
                     )
                 break
     if not rows:
-        raise ValueError(f"{source}: no conversation with a human turn followed by an answer")
+        raise InvalidRequest(f"{source}: no conversation with a human turn followed by an answer")
     return tuple(rows)
 
 
@@ -474,11 +475,11 @@ def read_dataset(path: str, tokenizer: Tokenizer | None = None) -> tuple[str, ..
         try:
             whole = orjson.loads(data)
         except orjson.JSONDecodeError as exc:
-            raise ValueError(f"--dataset {path}: not JSON: {exc}") from None
+            raise InvalidRequest(f"--dataset {path}: not JSON: {exc}") from None
         return sharegpt_rows(whole, tokenizer, f"--dataset {path}")
     lines = tuple(line for line in data.decode("utf-8").splitlines() if line.strip())
     if not lines:
-        raise ValueError(f"--dataset {path} has no requests")
+        raise InvalidRequest(f"--dataset {path} has no requests")
     if '"conversations"' in lines[0]:  # ShareGPT as JSONL
         return sharegpt_rows([orjson.loads(line) for line in lines], tokenizer, f"--dataset {path}")
     return lines
@@ -487,15 +488,17 @@ def read_dataset(path: str, tokenizer: Tokenizer | None = None) -> tuple[str, ..
 def prepare(config: Config) -> Config:
     """The config with its synthetic rows and shared prefix drawn (once, here, for every worker).
 
-    It raises ValueError for a tokenizer that cannot be loaded or a length over ``MAX_LENGTH``.
+    It raises InvalidRequest for a tokenizer that cannot be loaded or a length over ``MAX_LENGTH``.
     """
     for name in ("random_input_len", "random_output_len", "prefix_len"):
         value = getattr(config, name)
         if value is not None and value * (1 + config.random_range_ratio) > MAX_LENGTH:
-            raise ValueError(f"--{name.replace('_', '-')} is over the bound of {MAX_LENGTH:,}")
+            raise InvalidRequest(f"--{name.replace('_', '-')} is over the bound of {MAX_LENGTH:,}")
     longest = max((r.input_length for r in config.trace_rows), default=0)
     if longest > MAX_LENGTH:
-        raise ValueError(f"--trace {config.trace}: an input of {longest:,} is over the bound, {MAX_LENGTH:,}")
+        raise InvalidRequest(
+            f"--trace {config.trace}: an input of {longest:,} is over the bound, {MAX_LENGTH:,}"
+        )
     tokenizer = Tokenizer(config.tokenizer) if config.tokenizer else None
     changes: dict[str, Any] = {}
     if (config.random_input_len or config.random_output_len) and not config.dataset:
@@ -524,14 +527,14 @@ def bodies(config: Config) -> Callable[..., dict[str, Any]]:
     the body as they are. For completions a row whose ``prompt`` is not a string (token ids) is a
     whole body.
 
-    It raises ValueError for a dataset row that is not a JSON object.
+    It raises InvalidRequest for a dataset row that is not a JSON object.
     """
     extra = orjson.loads(config.extra_body) if config.extra_body else {}
     rows: list[dict[str, Any]] = []
     for number, line in enumerate(config.dataset, 1):
         row = orjson.loads(line)
         if not isinstance(row, dict):
-            raise ValueError(f"dataset line {number}: a JSON object is needed, not {type(row).__name__}")
+            raise InvalidRequest(f"dataset line {number}: a JSON object is needed, not {type(row).__name__}")
         rows.append(row)
 
     # the output limit's name in each API; Messages requires one

@@ -15,6 +15,7 @@ import os
 import time
 from typing import Any, Final
 
+from .._errors import LoadError
 from ._plan import Config, Share
 from ._run import Counters, Interrupt, on_sigint, run_share
 
@@ -90,7 +91,7 @@ def shutdown() -> None:
 def run_actors(config: Config, shares: list[Share]) -> list[dict[str, Any]]:
     """One actor per share, spread over the cluster's nodes; their results, in worker order.
 
-    It raises ImportError without ray and RuntimeError if an actor fails.
+    It raises ImportError without ray and LoadError if an actor fails.
     """
     assert config.ray is not None
     connect(config.ray, len(shares))
@@ -115,7 +116,7 @@ def run_actors(config: Config, shares: list[Share]) -> list[dict[str, Any]]:
         try:
             return list(ray.get(runs))
         except ray.exceptions.RayError as exc:
-            raise RuntimeError(f"a load actor failed: {exc}") from None
+            raise LoadError(f"a load actor failed: {exc}") from None
     finally:
         for actor in actors:
             ray.kill(actor)

@@ -14,6 +14,7 @@ from typing import Any, Final
 
 import orjson
 
+from .._errors import InvalidRequest
 from ._metrics import format_changes
 from ._plan import (
     COMPLETE,
@@ -320,13 +321,13 @@ def merge(documents: list[dict[str, Any]]) -> dict[str, Any]:
     Each document's times are moved onto the earliest document's origin through its epoch origin,
     request indexes are renumbered, and the summary is recomputed (goodput and percentiles from the
     first document's config). Documents of ``fastsse.load/1`` are read too; the result is
-    ``fastsse.load/2``. It raises ValueError for a document of another schema or a sweep.
+    ``fastsse.load/2``. It raises InvalidRequest for a document of another schema or a sweep.
     """
     for doc in documents:
         if doc.get("schema") not in (SCHEMA, *OLD_SCHEMAS):
-            raise ValueError(f"not a {SCHEMA} document: {doc.get('schema')!r}")
+            raise InvalidRequest(f"not a {SCHEMA} document: {doc.get('schema')!r}")
         if doc.get("kind", "run") != "run":
-            raise ValueError(f"a {doc.get('kind')} cannot be merged: merge the runs of one load point")
+            raise InvalidRequest(f"a {doc.get('kind')} cannot be merged: merge the runs of one load point")
     base = min(doc["origin_epoch_ns"] for doc in documents)
     records: list[dict[str, Any]] = []
     workers: list[dict[str, Any]] = []

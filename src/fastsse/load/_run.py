@@ -22,6 +22,7 @@ from array import array
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from typing import Any, Final
 
+from .._errors import LoadError
 from .._formats import api_format
 from .._timing import chunk_marks
 from . import _metrics, _peers
@@ -751,8 +752,8 @@ def run(
     ``progress(counters)`` is called about twice a second with [done, failed, in flight, tokens]
     (not with ``config.ray``: the actors report at the end). ``actors(config, shares)`` runs the
     shares on Ray actors for ``config.ray`` (``_ray.run_actors``, handed in by the command so
-    that this module, which the actors import, does not import theirs). It raises ValueError for
-    a bad dataset line or tokenizer, RuntimeError if a worker fails, and ImportError for
+    that this module, which the actors import, does not import theirs). It raises InvalidRequest for
+    a bad dataset line or tokenizer, LoadError if a worker fails, and ImportError for
     ``config.ray`` without ray.
     """
     config = prepare(config)
@@ -764,7 +765,7 @@ def run(
     interrupted = Interrupt()  # what the parent of process workers saw (each worker reports its own)
     if config.ray is not None:
         if actors is None:
-            raise RuntimeError("run(config) with config.ray needs actors= (_ray.run_actors)")
+            raise LoadError("run(config) with config.ray needs actors= (_ray.run_actors)")
         results = actors(config, parts)
     elif config.workers == 1:
         store = [0, 0, 0, 0]
@@ -815,7 +816,7 @@ def run(
                     if "error" in data:
                         if interrupted.requested:  # stopped before it could run: nothing to add
                             continue
-                        raise RuntimeError(f"a load worker failed: {data['error']}")
+                        raise LoadError(f"a load worker failed: {data['error']}")
                     results.append(data)
         finally:
             stop.set()
@@ -831,13 +832,13 @@ def run(
 
 
 def _scrape_before(config: Config) -> _metrics.Exposition | None:
-    """The server's metrics before the run (``--metrics-url``); RuntimeError if they cannot be read."""
+    """The server's metrics before the run (``--metrics-url``); LoadError if they cannot be read."""
     if config.metrics_url is None:
         return None
     try:
         return _metrics.scrape(config.metrics_url)
     except (OSError, ValueError) as exc:
-        raise RuntimeError(f"--metrics-url {config.metrics_url}: {exc}") from None
+        raise LoadError(f"--metrics-url {config.metrics_url}: {exc}") from None
 
 
 def _scrape_after(url: str, before: _metrics.Exposition) -> dict[str, Any]:

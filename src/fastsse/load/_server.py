@@ -80,6 +80,7 @@ from typing import Any, Final, cast
 
 import orjson
 
+from .._errors import InvalidRequest, LoadError
 from ..chat.encode import ChatChunkEncoder
 from ..translate import translator
 
@@ -113,7 +114,7 @@ class Script:
     error_after=None, status=None, stamp=True)``: the timing and shape of one scripted stream (see the module doc).
 
     ``Script.from_request(request, defaults)`` applies the model name's and ``fastsse_script``'s
-    keys over ``defaults``; it raises ValueError for an unknown key or a value of the wrong type.
+    keys over ``defaults``; it raises InvalidRequest for an unknown key or a value of the wrong type.
     """
 
     ttft_ms: float = 50.0
@@ -132,15 +133,15 @@ class Script:
 
     def __post_init__(self) -> None:
         if self.ttft_ms < 0 or self.itl_ms < 0:
-            raise ValueError("ttft_ms and itl_ms must be >= 0")
+            raise InvalidRequest("ttft_ms and itl_ms must be >= 0")
         if self.chunks is not None and self.chunks < 0:
-            raise ValueError("chunks must be >= 0")
+            raise InvalidRequest("chunks must be >= 0")
         if self.tokens_per_chunk < 1 or self.events_per_write < 1:
-            raise ValueError("tokens_per_chunk and events_per_write must be >= 1")
+            raise InvalidRequest("tokens_per_chunk and events_per_write must be >= 1")
         if self.usage is not None and self.usage not in USAGE_MODES:
-            raise ValueError(f"usage must be one of {USAGE_MODES}, not {self.usage!r}")
+            raise InvalidRequest(f"usage must be one of {USAGE_MODES}, not {self.usage!r}")
         if self.status is not None and not 400 <= self.status <= 599:
-            raise ValueError(f"status must be an HTTP error status 400-599, not {self.status}")
+            raise InvalidRequest(f"status must be an HTTP error status 400-599, not {self.status}")
 
     @classmethod
     def from_request(cls, request: dict[str, Any], defaults: Script | None = None) -> Script:
@@ -174,10 +175,10 @@ def coerce_field(key: str, value: Any) -> Any:
     JSON value) as the type of the ``Script`` field ``key``; the one conversion the request's script
     and ``serve --scripted``'s options share.
 
-    It raises ValueError for an unknown key or a value that does not fit the field.
+    It raises InvalidRequest for an unknown key or a value that does not fit the field.
     """
     if key not in _FIELDS:
-        raise ValueError(f"unknown script key {key!r}; known: {', '.join(_FIELDS)}")
+        raise InvalidRequest(f"unknown script key {key!r}; known: {', '.join(_FIELDS)}")
     if value is None or (value == "none" and key != "usage"):
         return None
     if key in ("logprobs", "stamp", "chunk_per_event"):
@@ -187,7 +188,7 @@ def coerce_field(key: str, value: Any) -> Any:
             return True
         if str(value).lower() in ("0", "false", "no", "off"):
             return False
-        raise ValueError(f"{key} must be a boolean, not {value!r}")
+        raise InvalidRequest(f"{key} must be a boolean, not {value!r}")
     if key == "usage":
         return str(value)
     try:
@@ -197,7 +198,7 @@ def coerce_field(key: str, value: Any) -> Any:
             return int(value)
         return float(value)
     except (TypeError, ValueError):
-        raise ValueError(f"{key} must be a number, not {value!r}") from None
+        raise InvalidRequest(f"{key} must be a number, not {value!r}") from None
 
 
 def scripted_text(start: int, count: int, /) -> str:
@@ -574,11 +575,11 @@ class _Conn(asyncio.Protocol):
         try:
             request = orjson.loads(body)
             if not isinstance(request, dict):
-                raise ValueError("The request body must be a JSON object.")
+                raise InvalidRequest("The request body must be a JSON object.")
             script = Script.from_request(request, app.defaults)
             if api != "chat":
                 if not request.get("stream"):
-                    raise ValueError(f'This server streams {path} only: set "stream": true.')
+                    raise InvalidRequest(f'This server streams {path} only: set "stream": true.')
                 if api != "completions":  # a completions request plans as it is: prompt, max_tokens
                     request = _as_chat(api, request)
         except (orjson.JSONDecodeError, ValueError, TypeError) as exc:
@@ -846,7 +847,7 @@ def serve_scripted_in_thread(port: int = 0, **defaults: Any) -> _Threaded:
 
     Start the scripted server on an asyncio loop in a background thread; ``script_defaults`` are
     :class:`Script` fields. The returned object has ``base_url``, ``port``, ``stats()`` and
-    ``close()``, and is a context manager. It raises ValueError for a bad script default and
+    ``close()``, and is a context manager. It raises InvalidRequest for a bad script default and
     OSError if the port cannot be bound.
     """
     return _Threaded(ScriptedServer(port, defaults=Script(**defaults)))
@@ -907,7 +908,7 @@ def spawn_scripted_server(
 
     Run ``python -m fastsse serve --scripted --port 0`` in a child process (pinned to core ``cpu``
     when given, so its CPU is not the client's; ``loop``: "auto" (uvloop when installed), "asyncio"
-    or "uvloop"), wait until it listens and return it; use it as a context manager. It raises ValueError for a bad script default and RuntimeError if the child
+    or "uvloop"), wait until it listens and return it; use it as a context manager. It raises InvalidRequest for a bad script default and LoadError if the child
     does not start.
     """
     argv = [python or sys.executable, "-m", "fastsse", "serve", "--scripted", "--port", "0", "--quiet"]
@@ -923,5 +924,5 @@ def spawn_scripted_server(
     if "http://" not in line:
         proc.kill()
         proc.wait()
-        raise RuntimeError(f"the scripted server did not start: {line!r}")
+        raise LoadError(f"the scripted server did not start: {line!r}")
     return ScriptedProcess(proc, line[line.index("http://") :].split()[0])

@@ -10,7 +10,7 @@
 - ``t_cdf(t, df)`` and ``t_quantile(q, df)``: Student's t distribution, from the regularized
   incomplete beta function (Numerical Recipes' continued fraction).
 
-Each raises ValueError for a sample too small for it (fewer than 2 values).
+Each raises InvalidRequest for a sample too small for it (fewer than 2 values).
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from typing import Final
+
+from .._errors import InvalidRequest
 
 _EPS: Final = 3e-16
 _TINY: Final = 1e-300
@@ -67,7 +69,7 @@ def t_cdf(t: float, df: float) -> float:
 def t_quantile(q: float, df: float) -> float:
     """The ``q`` quantile (0 < q < 1) of Student's t with ``df`` degrees of freedom."""
     if not 0.0 < q < 1.0:
-        raise ValueError(f"a quantile needs 0 < q < 1, not {q}")
+        raise InvalidRequest(f"a quantile needs 0 < q < 1, not {q}")
     if q < 0.5:
         return -t_quantile(1.0 - q, df)
     lo, hi = 0.0, 1.0
@@ -87,7 +89,7 @@ def t_quantile(q: float, df: float) -> float:
 def _moments(values: Sequence[float]) -> tuple[int, float, float]:
     n = len(values)
     if n < 2:
-        raise ValueError(f"a sample of {n} value(s) has no spread: 2 at least are needed")
+        raise InvalidRequest(f"a sample of {n} value(s) has no spread: 2 at least are needed")
     mean = math.fsum(values) / n
     var = math.fsum((v - mean) ** 2 for v in values) / (n - 1)
     return n, mean, var
@@ -119,7 +121,7 @@ def mann_whitney(a: Sequence[float], b: Sequence[float]) -> tuple[float, float]:
     ties half) and the two-sided p-value of the normal approximation."""
     na, nb = len(a), len(b)
     if na < 2 or nb < 2:
-        raise ValueError(f"samples of {na} and {nb} values: 2 at least are needed in each")
+        raise InvalidRequest(f"samples of {na} and {nb} values: 2 at least are needed in each")
     both = sorted([(v, 0) for v in a] + [(v, 1) for v in b])
     rank_a = 0.0
     ties = 0.0

@@ -25,6 +25,8 @@ from typing import Final, NamedTuple
 
 import orjson
 
+from .._errors import InvalidRequest
+
 BLOCK: Final = 512  # the tokens a Mooncake hash id stands for
 _TAPE: Final = 1 << 16  # the words a block's text is cut from
 
@@ -40,7 +42,7 @@ class TraceRow(NamedTuple):
 
 def _count(value: object, what: str, where: str) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or value != int(value):
-        raise ValueError(f"{where}: {what} must be a whole number >= 0, not {value!r}")
+        raise InvalidRequest(f"{where}: {what} must be a whole number >= 0, not {value!r}")
     return int(value)
 
 
@@ -51,21 +53,21 @@ def _mooncake(lines: list[str], source: str) -> list[TraceRow]:
         try:
             item = orjson.loads(line)
         except orjson.JSONDecodeError as exc:
-            raise ValueError(f"{where}: not JSON: {exc}") from None
+            raise InvalidRequest(f"{where}: not JSON: {exc}") from None
         if not isinstance(item, dict):
-            raise ValueError(f"{where}: a JSON object is needed")
+            raise InvalidRequest(f"{where}: a JSON object is needed")
         missing = [k for k in ("timestamp", "input_length", "output_length") if k not in item]
         if missing:
-            raise ValueError(
+            raise InvalidRequest(
                 f"{where}: no {', '.join(missing)} (a Mooncake trace line has timestamp, input_length, "
                 "output_length and hash_ids)"
             )
         stamp = item["timestamp"]
         if isinstance(stamp, bool) or not isinstance(stamp, (int, float)):
-            raise ValueError(f"{where}: timestamp must be a number of ms, not {stamp!r}")
+            raise InvalidRequest(f"{where}: timestamp must be a number of ms, not {stamp!r}")
         hashes = item.get("hash_ids") or []
         if not isinstance(hashes, list) or not all(type(h) is int for h in hashes):
-            raise ValueError(f"{where}: hash_ids must be a list of integers")
+            raise InvalidRequest(f"{where}: hash_ids must be a list of integers")
         rows.append(
             TraceRow(
                 round(stamp * 1e6),
@@ -88,9 +90,9 @@ def _ns(text: str, where: str) -> int:
     try:
         moment = datetime.datetime.strptime(whole, "%Y-%m-%d %H:%M:%S")
         if fraction and not fraction.isdigit():
-            raise ValueError(fraction)
+            raise InvalidRequest(fraction)
     except ValueError:
-        raise ValueError(
+        raise InvalidRequest(
             f"{where}: TIMESTAMP {text!r} is neither seconds nor YYYY-MM-DD HH:MM:SS[.fraction]"
         ) from None
     seconds = int(moment.replace(tzinfo=datetime.timezone.utc).timestamp())
@@ -102,7 +104,7 @@ def _azure(text: str, source: str) -> list[TraceRow]:
     names = {name.strip().lower(): name for name in reader.fieldnames or ()}
     need = ("timestamp", "contexttokens", "generatedtokens")
     if not all(n in names for n in need):
-        raise ValueError(
+        raise InvalidRequest(
             f"{source}: neither a Mooncake trace (JSON lines) nor an Azure trace "
             "(a CSV with TIMESTAMP,ContextTokens,GeneratedTokens)"
         )
@@ -116,7 +118,9 @@ def _azure(text: str, source: str) -> list[TraceRow]:
         try:
             context, generated = int(field("contexttokens")), int(field("generatedtokens"))
         except ValueError:
-            raise ValueError(f"{where}: ContextTokens and GeneratedTokens must be whole numbers") from None
+            raise InvalidRequest(
+                f"{where}: ContextTokens and GeneratedTokens must be whole numbers"
+            ) from None
         rows.append(TraceRow(_ns(field("timestamp"), where), context, generated))
     return rows
 
@@ -132,11 +136,11 @@ def read_trace(path: str) -> tuple[TraceRow, ...]:
         text = f.read().decode("utf-8-sig")
     lines = [line for line in text.splitlines() if line.strip()]
     if not lines:
-        raise ValueError(f"--trace {path} has no requests")
+        raise InvalidRequest(f"--trace {path} has no requests")
     source = f"--trace {path}"
     rows = _mooncake(lines, source) if lines[0].lstrip().startswith("{") else _azure(text, source)
     if not rows:
-        raise ValueError(f"--trace {path} has no requests")
+        raise InvalidRequest(f"--trace {path} has no requests")
     rows.sort(key=lambda r: r.offset_ns)  # stable: requests stamped alike keep their order
     first = rows[0].offset_ns
     return tuple(r._replace(offset_ns=r.offset_ns - first) for r in rows)

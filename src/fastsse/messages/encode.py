@@ -13,6 +13,8 @@ from typing import Any, Final
 
 import orjson
 
+from .._errors import EncodeError
+
 __all__ = ["MessagesEncoder", "chat_usage_to_messages"]
 
 # chat finish_reason -> Messages stop_reason
@@ -64,7 +66,7 @@ class MessagesEncoder:
     fragments of parallel calls are carried in arrival order. ``ping()`` is a keep-alive event.
     One encoder per stream; not thread-safe.
 
-    Each method raises ValueError when the call would break the grammar: anything before
+    Each method raises EncodeError (a ValueError) when the call would break the grammar: anything before
     ``start`` or after ``stop``/``error``, ``start`` twice, an empty delta, a tool block without id
     and name or a key used twice, input for an unknown key, a signature with no thinking block.
     """
@@ -73,7 +75,7 @@ class MessagesEncoder:
 
     def __init__(self, *, id: str, model: str) -> None:
         if not isinstance(id, str) or not id:
-            raise ValueError("id must be a non-empty string")
+            raise EncodeError("id must be a non-empty string")
         self._message: dict[str, Any] = {
             "id": id,
             "type": "message",
@@ -107,14 +109,14 @@ class MessagesEncoder:
 
     def _check(self, what: str) -> None:
         if not self._started:
-            raise ValueError(f"{what} before start(): the stream opens with message_start")
+            raise EncodeError(f"{what} before start(): the stream opens with message_start")
         if self._ended:
-            raise ValueError(f"{what} after the end of the message")
+            raise EncodeError(f"{what} after the end of the message")
 
     def start(self, usage: dict[str, Any] | None = None) -> bytes:
         """``message_start``: the message with no content yet and ``usage``."""
         if self._started:
-            raise ValueError("start() twice")
+            raise EncodeError("start() twice")
         if usage is not None and not isinstance(usage, dict):
             raise TypeError(f"usage must be a dict, not {type(usage).__name__}")
         self._started = True
@@ -157,7 +159,7 @@ class MessagesEncoder:
         if not isinstance(delta, str):
             raise TypeError(f"{kind} delta must be a str, not {type(delta).__name__}")
         if not delta:
-            raise ValueError(f"empty {kind} delta")
+            raise EncodeError(f"empty {kind} delta")
         out = b""
         if self._open is None or self._open[0] != kind:
             out = self._close_open()
@@ -216,9 +218,9 @@ class MessagesEncoder:
         """A ``signature_delta`` for the open thinking block, which it then closes."""
         self._check("signature()")
         if self._open is None or self._open[0] != "thinking":
-            raise ValueError("signature() with no open thinking block")
+            raise EncodeError("signature() with no open thinking block")
         if not isinstance(signature, str) or not signature:
-            raise ValueError("empty signature")
+            raise EncodeError("empty signature")
         index = self._open[1]
         return self._delta(index, {"type": "signature_delta", "signature": signature}) + self._close_open()
 
@@ -227,7 +229,7 @@ class MessagesEncoder:
         and stopped), closing the open text or thinking block first."""
         self._check("redacted_thinking()")
         if not isinstance(data, str) or not data:
-            raise ValueError("empty redacted_thinking data")
+            raise EncodeError("empty redacted_thinking data")
         out = self._close_open()
         index, started = self._block_start({"type": "redacted_thinking", "data": data})
         return out + started + self._block_stop(index)
@@ -236,9 +238,9 @@ class MessagesEncoder:
         """A new ``tool_use`` block (``input: {}``), then ``input_json`` if not empty."""
         self._check("tool_use()")
         if not id or not name:
-            raise ValueError("a tool_use block needs both id and name")
+            raise EncodeError("a tool_use block needs both id and name")
         if key in self._tools:
-            raise ValueError(f"tool key {key!r} used twice")
+            raise EncodeError(f"tool key {key!r} used twice")
         out = self._close_open()
         index, started = self._block_start({"type": "tool_use", "id": id, "name": name, "input": {}})
         self._tools[key] = [index, True]
@@ -252,9 +254,9 @@ class MessagesEncoder:
         self._check("input_json()")
         tool = self._tools.get(key)
         if tool is None or not tool[1]:
-            raise ValueError(f"input for tool {key!r}, which is not open")
+            raise EncodeError(f"input for tool {key!r}, which is not open")
         if not isinstance(partial_json, str) or not partial_json:
-            raise ValueError("empty input_json delta")
+            raise EncodeError("empty input_json delta")
         return self._delta(tool[0], {"type": "input_json_delta", "partial_json": partial_json})
 
     def stop(
@@ -264,7 +266,7 @@ class MessagesEncoder:
         ``stop_sequence`` and the cumulative ``usage`` (merged over ``start``'s), and ``message_stop``."""
         self._check("stop()")
         if not isinstance(stop_reason, str) or not stop_reason:
-            raise ValueError(f"stop_reason must be a non-empty string, not {stop_reason!r}")
+            raise EncodeError(f"stop_reason must be a non-empty string, not {stop_reason!r}")
         indexes = [tool[0] for tool in self._tools.values() if tool[1]]
         if self._open is not None:
             indexes.append(self._open[1])
@@ -290,7 +292,7 @@ class MessagesEncoder:
     def error(self, *, type: str = "api_error", message: str) -> bytes:
         """``event: error`` with ``{"type": "error", "error": {"type", "message"}}``; it ends the stream."""
         if self._ended:
-            raise ValueError("error() after the end of the message")
+            raise EncodeError("error() after the end of the message")
         self._ended = True
         payload = orjson.dumps({"type": "error", "error": {"type": type, "message": message}})
         return self._event("error", payload)

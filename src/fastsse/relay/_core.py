@@ -17,6 +17,7 @@ from typing import Any, Final
 
 import orjson
 
+from .._errors import InvalidRequest
 from ..chat import INDEX_LIMIT, content_parts, loads_replacing, over_index_bound
 
 DONE: Final = b"data: [DONE]\n\n"
@@ -96,7 +97,7 @@ def check_options(
 ) -> frozenset[str]:
     """Validate the relay's options; returns ``drop_fields`` as a frozenset."""
     if usage not in USAGE_MODES:
-        raise ValueError(f'usage must be "end", "keep" or "drop", not {usage!r}')
+        raise InvalidRequest(f'usage must be "end", "keep" or "drop", not {usage!r}')
     for name, value in (("model", model), ("id", id)):
         if value is not None and (not isinstance(value, str) or not value):
             raise TypeError(f"{name} must be a non-empty str or None, not {value!r}")

@@ -54,7 +54,7 @@ import orjson
 
 from ..chat._fold_c import ChatAggregator
 from ..chat import ChatVerdict, verdict_dict
-from .._errors import too_large
+from .._errors import UsageError, too_large
 from ._core import READER_FIELDS, RelayCore, check_options
 
 
@@ -200,9 +200,9 @@ Upstream bytes in, compliant bytes out, folded on the way: one per proxied strea
         """Relay the next upstream bytes; returns the bytes to send downstream now."""
         cdef bytes out
         if self._closed:
-            raise ValueError("write() after close(): a Relay forwards one stream")
+            raise UsageError("write() after close(): a Relay forwards one stream")
         if self._writing:
-            raise RuntimeError("Relay.write() called again from inside on_chunk")
+            raise UsageError("Relay.write() called again from inside on_chunk")
         self._writing = True
         self._overflowed = False
         try:

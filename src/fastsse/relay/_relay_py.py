@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Any, NoReturn
 
-from .._errors import too_large
+from .._errors import UsageError, too_large
 from ..chat import ChatVerdict, verdict_dict
 from ..chat._fold_py import ChatAggregator
 from ..sse._decoder_py import Decoder, as_bytes
@@ -66,9 +66,9 @@ class Relay(Decoder):
     def write(self, data: bytes | bytearray | memoryview, /) -> bytes:
         """Relay the next upstream bytes; returns the bytes to send downstream now."""
         if self._closed:
-            raise ValueError("write() after close(): a Relay forwards one stream")
+            raise UsageError("write() after close(): a Relay forwards one stream")
         if self._writing:
-            raise RuntimeError("Relay.write() called again from inside on_chunk")
+            raise UsageError("Relay.write() called again from inside on_chunk")
         chunk = as_bytes(data, self)
         self._writing = True
         self._overflowed = False

@@ -14,6 +14,8 @@ from typing import Any, Final
 
 import orjson
 
+from .._errors import EncodeError
+
 __all__ = ["ResponsesEncoder", "chat_usage_to_responses"]
 
 # chat finish_reason -> (terminal status, incomplete_details.reason)
@@ -113,7 +115,7 @@ class ResponsesEncoder:
     closes every open item in ``output_index`` order. ``created_at`` defaults to the current time.
     One encoder per stream; not thread-safe.
 
-    Each method raises ValueError when the call would break the grammar: anything before
+    Each method raises EncodeError (a ValueError) when the call would break the grammar: anything before
     ``start`` or after the terminal event, ``start`` twice, an empty delta, a function call
     without ``call_id`` and ``name`` or a key used twice, arguments for an unknown or finished call.
     """
@@ -135,7 +137,7 @@ class ResponsesEncoder:
 
     def __init__(self, *, id: str, model: str, created_at: int | None = None) -> None:
         if not isinstance(id, str) or not id:
-            raise ValueError("id must be a non-empty string")
+            raise EncodeError("id must be a non-empty string")
         self._response: dict[str, Any] = {
             "id": id,
             "object": "response",
@@ -183,14 +185,14 @@ class ResponsesEncoder:
 
     def _check(self, what: str) -> None:
         if not self._started:
-            raise ValueError(f"{what} before start(): the stream opens with response.created")
+            raise EncodeError(f"{what} before start(): the stream opens with response.created")
         if self._ended:
-            raise ValueError(f"{what} after the terminal event")
+            raise EncodeError(f"{what} after the terminal event")
 
     def start(self) -> bytes:
         """``response.created`` and ``response.in_progress``, with an empty output."""
         if self._started:
-            raise ValueError("start() twice")
+            raise EncodeError("start() twice")
         self._started = True
         snapshot = dict(self._response)
         return self._event("response.created", {"response": snapshot}) + self._event(
@@ -267,7 +269,7 @@ class ResponsesEncoder:
         if not isinstance(delta, str):
             raise TypeError(f"{kind} delta must be a str, not {type(delta).__name__}")
         if not delta:
-            raise ValueError(f"empty {kind} delta")
+            raise EncodeError(f"empty {kind} delta")
         out = b""
         if kind == "reasoning":
             if self._message is not None:
@@ -399,14 +401,14 @@ class ResponsesEncoder:
         """``response.output_text.annotation.added`` for the open text part, which keeps it
         (``annotation_index`` counts from 0 per part).
 
-        It raises ValueError when no text part is open and TypeError if ``annotation`` is not a dict.
+        It raises EncodeError (a ValueError) when no text part is open and TypeError if ``annotation`` is not a dict.
         """
         self._check("annotation()")
         if not isinstance(annotation, dict):
             raise TypeError(f"annotation must be a dict, not {type(annotation).__name__}")
         item = self._message
         if item is None or item.part is None or item.part[0] != "text":
-            raise ValueError("annotation() with no open output_text part")
+            raise EncodeError("annotation() with no open output_text part")
         notes = item.notes.setdefault(len(item.parts) - 1, [])
         notes.append(annotation)
         return self._event(
@@ -435,9 +437,9 @@ class ResponsesEncoder:
         """
         self._check("function_call()")
         if not call_id or not name:
-            raise ValueError("a function call needs both call_id and name")
+            raise EncodeError("a function call needs both call_id and name")
         if key in self._calls:
-            raise ValueError(f"function call key {key!r} used twice")
+            raise EncodeError(f"function call key {key!r} used twice")
         out = b""
         for open_ in (self._reasoning, self._message):
             if open_ is not None:
@@ -454,11 +456,11 @@ class ResponsesEncoder:
         self._check("arguments()")
         item = self._calls.get(key)
         if item is None:
-            raise ValueError(f"arguments for function call {key!r}, which was never opened")
+            raise EncodeError(f"arguments for function call {key!r}, which was never opened")
         if item.done:
-            raise ValueError(f"arguments for function call {key!r} after it was closed")
+            raise EncodeError(f"arguments for function call {key!r} after it was closed")
         if not isinstance(delta, str) or not delta:
-            raise ValueError("empty arguments delta")
+            raise EncodeError("empty arguments delta")
         item.arguments.append(delta)
         return self._event(
             "response.function_call_arguments.delta",

@@ -14,7 +14,7 @@ from cpython.mem cimport PyMem_Free, PyMem_Realloc
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.string cimport memchr, memcpy
 
-from .._errors import bad_input_type, event_limit, too_large
+from .._errors import UsageError, bad_input_type, event_limit, too_large
 from ._fields import long_retry
 
 cdef str _MESSAGE = "message"
@@ -259,7 +259,7 @@ cdef class Decoder:
         if self._stopped or n <= 0:
             return 0
         if self._busy:
-            raise RuntimeError("Decoder.feed() called again from inside its own callback")
+            raise UsageError("Decoder.feed() called again from inside its own callback")
         if not self._bom_done:
             # Hold up to three bytes until we know whether the stream opens with a UTF-8 BOM.
             while p < stop and self._head_len < 3:

@@ -84,6 +84,7 @@ from typing import Any, Final
 
 import orjson
 
+from .._errors import InvalidRequest
 from ..chat.encode import ChatChunkEncoder
 
 __all__ = ["SCENARIOS", "LoopbackServer", "expected_completion", "serve_in_thread"]
@@ -803,7 +804,7 @@ class LoopbackServer:
     ``write`` forces a write mode for every stream (``"small"``, ``"event"`` or ``"bulk"``; a
     ``:MODE`` suffix on the model still wins); ``pause`` is the pause in seconds between the small
     pieces of the first 64 KiB of a stream; ``seed`` makes the piece sizes reproducible.
-    It raises ValueError for an unknown write mode and OSError if the port cannot be bound.
+    It raises InvalidRequest for an unknown write mode and OSError if the port cannot be bound.
     """
 
     def __init__(
@@ -817,7 +818,7 @@ class LoopbackServer:
         verbose: bool = False,
     ) -> None:
         if write is not None and write not in WRITE_MODES:
-            raise ValueError(f"write must be one of {WRITE_MODES} or None, not {write!r}")
+            raise InvalidRequest(f"write must be one of {WRITE_MODES} or None, not {write!r}")
         self.api_key = api_key
         self.write = write
         self.pause = pause

@@ -26,6 +26,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from .. import _backend
+from .._errors import InvalidRequest
 from ._answer import MESSAGE_LIMIT, error, response
 from ._bodies import Translated, Untranslatable
 from ._request import request
@@ -101,9 +102,11 @@ def translator(source: str, target: str, /, **options: Any) -> Translator:
     """
     classes = _backend.current
     if source not in APIS or target not in APIS:
-        raise ValueError(f"unknown API {source if source not in APIS else target!r}; expected one of {APIS}")
+        raise InvalidRequest(
+            f"unknown API {source if source not in APIS else target!r}; expected one of {APIS}"
+        )
     if source == target:
-        raise ValueError(f"nothing to translate: source and target are both {source!r}")
+        raise InvalidRequest(f"nothing to translate: source and target are both {source!r}")
     limit = {"max_event_bytes": options["max_event_bytes"]} if "max_event_bytes" in options else {}
     if source == "chat":
         direct: Translator = (classes.ChatToMessages if target == "messages" else classes.ChatToResponses)(

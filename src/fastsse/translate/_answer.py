@@ -12,6 +12,7 @@ from typing import Any, Final
 
 import orjson
 
+from .._errors import InvalidRequest
 from ..messages.encode import STOP_REASONS, chat_usage_to_messages
 from ..responses.encode import INCOMPLETE, chat_usage_to_responses
 from ._bodies import (
@@ -615,12 +616,12 @@ def error(status: int, body: object, target: str, /) -> tuple[int, dict[str, Any
     status, chat and Responses ``{"error": {"message", "type", "param", "code"}}``. The status
     is kept, except Anthropic's 529 (overloaded), which becomes 503 for OpenAI clients and the
     reverse. The message is kept (at most ``MESSAGE_LIMIT`` characters).
-    It raises ValueError for an unknown ``target`` or a status that is not an HTTP error (400-599).
+    It raises InvalidRequest for an unknown ``target`` or a status that is not an HTTP error (400-599).
     """
     if target not in ("chat", "responses", "messages"):
-        raise ValueError(f"unknown API {target!r}")
+        raise InvalidRequest(f"unknown API {target!r}")
     if type(status) is not int or not 400 <= status <= 599:
-        raise ValueError(f"status must be an HTTP error status (400-599), not {status!r}")
+        raise InvalidRequest(f"status must be an HTTP error status (400-599), not {status!r}")
     kind, message, param, code = _upstream_error(body)
     if target == "messages":
         status = 529 if status == 503 else status

@@ -51,6 +51,7 @@ from typing import Any
 from ..chat._fold_c import ChatStream
 from ._to_chat_c import MessagesToChat, ResponsesToChat
 from ._rules import MessagesFromChat, ResponsesFromChat
+from .._errors import SSEError
 
 __all__ = ["ChatToMessages", "ChatToResponses", "MessagesToChat", "ResponsesToChat"]
 
@@ -275,7 +276,7 @@ cdef class _Sink(ChatSink):
             out_put_bytes(b, where)
         w = json_string_into(b.ptr + b.len, text.p, text.n, text.flags & F_ESC, NULL)
         if w < 0:
-            raise ValueError("a lone surrogate escape passed the reader")  # the reader refuses them
+            raise SSEError("a lone surrogate escape passed the reader")  # the reader refuses them
         b.len += w
         out_put_bytes(b, tail)
         if frags is not None:

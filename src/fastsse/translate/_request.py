@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from .._errors import InvalidRequest
 from ._bodies import (
     APIS,
     Path,
@@ -99,7 +100,7 @@ def through_chat(body: dict[str, Any], source: str, target: str, /, *, lossy: bo
     the second half cannot carry is named by where it came from in ``body``. It raises as
     ``request`` does, and ValueError unless the two APIs are Messages and Responses."""
     if {source, target} != {"messages", "responses"}:
-        raise ValueError("through_chat() goes between messages and responses")
+        raise InvalidRequest("through_chat() goes between messages and responses")
     ctx = _Ctx(lossy)
     origins: list[Path] = []
     ctx.origins = origins

@@ -357,12 +357,13 @@ class ResponsesFromChat(FromChat):
         assert self.enc is not None
         for note in notes[self.notes_sent :]:
             cited = note.get("url_citation") if type(note) is dict else None
+            if type(cited) is not dict or note.get("type") != "url_citation":
+                self.dropped += 1  # not a url_citation: it has no counterpart
+                continue
             try:
-                if note.get("type") != "url_citation" or type(cited) is not dict:
-                    raise ValueError("no counterpart")
                 self.out.append(self.enc.annotation({"type": "url_citation", **cited}))
             except (ValueError, AttributeError):
-                self.dropped += 1  # not a url_citation, or no open text part to hold it
+                self.dropped += 1  # no open text part to hold it (the encoder's EncodeError)
         self.notes_sent = len(notes)
 
     def _tool_start(self, key: int, call_id: str, name: str, args: str) -> bytes:

@@ -33,6 +33,7 @@ from typing import Any
 from ..messages._fold_c import MessagesStream
 from ..responses._fold_c import ResponsesStream
 from ._rules import ARGUMENTS_TAIL, TEXT_TAIL, THINKING_MID, THINKING_TAIL, ChatFromMessages, ChatFromResponses
+from .._errors import SSEError
 
 cdef bytes _TEXT_TAIL = TEXT_TAIL
 cdef bytes _ARGUMENTS_TAIL = ARGUMENTS_TAIL
@@ -138,7 +139,7 @@ cdef class _Sink(FoldSink):
         out_put_bytes(b, frame)
         w = json_string_into(b.ptr + b.len, delta.text.p, n, delta.text.flags & F_ESC, &chars)
         if w < 0:
-            raise ValueError("a lone surrogate escape passed the reader")  # the fold refuses them
+            raise SSEError("a lone surrogate escape passed the reader")  # the fold refuses them
         b.len += w
         if delta.which == D_REASONING and self.thinking:
             # the string again, as the reasoning_details part of its block
