@@ -167,8 +167,8 @@ def test_decoder_feed_names_feed(backend: SimpleNamespace) -> None:
         ("10", TypeError, "str"),
         (1.5, TypeError, "float"),
         (True, TypeError, "bool"),
-        (0, ValueError, "0"),
-        (-3, ValueError, "-3"),
+        (0, fastsse.InvalidRequest, "0"),
+        (-3, fastsse.InvalidRequest, "-3"),
     ],
 )
 def test_max_event_bytes_messages(backend: SimpleNamespace, value: Any, error: type, shown: str) -> None:
@@ -188,7 +188,7 @@ def test_max_event_bytes_named_by_the_transport() -> None:
     ):
         fastsse.iter_events([SSE], max_event_bytes="10")  # type: ignore[arg-type]
     with pytest.raises(
-        ValueError, match=r"^create_stream\(max_event_bytes=\.\.\.\) takes a positive int or None, not 0$"
+        fastsse.InvalidRequest, match=r"^create_stream\(max_event_bytes=\.\.\.\) takes a positive int or None, not 0$"
     ):
         fastsse.create_stream({}, base_url="http://127.0.0.1:9", max_event_bytes=0)
 

@@ -88,7 +88,7 @@ def test_the_clients_mirror_each_other_name_for_name() -> None:
         ({"raise_for_status": None}, TypeError, "raise_for_status"),
         ({"api": "completions"}, fastsse.InvalidRequest, "api must be one of"),
         ({"driver": "libuv"}, fastsse.InvalidRequest, "driver must be one of"),
-        ({"max_event_bytes": 0}, ValueError, "max_event_bytes"),
+        ({"max_event_bytes": 0}, fastsse.InvalidRequest, "max_event_bytes"),
         ({"max_connections": 0}, TypeError, "unexpected keyword argument 'max_connections'"),
         ({"stream": True}, TypeError, "unexpected keyword argument 'stream'"),
         ({"format": "messages"}, fastsse.InvalidRequest, "a chat answer is folded by its own format"),
