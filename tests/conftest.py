@@ -7,6 +7,7 @@ a wheel that silently lost its extensions must not pass.
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from collections.abc import Iterator
 from types import SimpleNamespace
@@ -96,3 +97,16 @@ def driver(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> s
 def library_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
     """The library's own default ``max_retries`` (2), not the suite's (0)."""
     monkeypatch.delenv("FASTSSE_MAX_RETRIES", raising=False)
+
+
+@pytest.fixture
+def default_sigint() -> Iterator[None]:
+    """Ctrl-C as a terminal delivers it, however the suite was started. ``nohup pytest &`` starts it
+    with SIGINT ignored, and an ignored signal stays ignored in every child it spawns: a Ctrl-C
+    test would then wait for an interrupt that never comes. Python's own handler here for the
+    test's length: this process raises KeyboardInterrupt, and a child starts with the default."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)

@@ -467,6 +467,7 @@ def _interrupt_after(delay: float, sent: list[float]) -> threading.Timer:
     return timer
 
 
+@pytest.mark.usefixtures("default_sigint")
 @pytest.mark.skipif(sys.platform == "win32", reason="SIGINT to our own process is POSIX")
 def test_ctrl_c_stops_client_run_at_once(scripted: Any, stream_backend: Any) -> None:
     sent: list[float] = []
@@ -483,6 +484,7 @@ def test_ctrl_c_stops_client_run_at_once(scripted: Any, stream_backend: Any) -> 
         assert content(client.create_stream(request(script(chunks=2)))) == scripted_text(0, 2)  # still usable
 
 
+@pytest.mark.usefixtures("default_sigint")
 @pytest.mark.skipif(sys.platform == "win32", reason="SIGINT to our own process is POSIX")
 def test_ctrl_c_stops_create_stream_on_a_silent_server(stream_backend: Any) -> None:
     def silent(conn: socket.socket) -> None:

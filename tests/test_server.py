@@ -484,6 +484,7 @@ def test_serve_help_lists_the_scenarios() -> None:
     assert "--port" in result.stdout and "long-N" in result.stdout
 
 
+@pytest.mark.usefixtures("default_sigint")
 def test_serve_command() -> None:
     proc = subprocess.Popen(
         [sys.executable, "-m", "fastsse", "serve", "--port", "0", "--quiet"],

@@ -247,6 +247,7 @@ def sigint_after(delay: float) -> Iterator[list[float]]:
         signal.signal(signal.SIGINT, previous)
 
 
+@pytest.mark.usefixtures("default_sigint")
 @pytest.mark.skipif(not hasattr(signal, "SIGINT") or os.name == "nt", reason="POSIX signals")
 @pytest.mark.parametrize("script", [silent, silent_mid_event], ids=["before-headers", "mid-event"])
 @pytest.mark.parametrize("own_handle", [False, True], ids=["new-handle", "callers-handle"])
@@ -279,6 +280,7 @@ fastsse.create_stream({"model": "m", "messages": []}, base_url=sys.argv[1], api_
 """
 
 
+@pytest.mark.usefixtures("default_sigint")
 @pytest.mark.skipif(os.name == "nt", reason="POSIX signals")
 def test_ctrl_c_in_a_fresh_interpreter(backend: Any) -> None:
     # As a terminal delivers it: SIGINT to a process whose only thread waits on a silent server.
