@@ -22,15 +22,13 @@ with open(VECTORS / "recorded.json", encoding="utf-8") as _f:
 
 # Streams that are not complete, or that departed from the grammar; every other stream is
 # complete with no departure.
+# A response.incomplete (r12, r13, r20: a max_output_tokens limit) is complete: the answer ended
+# as the Responses API ends one a limit stopped, as chat's finish_reason "length" does; its status
+# ("incomplete") and incomplete_details carry the reason.
 VERDICTS: dict[str, dict[str, Any]] = {
-    "r12-openai-incomplete-max-output-tokens": {"why": "response.incomplete: max_output_tokens"},
-    "r13-openai-incomplete-in-function-call": {"why": "response.incomplete: max_output_tokens"},
     "r14-openai-error-then-failed": {"why": "error: insufficient_quota", "error": True},
     "r18-openrouter-data-only-reasoning-text": {"departures": ["terminal_ids_differ"]},
-    "r20-xai-incomplete-mid-message": {
-        "why": "response.incomplete: REASON_MAX_LEN",
-        "departures": ["item_not_done"],
-    },
+    "r20-xai-incomplete-mid-message": {"departures": ["item_not_done"]},
     # The last event (message_stop) has no closing blank line: by the SSE rules it never arrived.
     "m03-anthropic-text-then-tool-use": {"why": "the byte stream ended inside an event", "truncated": True},
     "m12-anthropic-error-midstream-fragment": {

@@ -410,3 +410,40 @@ def test_every_upstream_out_is_a_503_in_the_messages_shape_too() -> None:
     finally:
         bad.stop.set()
         bad.sock.close()
+
+
+@pytest.mark.parametrize("caller", ["responses", "chat"])
+def test_a_length_limited_responses_answer_is_whole_not_cut(scripted: list[Any], caller: str) -> None:
+    # A Responses upstream that stops at max_output_tokens ends with response.incomplete: the
+    # answer ended as that API ends answers (chat's finish_reason "length", Messages' max_tokens).
+    # The gateway must end the caller's body (the chunked terminator) and log it complete.
+    upstreams = [{"name": "resp", "base_url": scripted[0].base_url, "api": "responses"}]
+    with GatewayProcess(upstreams, server={"keys": [KEY]}) as gw:
+        before = len(gw.records())
+        with openai.OpenAI(base_url=gw.url + "/v1", api_key=KEY, max_retries=0, timeout=30) as client:
+            if caller == "responses":
+                # (the SDK's responses.stream() helper wants response.completed: read the events)
+                events = list(
+                    client.responses.create(
+                        model="ttft_ms=0,itl_ms=0,chunks=none", input="hi", max_output_tokens=3, stream=True
+                    )
+                )
+                assert events[-1].type == "response.incomplete"
+                final = events[-1].response
+                assert final.status == "incomplete"
+                assert final.incomplete_details is not None
+                assert final.incomplete_details.reason == "max_output_tokens"
+                assert final.output_text == scripted_text(0, 3)
+            else:
+                parts = client.chat.completions.create(
+                    model="ttft_ms=0,itl_ms=0,chunks=none",
+                    messages=[{"role": "user", "content": "hi"}],
+                    max_tokens=3,
+                    stream=True,
+                )
+                chunks = list(parts)
+                assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "length"
+                text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+                assert text == scripted_text(0, 3)
+        entry = gw.record(before)
+        assert entry["outcome"] == "complete", entry

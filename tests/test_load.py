@@ -490,11 +490,13 @@ def test_a_cut_or_failed_format_stream_is_never_a_success(
     assert failed["outcomes"] == {"error": 2}
 
 
-def test_a_responses_answer_ended_by_its_limit_is_complete() -> None:
-    # response.incomplete (max_output_tokens) is chat's finish_reason "length": a whole answer
-    limited = {"verdict": {"complete": False, "terminal": "response.incomplete", "why": "response.incomplete: max_output_tokens"}, "usage": {"input_tokens": 3, "output_tokens": 5}}  # fmt: skip
-    record = _load_run._from_result(0, limited, [], 0, None)
-    assert (record.outcome, record.prompt_tokens, record.completion_tokens) == ("complete", 3, 5)
+@pytest.mark.parametrize("api", ["chat", "responses", "messages"])
+def test_an_answer_ended_by_its_limit_is_complete(server: Any, stream_backend: SimpleNamespace, api: str) -> None:
+    # Without a chunk count the script stops at the limit: 5 tokens end the answer as each API ends one a
+    # limit stopped (finish_reason "length", response.incomplete, stop_reason "max_tokens"): whole.
+    doc = run(server, api=api, model="ttft_ms=0,itl_ms=0,chunks=none", requests=2, max_tokens=5)
+    assert doc["summary"]["outcomes"] == {"complete": 2}
+    assert [r["completion_tokens"] for r in doc["requests"]] == [5, 5]
     cut = {"verdict": {"complete": False, "terminal": None, "why": "no message_stop"}}
     assert (_load_run._from_result(0, cut, [], 0, None).cause) == "no message_stop"
 
@@ -650,6 +652,7 @@ def _interrupted(server: Any, tmp_path: Any, *extra: str) -> tuple[subprocess.Co
     return done, orjson.loads(out.read_bytes()) if out.exists() else None
 
 
+@pytest.mark.usefixtures("default_sigint")
 @pytest.mark.parametrize("workers", ["1", "2"])
 def test_ctrl_c_writes_the_partial_json_and_exits_130(tmp_path: Any, workers: str) -> None:
     with spawn_scripted_server(ttft_ms=20, itl_ms=10, chunks=12, loop="asyncio") as srv:

@@ -31,8 +31,9 @@ class FormatVerdict(Verdict):
     """How complete a Responses or Messages stream was (the fields every API shares are
     ``fastsse.Verdict``'s).
 
-    ``complete`` is True when the format's terminal event arrived (``response.completed`` or
-    ``message_stop``), no error came, and the stream was not stopped on the client side.
+    ``complete`` is True when the answer ended as its API ends answers (``response.completed``,
+    ``response.incomplete`` for an answer a limit stopped, as chat's ``finish_reason: "length"``,
+    or ``message_stop``), no error came, and the stream was not stopped on the client side.
     ``terminal`` names the lifecycle event that ended the stream (``"response.completed"``,
     ``"response.incomplete"``, ``"response.failed"``, ``"message_stop"``) or is None; ``status``
     is the response's ``status`` (Responses) or the ``stop_reason`` (Messages). ``departures``

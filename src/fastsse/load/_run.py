@@ -223,8 +223,7 @@ def _from_result(index: int, result: dict[str, Any], sent_stamps: list[int], que
         out.outcome, out.cause = HTTP_ERROR, f"http {status}"
     elif verdict.get("error"):
         out.outcome, out.cause = STREAM_ERROR, "error payload in the stream"
-    elif verdict.get("complete") or verdict.get("terminal") == "response.incomplete":
-        # response.incomplete is a whole answer a limit ended, as chat's finish_reason "length"
+    elif verdict.get("complete"):  # a limit's end included (length, max_tokens, incomplete)
         out.outcome = COMPLETE
     else:
         out.outcome = INCOMPLETE

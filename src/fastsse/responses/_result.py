@@ -12,6 +12,8 @@ from ..fold import CONTENT, REASONING, FormatVerdict, joined, why_not
 # The lifecycle events whose ``response`` object is merged into the result.
 LIFECYCLE: Final = ("response.created", "response.in_progress", "response.queued")
 TERMINAL: Final = ("response.completed", "response.incomplete", "response.failed")
+# the terminal events that end a whole answer (the status says which, incomplete_details why)
+WHOLE: Final = ("response.completed", "response.incomplete")
 
 # Streamed item fields appended from ``*.delta`` events, and set from the matching ``*.done``
 # event's field: event type stem -> (item type to assume for an unannounced item, field).
@@ -136,11 +138,7 @@ def make_verdict(
     if terminal is not None and any(not it.done for it in items.values()):
         found["item_not_done"] = None
     detail = None
-    if terminal == "response.incomplete":
-        details = top.get("incomplete_details")
-        reason = details.get("reason") if isinstance(details, dict) else None
-        detail = f"response.incomplete: {reason}" if reason else "response.incomplete"
-    elif terminal == "response.failed":
+    if terminal == "response.failed":
         failure = top.get("error")
         code = failure.get("code") if isinstance(failure, dict) else None
         detail = f"response.failed: {code}" if code else "response.failed"
@@ -148,7 +146,9 @@ def make_verdict(
         error = top.get("error") or {}
     why = why_not(terminal, error, aborted, too_large, truncated, detail)
     return FormatVerdict(
-        complete=why is None and terminal == "response.completed",
+        # response.incomplete (max_output_tokens, content_filter) ends an answer as the API ends
+        # one a limit stopped, as chat's finish_reason "length" and Messages' "max_tokens" do: whole
+        complete=why is None and terminal in WHOLE,
         terminal=terminal,
         status=status if isinstance(status, str) else None,
         why=why,
