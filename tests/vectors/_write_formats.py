@@ -488,11 +488,12 @@ R.append(
             usage={"input_tokens": 2, "output_tokens": 3, "total_tokens": 5},
             incomplete={"reason": "max_output_tokens"},
         ),
+        # a limit ended the answer as the API ends such answers (chat's "length"): complete
         "verdict": {
-            "complete": False,
+            "complete": True,
             "terminal": "response.incomplete",
             "status": "incomplete",
-            "why": "response.incomplete: max_output_tokens",
+            "why": None,
             "departures": ["item_not_done"],
             "ignored": 1,
         },
