@@ -46,19 +46,26 @@ def verdict_subset(verdict: Any, expected: dict[str, Any]) -> dict[str, Any]:
     return got
 
 
-# The keys an answer that is no stream adds to the result (besides "location" for a redirect).
-ERROR_KEYS = ("error", "status", "retry_after")
-
-
 def not_a_stream(result: dict[str, Any]) -> dict[str, Any]:
     """The facts of an answer that was no stream (an HTTP error, a redirect, a 204, a page), after
-    checking that the result still has the streamed shape: the API's empty answer, a verdict that
-    is not complete, says there was an error and says why (naming the status)."""
+    checking that the result still has the streamed shape: the API's empty answer, fastsse's facts
+    under ``http`` with its ``error`` set (a stream's is None), no fastsse key beside the API's
+    fields, and a verdict that is not complete, says there was an error and says why (naming the
+    status). ``location`` is in the facts when the answer had one."""
     verdict = result["verdict"]
+    http = result["http"]
     assert verdict["complete"] is False and verdict["error"] is True, verdict
-    assert isinstance(verdict["why"], str) and f"HTTP {result['status']}" in verdict["why"], verdict
+    assert isinstance(verdict["why"], str) and f"HTTP {http['status']}" in verdict["why"], verdict
     assert result.get("object") in ("chat.completion", "response") or result.get("type") == "message", result
-    return {key: result[key] for key in (*ERROR_KEYS, "location") if key in result}
+    assert http["error"] is not None and not {"retry_after", "location", "upstream"} & set(result)
+    if result.get("object") == "response":  # a Responses answer's own status and error: null here
+        assert result["status"] is None and result["error"] is None, result
+    else:
+        assert "status" not in result and "error" not in result, result
+    facts = {key: http[key] for key in ("error", "status", "retry_after")}
+    if http["location"] is not None:
+        facts["location"] = http["location"]
+    return facts
 
 
 def without_timing(result: dict[str, Any]) -> dict[str, Any]:

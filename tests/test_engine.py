@@ -395,7 +395,7 @@ def test_reset_timeout_and_http_error_affect_only_their_streams(scripted: Any, s
         assert isinstance(outcomes[index], fastsse.TransportError)
         assert outcomes[index].code == pycurl.E_OPERATION_TIMEDOUT
         assert outcomes[index].result["timing"]["end"] - outcomes[index].result["timing"]["started"] < 2e9
-    assert outcomes[22]["status"] == 503 and "timing" in outcomes[22]
+    assert outcomes[22]["http"]["status"] == 503 and "timing" in outcomes[22]
     assert elapsed < 5
 
 
@@ -416,7 +416,7 @@ def test_async_failures_raise_in_their_own_task(
     ok, timeout, http, cut, ok2 = run(main())
     assert content(ok) == content(ok2) == scripted_text(0, 3)
     assert isinstance(timeout, fastsse.TransportError) and timeout.code == pycurl.E_OPERATION_TIMEDOUT
-    assert http["status"] == 429
+    assert http["http"]["status"] == 429
     assert isinstance(cut, fastsse.TransportError)
     assert content(cut.result) == scripted_text(0, 2)
 

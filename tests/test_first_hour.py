@@ -188,7 +188,8 @@ def test_max_event_bytes_named_by_the_transport() -> None:
     ):
         fastsse.iter_events([SSE], max_event_bytes="10")  # type: ignore[arg-type]
     with pytest.raises(
-        fastsse.InvalidRequest, match=r"^create_stream\(max_event_bytes=\.\.\.\) takes a positive int or None, not 0$"
+        fastsse.InvalidRequest,
+        match=r"^create_stream\(max_event_bytes=\.\.\.\) takes a positive int or None, not 0$",
     ):
         fastsse.create_stream({}, base_url="http://127.0.0.1:9", max_event_bytes=0)
 
@@ -198,7 +199,10 @@ def test_max_event_bytes_named_by_the_transport() -> None:
 
 def _check_shape(result: dict[str, Any], verdict: Verdict | None) -> None:
     assert result["object"] == "chat.completion"
-    assert list(result)[-1] == "verdict"
+    # the answer's own fields, then fastsse's: the verdict, and from a client the transfer's facts
+    assert list(result)[-2:] == ["verdict", "http"] if "http" in result else list(result)[-1] == "verdict"
+    if "http" in result:
+        assert result["http"]["status"] == 200 and result["http"]["error"] is None
     assert list(result["verdict"]) == VERDICT_KEYS
     if verdict is not None:
         assert type(verdict) is Verdict

@@ -91,6 +91,7 @@ def test_messages_request_and_fold(
         timeout=10,
     )
     verdict = result.pop("verdict")
+    assert result.pop("http")["status"] == 200
     assert result == vector["result"]
     assert verdict["complete"] is True and verdict["terminal"] == "message_stop"
     assert seen == [e["type"] for e in vector["events"]]
@@ -110,6 +111,7 @@ def test_responses_request_and_fold(formats_backend: SimpleNamespace, replay: Re
         {"model": "gpt-x", "input": "hi"}, api="responses", base_url=base(replay), api_key="k"
     )
     verdict = result.pop("verdict")
+    assert result.pop("http")["status"] == 200
     assert result == vector["result"]
     assert verdict["complete"] is True
     (request,) = replay.requests
@@ -158,6 +160,7 @@ def test_passthrough_hands_on_whole_events_unchanged(
     )
     assert b"".join(pieces) == body and all(p.endswith(b"\n\n") for p in pieces)
     result.pop("verdict")
+    assert result.pop("http")["error"] is None
     assert result == vector["result"]
     cut = PassThrough(api)
     half = body[: len(body) // 2 + 3]

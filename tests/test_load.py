@@ -491,7 +491,9 @@ def test_a_cut_or_failed_format_stream_is_never_a_success(
 
 
 @pytest.mark.parametrize("api", ["chat", "responses", "messages"])
-def test_an_answer_ended_by_its_limit_is_complete(server: Any, stream_backend: SimpleNamespace, api: str) -> None:
+def test_an_answer_ended_by_its_limit_is_complete(
+    server: Any, stream_backend: SimpleNamespace, api: str
+) -> None:
     # Without a chunk count the script stops at the limit: 5 tokens end the answer as each API ends one a
     # limit stopped (finish_reason "length", response.incomplete, stop_reason "max_tokens"): whole.
     doc = run(server, api=api, model="ttft_ms=0,itl_ms=0,chunks=none", requests=2, max_tokens=5)

@@ -129,24 +129,29 @@ def test_retry_after_forms(backend: Any) -> None:
     soon = formatdate(time.time() + 30, usegmt=True).encode()
     for value, want in ((b"0", 0.0), (b"120", 120.0), (b"soon", None), (b"-1", None), (b"\xc2\xb2", None)):
         resp = response(backend, b"HTTP/1.1 503 Busy", b"Retry-After: " + value)
-        assert resp.finish()["retry_after"] == want
-    dated = response(backend, b"HTTP/1.1 503 Busy", b"Retry-After: " + soon).finish()["retry_after"]
+        assert resp.finish()["http"]["retry_after"] == want
+    dated = response(backend, b"HTTP/1.1 503 Busy", b"Retry-After: " + soon).finish()["http"]["retry_after"]
     assert 20 <= dated <= 31
     past = formatdate(time.time() - 3600, usegmt=True).encode()
-    assert response(backend, b"HTTP/1.1 503 Busy", b"Retry-After: " + past).finish()["retry_after"] == 0.0
+    assert (
+        response(backend, b"HTTP/1.1 503 Busy", b"Retry-After: " + past).finish()["http"]["retry_after"]
+        == 0.0
+    )
     # retry-after-ms (the openai and anthropic SDKs read it first) wins over Retry-After
     both = response(backend, b"HTTP/1.1 429 Slow", b"Retry-After: 9", b"retry-after-ms: 250").finish()
-    assert both["retry_after"] == 0.25
+    assert both["http"]["retry_after"] == 0.25
     bad_ms = response(backend, b"HTTP/1.1 429 Slow", b"Retry-After: 9", b"retry-after-ms: nan").finish()
-    assert bad_ms["retry_after"] == 9.0
+    assert bad_ms["http"]["retry_after"] == 9.0
 
 
 def test_redirect_and_no_content(backend: Any) -> None:
     moved = response(
         backend, b"HTTP/1.1 308 Permanent", b"Location: https://h.test/v1/chat/completions"
     ).finish()
-    assert moved["status"] == 308 and moved["location"] == "https://h.test/v1/chat/completions"
-    assert "pw" not in moved["error"] and "***@h.test" in moved["error"]
+    assert (
+        moved["http"]["status"] == 308 and moved["http"]["location"] == "https://h.test/v1/chat/completions"
+    )
+    assert "pw" not in moved["http"]["error"] and "***@h.test" in moved["http"]["error"]
     assert not_a_stream(moved)["status"] == 308
     empty = response(backend, b"HTTP/1.1 204 No Content").finish()
     assert not_a_stream(empty)["status"] == 204 and empty["choices"] == []
@@ -240,7 +245,7 @@ def test_an_event_stream_get_reads_only_a_200_of_text_event_stream(backend: Any)
         return resp
 
     ok = answer(b"HTTP/1.1 200 OK", b"Content-Type: text/event-stream; charset=utf-8", body=b"data: 1\n\n")
-    assert ok.finish() == {"events": 1, "verdict": ok.stream.result()["verdict"]}
+    assert ok.finish() == {"events": 1, "verdict": ok.stream.result()["verdict"], "http": ok.http()}
     for lines, body, words in (
         ((b"HTTP/1.1 200 OK", b"Content-Type: text/html"), b"<html>", "not text/event-stream"),
         ((b"HTTP/1.1 200 OK",), b"data: 1\n\n", "not text/event-stream"),  # no sniffing

@@ -61,7 +61,7 @@ def test_a_429_forever_is_bounded_by_max_retries(stream_backend: Any) -> None:
     with RawServer(answers(status(429, b"retry-after-ms: 50"))) as raw:
         result = call(raw)
         assert len(raw.requests) == 3  # the first try and max_retries=2
-        assert result["status"] == 429 and result["timing"]["attempts"] == 3
+        assert result["http"]["status"] == 429 and result["timing"]["attempts"] == 3
         assert all(gap >= 0.045 for gap in gaps(raw)), gaps(raw)
         assert result["timing"]["retry_wait"] >= 0.09e9
     with RawServer(answers(status(429, b"retry-after-ms: 10"))) as raw:
@@ -95,7 +95,7 @@ def test_retry_after_forms(stream_backend: Any, header: bytes, waits: Any) -> No
         result = call(raw, max_retries=1)
         took = time.monotonic() - started
     if waits is None:
-        assert len(raw.requests) == 1 and result["retry_after"] == 99999.0 and took < 2
+        assert len(raw.requests) == 1 and result["http"]["retry_after"] == 99999.0 and took < 2
         return
     assert len(raw.requests) == 2
     (gap,) = gaps(raw)
@@ -113,13 +113,13 @@ def test_retry_after_ms_wins_over_retry_after(stream_backend: Any) -> None:
 
 def test_x_should_retry_overrides_the_status(stream_backend: Any) -> None:
     with RawServer(answers(status(503, b"x-should-retry: false", b"retry-after-ms: 10"))) as raw:
-        assert call(raw)["status"] == 503
+        assert call(raw)["http"]["status"] == 503
     assert len(raw.requests) == 1
     with RawServer(answers(status(400, b"x-should-retry: true", b"retry-after-ms: 10"), GOOD)) as raw:
         assert call(raw)["verdict"]["complete"]
     assert len(raw.requests) == 2
     with RawServer(answers(status(400, b"retry-after-ms: 10"))) as raw:
-        assert call(raw)["status"] == 400
+        assert call(raw)["http"]["status"] == 400
     assert len(raw.requests) == 1  # a 400 is the caller's: never retried by itself
 
 
@@ -150,7 +150,7 @@ def test_a_refused_connection_moves_to_the_fallback_at_once(
         result = fastsse.create_stream(
             CHAT, base_url=dead, api_key="x", fallbacks=[(raw.base_url, "other-key")], timing=True
         )
-    assert result["verdict"]["complete"] and result["upstream"] == raw.base_url
+    assert result["verdict"]["complete"] and result["http"]["upstream"] == raw.base_url
     # no backoff before a fresh upstream: what the engine waited is its queue's latency, not 5 s
     assert result["timing"]["attempts"] == 2 and result["timing"]["retry_wait"] < 1_000_000_000
     assert dict(raw.headers())["authorization"] == "Bearer other-key"
@@ -166,7 +166,7 @@ def test_fallbacks_in_order_then_backoff_rounds(stream_backend: Any) -> None:
         )
     # round 0: a, b (502); round 1: a (503), b (good)
     assert (len(a.requests), len(b.requests)) == (2, 2)
-    assert result["upstream"] == b.base_url and result["timing"]["attempts"] == 4
+    assert result["http"]["upstream"] == b.base_url and result["timing"]["attempts"] == 4
     assert dict(b.headers())["authorization"] == "Bearer x"  # a bare URL keeps the request's key
 
 
@@ -260,7 +260,7 @@ def test_the_deadline_bounds_every_attempt_and_wait(stream_backend: Any) -> None
         started = time.monotonic()
         result = call(raw, max_retries=10, timeout=1.0)
         took = time.monotonic() - started
-    assert result["status"] == 503 and 2 <= len(raw.requests) <= 3 and took < 1.5
+    assert result["http"]["status"] == 503 and 2 <= len(raw.requests) <= 3 and took < 1.5
 
 
 def test_backoff_is_full_jitter_below_a_doubling_cap() -> None:
@@ -311,7 +311,7 @@ def test_many_failing_at_once_spread_their_retries(stream_backend: Any) -> None:
 
         results = asyncio.run(main())
         arrivals = sorted(raw.arrivals)
-    assert len(arrivals) == 2 * n and all(r["status"] == 500 for r in results)
+    assert len(arrivals) == 2 * n and all(r["http"]["status"] == 500 for r in results)
     retries = arrivals[n:]
     spread = retries[-1] - retries[0]
     # full jitter below 0.5 s: the second wave is spread out, not one burst

@@ -120,13 +120,13 @@ def test_http_401_and_500(locked_server: Any, server: Any, stream_backend: Any) 
     denied = fastsse.create_stream(
         request("plain"), base_url=locked_server.base_url, api_key="wrong", timeout=20
     )
-    assert denied["status"] == 401 and isinstance(denied["error"], dict)
+    assert denied["http"]["status"] == 401 and isinstance(denied["http"]["error"], dict)
     allowed = fastsse.create_stream(
         request("plain"), base_url=locked_server.base_url, api_key=KEY, timeout=20
     )
     assert allowed["verdict"]["complete"] is True
     failed = call(server, "http-500")
-    assert failed["status"] == 500 and failed["error"]["type"]
+    assert failed["http"]["status"] == 500 and failed["http"]["error"]["type"]
 
 
 def test_environment_defaults(
@@ -168,7 +168,7 @@ def test_stall_past_the_timeout(server: Any, stream_backend: Any) -> None:
 
 def test_html_instead_of_sse(server: Any, stream_backend: Any) -> None:
     result = call(server, "html")
-    assert result["status"] == 200 and "<html>" in result["error"]
+    assert result["http"]["status"] == 200 and "<html>" in result["http"]["error"]
 
 
 def test_huge_event(server: Any, stream_backend: Any) -> None:

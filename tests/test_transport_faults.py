@@ -113,15 +113,15 @@ def test_ten_megabyte_event_at_the_end(server: Any, stream_backend: Any) -> None
 
 def test_html_with_status_200(server: Any, stream_backend: Any) -> None:
     result = call(server.base_url, "html", timeout=5)
-    assert result["status"] == 200
-    assert result["error"].lstrip().startswith("<!DOCTYPE html>")
+    assert result["http"]["status"] == 200
+    assert result["http"]["error"].lstrip().startswith("<!DOCTYPE html>")
 
 
 @pytest.mark.parametrize("status", [400, 401, 429, 500, 503])
 def test_http_error_status(server: Any, stream_backend: Any, status: int) -> None:
     result = call(server.base_url, f"http-{status}", timeout=5)
-    assert result["status"] == status
-    assert isinstance(result["error"], dict) and result["error"].get("message")
+    assert result["http"]["status"] == status
+    assert isinstance(result["http"]["error"], dict) and result["http"]["error"].get("message")
 
 
 # Faults scripted here, on raw sockets
@@ -263,9 +263,9 @@ def test_huge_error_body_is_kept_to_a_bound(stream_backend: Any) -> None:
         result, exc, elapsed = timed(lambda: call(raw.base_url, timeout=10))
     assert exc is None, exc
     assert elapsed < 10
-    assert result["status"] == 500
+    assert result["http"]["status"] == 500
     # Only the first MiB of the body is kept, so the JSON is cut and comes back as text.
-    assert isinstance(result["error"], str) and len(result["error"]) <= 1 << 20
+    assert isinstance(result["http"]["error"], str) and len(result["http"]["error"]) <= 1 << 20
 
 
 def _broken_chunked(conn: socket.socket) -> None:

@@ -386,9 +386,9 @@ def test_redirect_is_an_error_with_its_location(stream_backend: Any, status: int
     head = b"HTTP/1.1 %d Moved\r\nLocation: https://api.example.test/v1/chat/completions\r\n" % status
     with RawServer(answer(head)) as raw:
         result = call(raw.base_url)
-    assert result["status"] == status
-    assert result["location"] == "https://api.example.test/v1/chat/completions"
-    assert "redirect" in result["error"] and "base_url" in result["error"]
+    assert result["http"]["status"] == status
+    assert result["http"]["location"] == "https://api.example.test/v1/chat/completions"
+    assert "redirect" in result["http"]["error"] and "base_url" in result["http"]["error"]
     assert not_a_stream(result)["status"] == status and len(raw.requests) == 1  # not followed
     assert result["choices"] == []  # the streamed shape, with nothing in it
 
@@ -397,13 +397,13 @@ def test_redirect_with_a_page_is_still_a_redirect(stream_backend: Any) -> None:
     head = b"HTTP/1.1 301 Moved Permanently\r\nContent-Type: text/html\r\nLocation: https://h.test/\r\n"
     with RawServer(answer(head, b"<html><body>Moved</body></html>")) as raw:
         result = call(raw.base_url)
-    assert (result["status"], result["location"]) == (301, "https://h.test/")
+    assert (result["http"]["status"], result["http"]["location"]) == (301, "https://h.test/")
 
 
 def test_204_is_an_error_not_an_empty_answer(stream_backend: Any) -> None:
     with RawServer(answer(b"HTTP/1.1 204 No Content\r\n")) as raw:
         result = call(raw.base_url)
-    assert result["status"] == 204 and "204" in result["error"]
+    assert result["http"]["status"] == 204 and "204" in result["http"]["error"]
     assert not_a_stream(result)["status"] == 204 and result["choices"] == []
 
 
@@ -452,19 +452,19 @@ def test_retry_after_date_is_seconds_from_now(stream_backend: Any) -> None:
     head = b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\nRetry-After: " + when + b"\r\n"
     with RawServer(answer(head, b"down for maintenance")) as raw:
         result = call(raw.base_url)
-    assert result["status"] == 503 and result["error"] == "down for maintenance"
-    assert 110 <= result["retry_after"] <= 121
+    assert result["http"]["status"] == 503 and result["http"]["error"] == "down for maintenance"
+    assert 110 <= result["http"]["retry_after"] <= 121
 
 
 def test_no_retry_after_no_key(server: Any, stream_backend: Any) -> None:
     result = fastsse.create_stream(
         {"model": "http-500", "messages": []}, base_url=server.base_url, api_key="x", timeout=20
     )
-    assert result["status"] == 500 and result["retry_after"] is None
+    assert result["http"]["status"] == 500 and result["http"]["retry_after"] is None
     limited = fastsse.create_stream(
         {"model": "http-429", "messages": []}, base_url=server.base_url, api_key="x", timeout=20
     )
-    assert limited["status"] == 429 and limited["retry_after"] == 1.0
+    assert limited["http"]["status"] == 429 and limited["http"]["retry_after"] == 1.0
 
 
 # 6. Timeouts: <= 0 is an error, a fraction of a millisecond rounds up

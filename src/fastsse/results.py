@@ -2,12 +2,13 @@
 result and one per verdict. Plain dicts at run time (JSON-ready); nothing here costs a call.
 
 ``ChatResult`` is a ``chat.completion``, ``ResponsesResult`` a Responses ``response``,
-``MessagesResult`` a Messages ``message``, each with ``verdict`` (``ChatVerdictData`` /
-``FormatVerdictData``, both a ``VerdictData``) and, from a client, ``timing``
-(``fastsse.Timing``). The keys marked "no stream" are present only when the answer was no stream
-(an HTTP error, a redirect, a 204, a page): ``error``, ``status`` (the HTTP status; a Responses
-result's own ``status`` is the response's), ``retry_after`` and, for a redirect, ``location``. Providers' own top-level fields are kept as they came, so the dicts are
-not closed (``total=False`` where a key may be missing).
+``MessagesResult`` a Messages ``message``: the API's answer as the API shapes it, untouched. fastsse's
+own facts sit under three reserved keys beside it: ``verdict`` (``ChatVerdictData`` /
+``FormatVerdictData``, both a ``VerdictData``), ``http`` (``HttpData``: the status, ``retry_after``,
+``location``, the ``upstream`` that answered, and the ``error`` of an answer that was no stream;
+present on every client result, status 200 for a stream) and, from a client, ``timing``
+(``fastsse.Timing``). Providers' own top-level fields are kept as they came, so the dicts are not
+closed (``total=False`` where a key may be missing).
 """
 
 from __future__ import annotations
@@ -20,8 +21,8 @@ __all__ = [
     "ChatResult",
     "ChatVerdictData",
     "FormatVerdictData",
+    "HttpData",
     "MessagesResult",
-    "NoStream",
     "ResponsesResult",
     "VerdictData",
 ]
@@ -58,16 +59,25 @@ class FormatVerdictData(VerdictData):
     departures: list[str]
 
 
-class NoStream(TypedDict, total=False):
-    """The keys an answer that was no stream adds to its API's (empty) result."""
+class HttpData(TypedDict):
+    """``result["http"]``: the transfer's facts, on every result a client returns."""
 
-    error: Any  # the server's error object (its "error" member), else the parsed body, else its text
+    status: int  # the HTTP status (200 for a stream; 0 when no status line came)
     retry_after: float | None  # seconds: retry-after-ms, else Retry-After; None if neither
-    location: str  # a redirect's Location (redirects are not followed)
+    location: str | None  # the Location header (a redirect's target: redirects are not followed)
+    upstream: str | None  # the base URL that answered (the first, or a fallback), credentials hidden
+    error: Any  # None for a stream; an answer that was no stream: the server's error object (its
+    # "error" member), else the parsed body, else its text, else the verdict's why
+
+
+class _Facts(TypedDict, total=False):
+    """The keys fastsse adds beside every API's answer."""
+
+    http: HttpData
     timing: Timing  # from a client (or timing=True)
 
 
-class ChatResult(NoStream, total=False):
+class ChatResult(_Facts, total=False):
     """A folded chat stream: a ``chat.completion`` with its verdict."""
 
     id: str | None
@@ -78,13 +88,12 @@ class ChatResult(NoStream, total=False):
     usage: dict[str, Any] | None
     system_fingerprint: str | None
     service_tier: str | None
-    status: int  # no stream: the HTTP status
     verdict: ChatVerdictData
 
 
-class ResponsesResult(NoStream, total=False):
+class ResponsesResult(_Facts, total=False):
     """A folded Responses stream: a ``response`` with its verdict (``status`` is the response's
-    own status, or the HTTP status when the answer was no stream)."""
+    own status; the HTTP status is ``http["status"]``)."""
 
     id: str | None
     object: str  # "response"
@@ -93,11 +102,11 @@ class ResponsesResult(NoStream, total=False):
     output: list[dict[str, Any]]
     usage: dict[str, Any] | None
     incomplete_details: dict[str, Any] | None
-    status: str | int | None  # the response's status; no stream: the HTTP status
+    status: str | None  # the response's own status
     verdict: FormatVerdictData
 
 
-class MessagesResult(NoStream, total=False):
+class MessagesResult(_Facts, total=False):
     """A folded Messages stream: a ``message`` with its verdict."""
 
     id: str | None
@@ -108,5 +117,4 @@ class MessagesResult(NoStream, total=False):
     stop_reason: str | None
     stop_sequence: str | None
     usage: dict[str, Any] | None
-    status: int  # no stream: the HTTP status
     verdict: FormatVerdictData

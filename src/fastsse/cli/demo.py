@@ -173,8 +173,8 @@ def _why_incomplete(result: dict[str, Any]) -> str:
 
 
 def _http_error(result: dict[str, Any]) -> str:
-    error = result.get("error")
-    status = f"HTTP {result['status']}"
+    error = result["http"]["error"]
+    status = f"HTTP {result['http']['status']}"
     if isinstance(error, str):  # a body that is not an error object: a page, a document, a text
         body = error.encode("utf-8", "replace")
         first = error.strip().split("\n", 1)[0]
@@ -238,10 +238,9 @@ def main(argv: list[str] | None = None) -> int:
                 out.flush()
                 return fail("demo", str(exc))  # no answer began: nothing to show
             cut = f"the transfer failed mid-stream: {exc}"
-    if isinstance(
-        result.get("status"), int
-    ):  # an HTTP error (or a page instead of a stream): no answer to print
-        if result["status"] == 404:  # the URL tried, and the /v1 a base URL most often lacks
+    http = result.get("http") or {}
+    if http.get("error") is not None:  # an HTTP error (or a page instead of a stream): no answer to print
+        if http["status"] == 404:  # the URL tried, and the /v1 a base URL most often lacks
             return fail("demo", f"{endpoint(base_url)}: {_http_error(result)}{not_found(base_url)}", 1)
         return fail("demo", f"{base_url}: {_http_error(result)}", 1)
     printer.finish(result)

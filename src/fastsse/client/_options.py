@@ -251,7 +251,7 @@ OPTIONS: Final[tuple[Option, ...]] = (
         None,
         BOTH,
         "base URLs (or (base_url, api_key) pairs) tried in order after a retryable failure; "
-        'the result\'s "upstream" names the one that answered',
+        'the result\'s http["upstream"] names the one that answered',
         _fallbacks,
     ),
     Option(

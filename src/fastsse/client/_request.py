@@ -803,10 +803,11 @@ class Response:
         """The result of the finished transfer, given curl's result ``code`` (0: OK) and message.
 
         Whatever the answer, the result has one shape: the API's whole answer folded by the
-        stream, with ``"verdict"``. An answer that is no stream (an HTTP error, a redirect, a
-        204, a body that is neither a stream nor JSON) adds ``"error"``, ``"status"`` and
-        ``"retry_after"`` and a verdict that says why; a JSON answer (a server that ignored
-        ``stream``) is folded as the one-event stream it stands for.
+        stream, with ``"verdict"`` and ``"http"`` (``http()``: the status, ``retry_after``,
+        ``location``, ``upstream``, and ``error``, which is not None exactly when the answer was
+        no stream: an HTTP error, a redirect, a 204, a body that is neither a stream nor JSON; its
+        verdict says why). A JSON answer (a server that ignored ``stream``) is folded as the
+        one-event stream it stands for.
 
         It raises whatever a callback caught (on_chunk's exception, EventTooLarge) unchanged;
         TransportError (``.code``, ``.result`` the partial fold) if curl failed and the transfer was
@@ -823,8 +824,10 @@ class Response:
                 if message
                 else _CURL_WORDS.get(code, "the transfer failed")
             )
+            partial = dict(self.stream.result())
+            partial["http"] = self.http()
             raise TransportError(
-                f"{self.spec.display_url}: {text} (curl error {code})", result=self.stream.result(), code=code
+                f"{self.spec.display_url}: {text} (curl error {code})", result=partial, code=code
             )
         status = self.status
         if 300 <= status < 400 or status == 204:
@@ -838,7 +841,22 @@ class Response:
         if self.mode == "json":
             return self._json_answer(bytes(self.body))
         self.stream.close()
-        return dict(self.stream.result())
+        result = dict(self.stream.result())
+        result["http"] = self.http()
+        return result
+
+    def http(self, error: Any = None) -> dict[str, Any]:
+        """``result["http"]``: the transfer's facts beside the API's answer. ``status`` (0 before a
+        status line), ``retry_after`` (``retry_after()``), ``location`` (the ``Location`` header,
+        or None), ``upstream`` (the base URL that answered, set by the engine) and ``error``: the
+        error of an answer that was no stream, None for a stream."""
+        return {
+            "status": self.status,
+            "retry_after": self.retry_after(),
+            "location": self.headers.get("location"),
+            "upstream": None,
+            "error": error,
+        }
 
     def retry_after(self) -> float | None:
         """Seconds the server asked to wait: ``retry-after-ms``, else ``Retry-After`` (seconds or
@@ -852,17 +870,13 @@ class Response:
         value = headers.get("retry-after")
         return None if value is None else _retry_after(value)
 
-    def _not_a_stream(
-        self, status: int, error: Any, why: str, body: bytes = b"", **extra: Any
-    ) -> dict[str, Any]:
-        """The result of an answer that is no stream: the stream's (empty) fold, with the error,
-        the status and ``retry_after``, and a verdict that says ``why``; or HTTPStatusError."""
+    def _not_a_stream(self, status: int, error: Any, why: str, body: bytes = b"") -> dict[str, Any]:
+        """The result of an answer that is no stream: the stream's (empty) fold, with ``http``
+        holding its error (``why`` when the body named none) and a verdict that says ``why``; or
+        HTTPStatusError."""
         result = dict(self.stream.result())
-        retry_after = self.retry_after()
-        result["error"] = error
-        result["status"] = status
-        result["retry_after"] = retry_after
-        result.update(extra)
+        http = result["http"] = self.http(error if error is not None else why)
+        retry_after = http["retry_after"]
         verdict = result.get("verdict")
         if isinstance(verdict, dict):
             verdict["complete"] = False
@@ -874,7 +888,7 @@ class Response:
                 status=status,
                 headers=dict(self.headers),
                 body=body,
-                error=error,
+                error=http["error"],
                 retry_after=retry_after,
                 result=result,
             )
@@ -890,7 +904,7 @@ class Response:
             f"{self.spec.display_url} answered {status}, a redirect to {where}, which is not followed: "
             "base_url is probably wrong (e.g. http:// where https:// is served)"
         )
-        return self._not_a_stream(status, message, f"HTTP {status}: a redirect to {where}", location=location)
+        return self._not_a_stream(status, message, f"HTTP {status}: a redirect to {where}")
 
     def _error(self, status: int, body: bytes) -> dict[str, Any]:
         try:

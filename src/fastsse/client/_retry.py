@@ -74,12 +74,18 @@ def retryable(outcome: Any, headers: dict[str, str]) -> bool:
     if isinstance(outcome, TransportError):
         return outcome.code in RETRY_CODES
     if isinstance(outcome, dict):
-        status = outcome.get("status")
-        if isinstance(status, int):
-            return retryable_status(status, headers.get("x-should-retry"))
+        http = no_stream(outcome)
+        if http is not None:
+            return retryable_status(http["status"], headers.get("x-should-retry"))
         verdict = outcome.get("verdict")
         return isinstance(verdict, dict) and bool(verdict.get("error"))  # an in-band error (the gate)
     return False
+
+
+def no_stream(result: dict[str, Any]) -> dict[str, Any] | None:
+    """A result's ``http`` when the answer was no stream (its ``error`` is set), else None."""
+    http = result.get("http")
+    return http if isinstance(http, dict) and http.get("error") is not None else None
 
 
 def should_retry(outcome: Any, /) -> bool:

@@ -260,8 +260,9 @@ class _Engine:
                 )
                 specs.append(self.prepare(request, other))
             job.specs = tuple(specs)
-            bases = [merged.base_url or spec.display_url] + [base for base, _ in merged.fallbacks]
-            job.bases = tuple(redact(base) for base in bases)
+        # result["http"]["upstream"]: the base URL that answered (the first, or a fallback)
+        bases = [merged.base_url or spec.display_url] + [base for base, _ in merged.fallbacks or ()]
+        job.bases = tuple(redact(base) for base in bases)
         return job
 
     def source_job(self, spec: RequestSpec, on_event: Any, decoder: Any) -> _Job:
@@ -443,8 +444,8 @@ class _Engine:
             with contextlib.suppress(Exception):  # the last attempt: the caller sees what it held
                 gate.release()
         target = outcome.result if isinstance(outcome, (TransportError, HTTPStatusError)) else outcome
-        if job.bases and isinstance(target, dict):
-            target["upstream"] = job.bases[job.upstream]
+        if job.bases and isinstance(target, dict) and isinstance(target.get("http"), dict):
+            target["http"]["upstream"] = job.bases[job.upstream]
         if job.timing and job.stream is not None:
             timing = job.stream.timing()
             timing["queued"] = job.queued
@@ -531,12 +532,13 @@ class _Engine:
         judged = outcome.result if isinstance(outcome, HTTPStatusError) else outcome
         if not _retry.retryable(judged, response.headers):
             return None
-        if gate is None and isinstance(judged, dict) and "status" not in judged:
+        if gate is None and isinstance(judged, dict) and _retry.no_stream(judged) is None:
             return None  # an in-band error is the gate's to retry
         if job.upstream + 1 < len(job.specs):
             wait: float | None = 0.0  # the next upstream has not failed: no reason to wait
         elif job.round < job.retries:
-            retry_after = judged.get("retry_after") if isinstance(judged, dict) else None
+            http = _retry.no_stream(judged) if isinstance(judged, dict) else None
+            retry_after = http["retry_after"] if http is not None else None
             wait = _retry.wait_for(job.round, retry_after)
         else:
             return None

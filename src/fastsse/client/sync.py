@@ -54,11 +54,11 @@ def create_stream(
     request on a ``fastsse.Client`` of its own, made and closed by this call; ``Client.create_stream``
     and ``AsyncClient.create_stream`` take the same arguments. The result is a ``chat.completion``
     (``api="responses"``: a ``response``; ``api="messages"``: a ``message``) with ``"verdict"``
-    (was the answer whole, and if not ``why``); with ``timing=True`` also ``"timing"`` (a client's
-    results carry it by default). An answer that is no stream (an
-    HTTP error, a redirect, a 204, a page) has the same shape plus ``"error"``, ``"status"`` and
-    ``"retry_after"``, and a verdict whose ``why`` says what came; with ``raise_for_status=True``
-    it raises HTTPStatusError instead. A JSON answer (a server that ignored ``stream``) is folded
+    (was the answer whole, and if not ``why``) and ``"http"`` (``status``, ``retry_after``,
+    ``location``, ``upstream``, ``error``); with ``timing=True`` also ``"timing"`` (a client's
+    results carry it by default). An answer that is no stream (an HTTP error, a redirect, a 204, a
+    page) has the same shape, its ``http["error"]`` set and a verdict whose ``why`` says what came;
+    with ``raise_for_status=True`` it raises HTTPStatusError instead. A JSON answer (a server that ignored ``stream``) is folded
     as the stream it stands for.
 
     ``on_chunk(chunk)`` is called on this thread for every parsed chunk (or event) as it arrives,

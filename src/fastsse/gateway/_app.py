@@ -984,12 +984,15 @@ class Gateway:
         self._timing(record, arrived, 0, result)
         record["tokens_in"], record["tokens_out"] = tokens_of(result)
         record["_folded"] = folded(result)
+        # the API's answer goes on; fastsse's facts (verdict, timing, http) stay here
         verdict = result.pop("verdict")
         result.pop("timing", None)
-        result.pop("upstream", None)
-        error = result.get("error")  # a Responses answer has the field, null when it went well
-        if up.api != "responses":
-            result.pop("error", None)
+        http = result.pop("http", None) or {}
+        error = http.get("error")  # an answer that was no stream
+        if error is None:
+            # the answer's own error: a Responses answer has the field (null when it went well),
+            # a chat or Messages fold holds one only when the stream sent it
+            error = result.get("error") if up.api == "responses" else result.pop("error", None)
         if error is not None or not verdict.get("complete"):
             why = "the upstream answered an error" if error is not None else unfinished_why(verdict)
             status, payload = translate.error(

@@ -334,10 +334,11 @@ class _FastsseThreads(Peer):
                 headers=self.headers or None,
                 timeout=self.timeout,
             )
-            rec.status = int(result.get("status") or 200)
+            http = result.get("http") or {}
+            rec.status = int(http.get("status") or 200)
             verdict = result.get("verdict") or {}
             rec.done = bool(verdict.get("complete"))
-            if result.get("error") is not None:
+            if http.get("error") is not None or verdict.get("error"):
                 rec.error = f"http {rec.status}" if rec.status >= 400 else "stream error"
         except Exception as exc:
             rec.error = f"{type(exc).__name__}: {exc}"

@@ -208,8 +208,9 @@ def _from_result(index: int, result: dict[str, Any], sent_stamps: list[int], que
             value = next((usage[n] for n in names if isinstance(usage.get(n), int)), None)
             if value is not None:
                 setattr(out, field, value)
-    status = result.get("status")
-    out.status = status if isinstance(status, int) else (200 if not exc or out.reads else 0)
+    http = result.get("http") or {}
+    status = http.get("status")
+    out.status = status if isinstance(status, int) and status else (200 if not exc or out.reads else 0)
     verdict = result.get("verdict") or {}
     if exc is not None:
         code = getattr(exc, "code", None)
