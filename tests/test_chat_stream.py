@@ -346,6 +346,7 @@ def test_result_is_json_data(backend: SimpleNamespace) -> None:
         "skipped": 0,
         "ignored": 0,
         "malformed": 0,
+        "stop_reason": "stop",
         "done": True,
         "finish_reasons": ["stop"],
         "unknown_parts": 0,

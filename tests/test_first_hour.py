@@ -30,6 +30,7 @@ VERDICT_KEYS = [
     "skipped",
     "ignored",
     "malformed",
+    "stop_reason",
     "done",
     "finish_reasons",
     "unknown_parts",

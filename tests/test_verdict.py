@@ -25,6 +25,7 @@ SHARED = [
     "skipped",
     "ignored",
     "malformed",
+    "stop_reason",
 ]
 
 FINISHED = b'data: {"choices":[{"index":0,"delta":{"content":"Hi"},"finish_reason":"stop"}]}\n\n'
@@ -195,3 +196,42 @@ def test_a_json_answer_has_the_streamed_shape(stream_backend: SimpleNamespace, a
     else:
         assert result["content"] == answer["content"] and result["stop_reason"] == "tool_use"
         assert verdict["departures"] == []
+
+
+# stop_reason: why the model stopped, in its API's words, from the hand-written vectors' expected
+# answers (tests/vectors/formats, written from the API references): Responses' incomplete_details
+# reason, else its status; Messages' stop_reason. None while no terminal event said.
+@pytest.mark.parametrize("api", ["responses", "messages"])
+def test_stop_reason_is_the_apis_own_word(stream_backend: Any, api: str) -> None:
+    from _formats_helpers import fold_stream, frame, load_vectors
+
+    seen = set()
+    for vector in load_vectors(api):
+        _, verdict = fold_stream(stream_backend, api, frame(vector["events"], named=True), None)
+        answer = vector["result"]
+        if api == "messages":
+            want = answer.get("stop_reason")
+        elif verdict.terminal is None:
+            want = None
+        else:
+            want = (answer.get("incomplete_details") or {}).get("reason") or answer.get("status")
+        assert verdict.stop_reason == want, vector["name"]
+        seen.add(want)
+    # the vectors hold a limit's end and a normal end in each API
+    assert (
+        {"max_output_tokens", "completed"} <= seen
+        if api == "responses"
+        else {"max_tokens", "end_turn"} <= seen
+    )
+
+
+def test_a_length_limit_is_a_stop_reason_not_an_incomplete_answer(stream_backend: Any) -> None:
+    limited = b'data: {"choices":[{"index":0,"delta":{"content":"Hi"},"finish_reason":"length"}]}\n\ndata: [DONE]\n\n'
+    stream = stream_backend.ChatStream()
+    stream.write(limited)
+    verdict = stream.verdict
+    assert (verdict.complete, verdict.stop_reason, verdict.why) == (True, "length", None)
+    early = stream_backend.ChatStream()
+    early.write(OPEN)
+    assert early.verdict.stop_reason is None
+    assert early.result()["verdict"]["stop_reason"] is None

@@ -20,7 +20,11 @@ class Verdict:
     ``too_large`` (an event passed ``max_event_bytes``) and ``truncated`` (the bytes ended inside
     an event, or the transfer broke). The counters: ``skipped`` payloads that were not a JSON
     object, ``ignored`` payloads after the end (``[DONE]``, the terminal event, an error),
-    ``malformed`` values of the wrong type that were dropped.
+    ``malformed`` values of the wrong type that were dropped. ``stop_reason``: why the model
+    stopped, in its API's words, or None before it said: chat's ``finish_reason`` (the first
+    choice's), a Responses answer's ``incomplete_details.reason`` or else its ``status``, a
+    Messages answer's ``stop_reason``. A length limit is a ``stop_reason`` (``"length"``,
+    ``"max_output_tokens"``, ``"max_tokens"``), not an incomplete answer.
     """
 
     complete: bool
@@ -33,3 +37,4 @@ class Verdict:
     skipped: int = 0
     ignored: int = 0
     malformed: int = 0
+    stop_reason: str | None = None

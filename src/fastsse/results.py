@@ -41,6 +41,7 @@ class VerdictData(TypedDict):
     skipped: int
     ignored: int
     malformed: int
+    stop_reason: str | None  # finish_reason / incomplete_details.reason or status / stop_reason
 
 
 class ChatVerdictData(VerdictData):

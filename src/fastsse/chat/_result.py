@@ -176,6 +176,7 @@ def make_verdict(
         skipped=skipped,
         ignored=ignored,
         malformed=malformed,
+        stop_reason=reasons[0] if reasons else None,
         unknown_parts=unknown_parts,
     )
 

@@ -116,6 +116,7 @@ def make_verdict(
         complete=why is None,
         terminal=name,
         status=reason if isinstance(reason, str) else None,
+        stop_reason=reason if isinstance(reason, str) else None,
         why=why,
         usage=usage is not None,
         error=error is not None,

@@ -145,12 +145,22 @@ def make_verdict(
     if error is None and terminal == "response.failed":
         error = top.get("error") or {}
     why = why_not(terminal, error, aborted, too_large, truncated, detail)
+    details = top.get("incomplete_details")
+    limit = details.get("reason") if isinstance(details, dict) else None
     return FormatVerdict(
         # response.incomplete (max_output_tokens, content_filter) ends an answer as the API ends
         # one a limit stopped, as chat's finish_reason "length" and Messages' "max_tokens" do: whole
         complete=why is None and terminal in WHOLE,
         terminal=terminal,
         status=status if isinstance(status, str) else None,
+        # why it stopped, once a terminal event said: the limit that ended it, else its status
+        stop_reason=None
+        if terminal is None
+        else limit
+        if isinstance(limit, str)
+        else status
+        if isinstance(status, str)
+        else None,
         why=why,
         usage=top.get("usage") is not None,
         error=error is not None,
