@@ -319,40 +319,14 @@ HOSTILE: list[tuple[str, bytes, dict[str, tuple[int, int, set[str], str | None]]
     # "data: " with nothing after it is an event whose data is empty (the WHATWG buffer holds a LF)
     ("empty", b"", dict.fromkeys(("responses", "messages"), NOT_AN_OBJECT)),
 ]
-# Where the folds depart from the rule above today (the same on both backends): kept visible.
-KNOWN = {
-    (
-        "responses",
-        "item-added-bad-fields",
-    ): "an item without a type is made from an item that is not an object",
-    (
-        "responses",
-        "completed-output-not-items",
-    ): "entries of a terminal output that are not items go uncounted",
-    (
-        "responses",
-        "part-done-bad-fields",
-    ): "a refusal and annotations of the wrong type are dropped uncounted",
-    (
-        "responses",
-        "summary-part-not-an-object",
-    ): "the unannounced item is made a message, not a reasoning item",
-    (
-        "messages",
-        "block-start-bad-fields",
-    ): "a block without a type is made from a start with no usable block",
-    ("messages", "message-start-bad-fields"): "message_start's content [1] is kept as a block, uncounted",
-}
 
 
 def _hostile_cases() -> list[Any]:
-    cases = []
-    for name, payload, expected in HOSTILE:
-        for api in ("responses", "messages"):
-            why = KNOWN.get((api, name))
-            marks = [pytest.mark.xfail(reason=why, strict=True)] if why else []
-            cases.append(pytest.param(api, payload, expected[api], id=f"{api}-{name}", marks=marks))
-    return cases
+    return [
+        pytest.param(api, payload, expected[api], id=f"{api}-{name}")
+        for name, payload, expected in HOSTILE
+        for api in ("responses", "messages")
+    ]
 
 
 def _texts(node: Any) -> list[str]:
@@ -370,32 +344,58 @@ def _texts(node: Any) -> list[str]:
 TEXT_FIELDS = ("text", "refusal", "thinking", "arguments", "partial_json")
 
 
-@pytest.mark.parametrize(("api", "payload", "expected"), _hostile_cases())
-def test_hostile_values_are_dropped_and_counted(
-    backend: SimpleNamespace, api: str, payload: bytes, expected: tuple[int, int, set[str], str | None]
-) -> None:
-    skipped, malformed, departures, terminal = expected
+def _fold_hostile(backend: SimpleNamespace, api: str, payload: bytes, skipped: int) -> tuple[Any, Any, Any]:
+    """The payload folded by the aggregator and by the fused stream: (aggregator, stream, result)."""
     agg_cls, stream_cls = classes(backend, api)
     agg = agg_cls()
     assert agg.feed_data(payload) is (skipped == 0)  # True if folded
     stream = stream_cls()
     assert stream.write(b"data: " + payload + b"\n\n") is None  # tolerated: the stream goes on
     stream.close()
-    result = agg.result()
+    return agg, stream, agg.result()
+
+
+# Each rule of the comment above is a test of its own, so a fold that breaks one is named by it.
+@pytest.mark.parametrize(("api", "payload", "expected"), _hostile_cases())
+def test_hostile_values_are_counted(
+    backend: SimpleNamespace, api: str, payload: bytes, expected: tuple[int, int, set[str], str | None]
+) -> None:
+    skipped, malformed, _, _ = expected
+    agg, stream, _ = _fold_hostile(backend, api, payload, skipped)
     for verdict in (agg.verdict, stream.verdict):
         assert (verdict.skipped, verdict.malformed, verdict.ignored) == (skipped, malformed, 0)
+
+
+@pytest.mark.parametrize(("api", "payload", "expected"), _hostile_cases())
+def test_hostile_values_are_tolerated_and_recorded(
+    backend: SimpleNamespace, api: str, payload: bytes, expected: tuple[int, int, set[str], str | None]
+) -> None:
+    skipped, _, departures, terminal = expected
+    agg, stream, result = _fold_hostile(backend, api, payload, skipped)
+    for verdict in (agg.verdict, stream.verdict):
         assert departures <= set(verdict.departures)
         assert (verdict.terminal, verdict.complete) == (terminal, terminal is not None)
         assert verdict.why == (None if terminal else "no terminal event")
     assert {k: v for k, v in stream.result().items() if k != "verdict"} == result
+
+
+@pytest.mark.parametrize(("api", "payload", "expected"), _hostile_cases())
+def test_hostile_values_keep_the_apis_shape(
+    backend: SimpleNamespace, api: str, payload: bytes, expected: tuple[int, int, set[str], str | None]
+) -> None:
+    _, _, result = _fold_hostile(backend, api, payload, expected[0])
     blocks = result["output"] if api == "responses" else result["content"]
     assert result["object" if api == "responses" else "type"] == (
         "response" if api == "responses" else "message"
     )
     assert [b for b in blocks if not (isinstance(b, dict) and isinstance(b.get("type"), str))] == []
     assert "".join(_texts(result)) == ""
-    if api == "responses" and b"reasoning_summary" in payload:  # a summary part implies a reasoning item
-        assert [b["type"] for b in blocks] == ["reasoning"]
+
+
+def test_a_summary_part_implies_a_reasoning_item(backend: SimpleNamespace) -> None:
+    payload = b'{"type": "response.reasoning_summary_part.added", "summary_index": 2, "part": 1}'
+    _, _, result = _fold_hostile(backend, "responses", payload, 0)
+    assert [b["type"] for b in result["output"]] == ["reasoning"]
 
 
 def test_backends_expose_the_folds() -> None:

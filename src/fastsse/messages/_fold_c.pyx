@@ -23,7 +23,7 @@ from .._native.reader cimport Span, decode, next_member, read_key, read_plain, r
 
 from ..fold import CONTENT, REASONING
 from ..fold import MAX_INDEX, format_verdict_dict, is_done, joined
-from ._result import BLOCK_OF_DELTA, build_message, event_error, tool_input
+from ._result import BLOCK_OF_DELTA, build_message, event_error, start_content, tool_input
 from ._result import make_verdict as _make_verdict
 from ._result import token_kind as _token_kind
 
@@ -350,6 +350,10 @@ Folds the events of an Anthropic Messages stream into the message the API return
                 continue
             if key == "usage":
                 self._merge_usage(value)
+            elif key == "content":
+                kept, bad = start_content(value)
+                self._fields[key] = kept
+                self._malformed += bad
             else:
                 self._fields[key] = value
         return 0
@@ -383,8 +387,8 @@ Folds the events of an Anthropic Messages stream into the message the API return
         cdef object block = _get(ev, "content_block")
         cdef _Block b
         if type(block) is not dict:
-            self._malformed += 1
-            block = {}
+            self._malformed += 1  # no block to make: a content block always has a type
+            return 0
         found = self._blocks.get(index)
         if found is None:
             b = _Block(index)

@@ -11,7 +11,7 @@ import orjson
 
 from ..fold import FormatVerdict, is_done, is_index, joined, loads
 from ..fold._stream_py import FoldCounters, FoldStream, OnEvent, check_payload
-from ._result import BLOCK_OF_DELTA, build_message, event_error, tool_input
+from ._result import BLOCK_OF_DELTA, build_message, event_error, start_content, tool_input
 from ._result import make_verdict as _make_verdict
 from ._result import token_kind as _token_kind
 
@@ -214,6 +214,9 @@ class MessagesAggregator(FoldCounters):
                 continue
             if key == "usage":
                 self._merge_usage(value)
+            elif key == "content":
+                self._fields[key], bad = start_content(value)
+                self._malformed += bad
             else:
                 self._fields[key] = value
 
@@ -243,8 +246,8 @@ class MessagesAggregator(FoldCounters):
         index = self._index(ev)
         block = ev.get("content_block")
         if type(block) is not dict:
-            self._malformed += 1
-            block = {}
+            self._malformed += 1  # no block to make: a content block always has a type
+            return
         b = self._blocks.get(index)
         if b is None:
             b = self._blocks[index] = _Block(index)

@@ -60,6 +60,16 @@ def build_block(b: Any) -> dict[str, Any]:
     return out
 
 
+def start_content(value: Any) -> tuple[list[Any], int]:
+    """The content blocks a ``message_start`` carries that are blocks (an object with a string
+    ``type``), and how many entries were not (a value that is no list counts one): each fold keeps
+    the first and adds the second to ``malformed``."""
+    if type(value) is not list:
+        return [], 1
+    kept = [b for b in value if type(b) is dict and type(b.get("type")) is str]
+    return kept, len(value) - len(kept)
+
+
 def build_message(
     fields: dict[str, Any], usage: dict[str, Any] | None, blocks: dict[int, Any], error: Any
 ) -> dict[str, Any]:

@@ -419,6 +419,7 @@ Folds the events of an OpenAI Responses stream into the object the API returns w
             if terminal and type(output) is list:
                 for i, item in enumerate(<list>output):
                     if type(item) is not dict:
+                        self._malformed += 1  # an entry that is no item: dropped, counted
                         continue
                     held = self._items.get(i)
                     if held is None:
@@ -461,10 +462,11 @@ Folds the events of an OpenAI Responses stream into the object the API returns w
     cdef int _item_event(self, dict ev, bint done) except -1:
         cdef object item = _get(ev, "item")
         cdef _Item it
-        if type(item) is not dict:
-            self._malformed += 1
-            item = {}
         cdef object index = _get(ev, "output_index")
+        if type(item) is not dict:
+            # no item to make: an output item always has a type, and this event names none
+            self._malformed += 1 + (not _is_index(index))
+            return 0
         if not _is_index(index):
             self._malformed += 1
             item_id = (<dict>item).get("id")
@@ -523,7 +525,10 @@ Folds the events of an OpenAI Responses stream into the object the API returns w
             self._malformed += 1
             part = {}
         ptype = (<dict>part).get("type")
-        cdef _Item it = self._item(ev, ITEM_OF_PART.get(ptype, "message") if type(ptype) is str else "message")
+        # a summary part belongs to a reasoning item; a content part's type names its item's
+        cdef _Item it = self._item(
+            ev, "reasoning" if not content else ITEM_OF_PART.get(ptype, "message") if type(ptype) is str else "message"
+        )
         cdef dict parts = it.parts if content else it.summary
         index = self._index(ev, key)
         found = parts.get(index)
@@ -538,12 +543,20 @@ Folds the events of an OpenAI Responses stream into the object the API returns w
         whole = (<dict>part).get(p.text_key)
         if type(whole) is str:
             self._done_text(p, whole)
+        elif whole is not None:
+            self._malformed += 1
         value = (<dict>part).get("annotations")
-        if type(value) is list and (p.annotations is None or len(p.annotations) < len(<list>value)):
-            p.annotations = list(value)
+        if type(value) is list:
+            if p.annotations is None or len(p.annotations) < len(<list>value):
+                p.annotations = list(value)
+        elif value is not None:
+            self._malformed += 1
         value = (<dict>part).get("logprobs")
-        if type(value) is list and (p.logprobs is None or len(p.logprobs) < len(<list>value)):
-            p.logprobs = list(value)
+        if type(value) is list:
+            if p.logprobs is None or len(p.logprobs) < len(<list>value):
+                p.logprobs = list(value)
+        elif value is not None:
+            self._malformed += 1
         return 0
 
     cdef int _done_text(self, _Part p, str whole) except -1:

@@ -247,6 +247,7 @@ class ResponsesAggregator(FoldCounters):
             if kind in TERMINAL and type(output) is list:
                 for i, item in enumerate(output):
                     if type(item) is not dict:
+                        self._malformed += 1  # an entry that is no item: dropped, counted
                         continue
                     held = self._items.get(i)
                     if held is None:
@@ -281,9 +282,11 @@ class ResponsesAggregator(FoldCounters):
 
     def _item_event(self, ev: dict[str, Any], done: bool) -> None:
         item = ev.get("item")
+        index = ev.get("output_index")
         if type(item) is not dict:
-            self._malformed += 1
-            item = {}
+            # no item to make: an output item always has a type, and this event names none
+            self._malformed += 1 + (not is_index(index))
+            return
         index = ev.get("output_index")
         if not is_index(index):
             self._malformed += 1
@@ -335,7 +338,15 @@ class ResponsesAggregator(FoldCounters):
             self._malformed += 1
             part = {}
         ptype = part.get("type")
-        it = self._item(ev, ITEM_OF_PART.get(ptype, "message") if type(ptype) is str else "message")
+        # a summary part belongs to a reasoning item; a content part's type names its item's
+        assumed = (
+            "reasoning"
+            if which == "summary"
+            else ITEM_OF_PART.get(ptype, "message")
+            if type(ptype) is str
+            else "message"
+        )
+        it = self._item(ev, assumed)
         parts = it.parts if which == "content" else it.summary
         index = self._index(ev, key)
         p = parts.get(index)
@@ -348,10 +359,15 @@ class ResponsesAggregator(FoldCounters):
         whole = part.get(p.text_key)
         if type(whole) is str:
             self._done_text(p, whole)
+        elif whole is not None:
+            self._malformed += 1
         for field in ("annotations", "logprobs"):
             value = part.get(field)
-            if type(value) is list and (getattr(p, field) is None or len(getattr(p, field)) < len(value)):
-                setattr(p, field, list(value))
+            if type(value) is list:
+                if getattr(p, field) is None or len(getattr(p, field)) < len(value):
+                    setattr(p, field, list(value))
+            elif value is not None:
+                self._malformed += 1
 
     def _done_text(self, p: _Part, whole: str) -> None:
         if p.text is not None:
