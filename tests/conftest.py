@@ -16,8 +16,10 @@ from typing import Any
 import pytest
 
 # The failures most tests provoke (a refused port, a 503, a cut) are about one attempt: the
-# suite runs with retries off by default, and the retry rules are tested with the library's own
-# default (tests/test_retry.py, test_resume.py and test_readme.py remove this variable).
+# suite runs with retries off by default. The retry rules are tested with the library's own
+# default (tests/test_retry.py, test_resume.py and test_readme.py remove this variable), and so
+# are the modules marked default_retries (the clients' everyday paths: the default_retries
+# fixture below), so the default code path is not the less tested one.
 os.environ.setdefault("FASTSSE_MAX_RETRIES", "0")
 
 import fastsse
@@ -110,3 +112,11 @@ def default_sigint() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+@pytest.fixture(autouse=True)
+def default_retries(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """For a test marked ``default_retries``: no ``$FASTSSE_MAX_RETRIES``, so every client it makes
+    has the library's default ``max_retries`` (the variable is read when a client is made)."""
+    if request.node.get_closest_marker("default_retries") is not None:
+        monkeypatch.delenv("FASTSSE_MAX_RETRIES", raising=False)

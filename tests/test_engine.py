@@ -30,7 +30,8 @@ from fastsse.testing import serve_scripted_in_thread
 from fastsse.testing.server import expected_completion, serve_in_thread
 
 # every test here runs on both engine drivers (the compiled libcurl driver and pycurl)
-pytestmark = pytest.mark.usefixtures("driver")
+# the clients' everyday paths, with the library's default retries (conftest.default_retries)
+pytestmark = [pytest.mark.usefixtures("driver"), pytest.mark.default_retries]
 
 
 def request(model: str, **extra: Any) -> dict[str, Any]:

@@ -17,6 +17,9 @@ import pytest
 import fastsse
 from fastsse import ChatVerdict as Verdict
 
+# with the library's default retries (conftest.default_retries)
+pytestmark = pytest.mark.default_retries
+
 SSE = b'data: {"choices":[{"index":0,"delta":{"content":"Hi"},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n'
 # fastsse.Verdict's fields (every API's), then chat's own
 VERDICT_KEYS = [
@@ -288,3 +291,9 @@ def test_the_sdks_raw_bytes_fold_on_both_backends(stream_backend: SimpleNamespac
     assert result["verdict"]["complete"] and result["usage"] is not None
     assert "".join(texts) == result["choices"][0]["message"]["content"] != ""
     client.close()
+
+
+def test_this_module_runs_with_the_librarys_default_retries() -> None:
+    # the default_retries marker reached the client: 2 retries, the library's default
+    with fastsse.Client() as client:
+        assert client._engine.defaults.max_retries == 2

@@ -16,7 +16,8 @@ import fastsse
 from _formats_helpers import frame, load_vectors
 
 # every test here runs on both engine drivers (the compiled libcurl driver and pycurl)
-pytestmark = pytest.mark.usefixtures("driver")
+# the clients' everyday paths, with the library's default retries (conftest.default_retries)
+pytestmark = [pytest.mark.usefixtures("driver"), pytest.mark.default_retries]
 
 pytest.importorskip("pycurl")
 

@@ -17,6 +17,9 @@ import fastsse
 import fastsse.client.sync
 from fastsse.testing.server import expected_completion, serve_in_thread
 
+# with the library's default retries (conftest.default_retries)
+pytestmark = pytest.mark.default_retries
+
 KEY = "sk-test-loopback"
 
 
