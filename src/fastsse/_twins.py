@@ -32,23 +32,27 @@ def get_backend(name: str) -> SimpleNamespace:
         from .relay import _relay_c  # type: ignore[attr-defined]
         from .responses import _fold_c as responses_c  # type: ignore[attr-defined]
         from .sse import _decoder_c  # type: ignore[attr-defined]
-        from .translate import _from_chat_c  # type: ignore[attr-defined]
+        from .translate import _from_chat_c, _to_chat_c  # type: ignore[attr-defined]
 
-        return _namespace(name, _decoder_c, chat_c, responses_c, messages_c, _relay_c, _from_chat_c)
+        return _namespace(
+            name, _decoder_c, chat_c, responses_c, messages_c, _relay_c, _from_chat_c, _to_chat_c
+        )
     if name == "python":
         from .chat import _fold_py as chat_py
         from .messages import _fold_py as messages_py
         from .relay import _relay_py
         from .responses import _fold_py as responses_py
         from .sse import _decoder_py
-        from .translate import _translate_py
+        from .translate import _from_chat_py, _to_chat_py
 
-        return _namespace(name, _decoder_py, chat_py, responses_py, messages_py, _relay_py, _translate_py)
+        return _namespace(
+            name, _decoder_py, chat_py, responses_py, messages_py, _relay_py, _from_chat_py, _to_chat_py
+        )
     raise InvalidRequest(f"unknown backend {name!r}; expected 'cython' or 'python'")
 
 
 def _namespace(
-    name: str, sse: Any, chat: Any, responses: Any, messages: Any, relay: Any, translate: Any
+    name: str, sse: Any, chat: Any, responses: Any, messages: Any, relay: Any, from_chat: Any, to_chat: Any
 ) -> SimpleNamespace:
     return SimpleNamespace(
         name=name,
@@ -61,10 +65,10 @@ def _namespace(
         MessagesAggregator=messages.MessagesAggregator,
         MessagesStream=messages.MessagesStream,
         Relay=relay.Relay,
-        ChatToMessages=translate.ChatToMessages,
-        ChatToResponses=translate.ChatToResponses,
-        MessagesToChat=translate.MessagesToChat,
-        ResponsesToChat=translate.ResponsesToChat,
+        ChatToMessages=from_chat.ChatToMessages,
+        ChatToResponses=from_chat.ChatToResponses,
+        MessagesToChat=to_chat.MessagesToChat,
+        ResponsesToChat=to_chat.ResponsesToChat,
     )
 
 

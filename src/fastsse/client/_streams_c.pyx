@@ -1,6 +1,6 @@
 # cython: language_level=3, freethreading_compatible=True, annotation_typing=False
 # cython: embedsignature=True, embedsignature.format=clinic
-"""The compiled byte-out stream (``_BytesStream`` and ``PassThrough`` in ``client/_streams.py`` are
+"""The compiled byte-out stream (``BytesStream`` and ``PassThrough`` in ``client/_streams_py.py`` are
 its readable twins): a writer (a ``Relay``, a translator or a ``PassThrough``) whose output goes to
 ``on_bytes``, with the same stamps, holds and stops. The compiled driver feeds it each read from C
 (``bytes_feed``): one bytes object for the writer, no Python frame but ``on_bytes``'s, and that

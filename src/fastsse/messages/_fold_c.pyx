@@ -497,7 +497,7 @@ Folds the events of an Anthropic Messages stream into the message the API return
 
 @cython.final
 cdef class MessagesStream(FoldStream):
-    """MessagesStream(on_chunk=None, *, max_event_bytes=None)
+    """MessagesStream(on_chunk=None, *, max_event_bytes=None, timing=False)
 --
 
 Scans, parses and folds an Anthropic Messages stream in one pass, for pycurl's

@@ -622,7 +622,7 @@ Folds the events of an OpenAI Responses stream into the object the API returns w
 
 @cython.final
 cdef class ResponsesStream(FoldStream):
-    """ResponsesStream(on_chunk=None, *, max_event_bytes=None)
+    """ResponsesStream(on_chunk=None, *, max_event_bytes=None, timing=False)
 --
 
 Scans, parses and folds an OpenAI Responses stream in one pass, for pycurl's

@@ -32,7 +32,8 @@ from ._bodies import Translated, Untranslatable
 from ._request import request
 
 if TYPE_CHECKING or not _backend.COMPILED:
-    from ._translate_py import ChatToMessages, ChatToResponses, MessagesToChat, ResponsesToChat
+    from ._from_chat_py import ChatToMessages, ChatToResponses
+    from ._to_chat_py import MessagesToChat, ResponsesToChat
 else:
     from ._from_chat_c import ChatToMessages, ChatToResponses, MessagesToChat, ResponsesToChat
 

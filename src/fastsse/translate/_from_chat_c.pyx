@@ -1,6 +1,6 @@
 # cython: language_level=3, freethreading_compatible=True, annotation_typing=False
 # cython: embedsignature=True, embedsignature.format=clinic
-"""Compiled translators; ``translate/_translate_py.py`` holds the readable twins and ``translate/_rules.py`` the
+"""Compiled translators; ``translate/_from_chat_py.py`` and ``_to_chat_py.py`` hold the readable twins and ``translate/_rules.py`` the
 rules both share. Here: chat -> Messages and chat -> Responses; the Messages / Responses -> chat
 pair lives in ``translate/_to_chat_c.pyx`` and is re-exported.
 
@@ -355,7 +355,7 @@ cdef class ChatToMessages(_FromChat):
     """ChatToMessages(*, max_event_bytes=None)
 --
 
-Chat chunks in, Messages events out; see the Python twin (``fastsse.translate._translate_py``) for the
+Chat chunks in, Messages events out; see the Python twin (``fastsse.translate._from_chat_py``) for the
     mapping. Both behave identically."""
 
     def __init__(self, *, max_event_bytes: int | None = None) -> None:
@@ -367,7 +367,7 @@ cdef class ChatToResponses(_FromChat):
     """ChatToResponses(*, max_event_bytes=None)
 --
 
-Chat chunks in, Responses events out; see the Python twin (``fastsse.translate._translate_py``) for the
+Chat chunks in, Responses events out; see the Python twin (``fastsse.translate._from_chat_py``) for the
     mapping. Both behave identically."""
 
     def __init__(self, *, max_event_bytes: int | None = None) -> None:

@@ -2,7 +2,7 @@
 
 A core remembers what a translation has written (the target encoder's state, the tool calls
 opened, the usage held for the end) and turns each parsed upstream chunk or event into the
-target's bytes, appended to ``out`` in order. The pure-Python translators (``translate/_translate_py.py``)
+target's bytes, appended to ``out`` in order. The pure-Python translators (``translate/_from_chat_py.py``, ``_to_chat_py.py``)
 hand it every chunk; the compiled ones (``translate/_from_chat_c.pyx``) write the hot deltas themselves and
 hand it the rest, syncing what they changed first, so both write the same bytes.
 """

@@ -1,6 +1,6 @@
 # cython: language_level=3, freethreading_compatible=True, annotation_typing=False
 # cython: embedsignature=True, embedsignature.format=clinic
-"""Compiled Messages -> chat and Responses -> chat translators; ``translate/_translate_py.py`` holds their
+"""Compiled Messages -> chat and Responses -> chat translators; ``translate/_to_chat_py.py`` holds their
 readable twins and ``translate/_rules.py`` the rules both share (``ChatFromMessages``,
 ``ChatFromResponses``).
 
@@ -231,7 +231,7 @@ cdef class MessagesToChat(_ToChat):
     """MessagesToChat(*, created=None, include_usage=True, max_event_bytes=None)
 --
 
-Messages events in, chat chunks out; see the Python twin (``fastsse.translate._translate_py``) for the
+Messages events in, chat chunks out; see the Python twin (``fastsse.translate._to_chat_py``) for the
     mapping. Both behave identically."""
 
     def __init__(self, *, created: int | None = None, include_usage: bool = True, max_event_bytes: int | None = None) -> None:
@@ -244,7 +244,7 @@ cdef class ResponsesToChat(_ToChat):
     """ResponsesToChat(*, created=None, include_usage=True, max_event_bytes=None)
 --
 
-Responses events in, chat chunks out; see the Python twin (``fastsse.translate._translate_py``) for the
+Responses events in, chat chunks out; see the Python twin (``fastsse.translate._to_chat_py``) for the
     mapping. Both behave identically."""
 
     def __init__(self, *, created: int | None = None, include_usage: bool = True, max_event_bytes: int | None = None) -> None:

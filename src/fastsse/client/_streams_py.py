@@ -1,0 +1,200 @@
+"""The byte-out streams' Python twins (``client/_streams_c.pyx`` compiles the same three classes,
+by the same names): ``BytesStream``, what the engine drives for a byte-out format, a writer whose
+output goes to ``on_bytes``; ``PassThrough``, an API's own stream cut only at event boundaries; and
+``WireSink``, a relayed piece framed as one HTTP/1.1 chunk and written to the caller's transport.
+``client/_streams.py`` is the table that picks a twin for each request.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from .. import _backend
+from .._errors import EventTooLarge
+from .._formats import api_format
+from .._timing import Timing, anchor_pair, build_timing
+
+SendBytes = Callable[[bytes], Any]
+
+
+class BytesStream:
+    """What the engine drives: a writer (``write(data) -> bytes``, ``close(truncated=) -> bytes``,
+    ``result()``) whose output goes to ``on_bytes``."""
+
+    __slots__ = ("_anchor", "_reads", "_send", "_stopped", "_writer", "holder")
+
+    def __init__(self, writer: Any, on_bytes: SendBytes | None, timing: bool) -> None:
+        self.holder: Any = None  # the engine's Response: it holds the transfer for a future
+        self._writer = writer
+        self._send = on_bytes
+        self._reads: list[int] | None = [] if timing else None
+        self._anchor = anchor_pair() if timing else None
+        self._stopped = False
+
+    def write(self, data: bytes, /) -> int | None:
+        """The engine's write callback: None to go on, 0 to stop the transfer."""
+        if self._reads is not None:
+            self._reads.append(time.monotonic_ns())
+        if self._stopped:
+            return 0
+        try:
+            out = self._writer.write(data)
+        except EventTooLarge as exc:
+            self._stopped = True
+            self._deliver(self._before(exc))
+            raise
+        if out and not self._deliver(out):
+            self._stopped = True
+            return 0
+        return None
+
+    def _before(self, exc: EventTooLarge) -> bytes:
+        # what the writer had to send before the oversized event
+        before: bytes = self._writer.close(truncated=True)
+        return before
+
+    def _deliver(self, piece: bytes) -> bool:
+        if not piece or self._send is None:
+            return True
+        answer = self._send(piece)
+        if answer is None:
+            return True
+        if callable(getattr(answer, "add_done_callback", None)):  # "hold until this is done"
+            if self.holder is not None:
+                self.holder.hold(answer)
+            return True
+        return bool(answer)
+
+    def close(self, *, truncated: bool = False) -> None:
+        tail = self._writer.close(truncated=truncated)
+        if not self._stopped:
+            self._deliver(tail)
+
+    def result(self) -> dict[str, Any]:
+        out: dict[str, Any] = self._writer.result()
+        return out
+
+    def timing(self) -> Timing | None:
+        if self._reads is None or self._anchor is None:
+            return None
+        return build_timing(self._reads, [], [], [], self._anchor)
+
+
+def _boundary(data: bytes) -> int:
+    """Where the last whole event of ``data`` ends (after its blank line), 0 if none does: LF, CRLF
+    and CR line ends alike."""
+    cut = data.rfind(b"\n\n") + 2
+    crlf = data.rfind(b"\r\n\r\n") + 4
+    cr = data.rfind(b"\r\r") + 2
+    return max(cut if cut > 1 else 0, crlf if crlf > 3 else 0, cr if cr > 1 else 0)
+
+
+class PassThrough:
+    """``PassThrough(api, *, max_event_bytes=None)``: a writer that hands on an ``api`` stream's
+    bytes unchanged, each write cut after its last whole event (the rest waits for the next read,
+    so the caller never gets half an event), while the API's fused fold reads the same bytes for
+    ``result()`` and its verdict. An event without its blank line at the end of the stream is not
+    an event (the SSE rules): it is never handed on."""
+
+    __slots__ = ("_fold", "_ready", "_tail")
+
+    def __init__(self, api: str, *, max_event_bytes: int | None = None) -> None:
+        cls = getattr(_backend.current, api_format(api).stream_name)
+        self._fold = cls(None, max_event_bytes=max_event_bytes, timing=False)
+        self._tail = b""
+        self._ready = b""
+
+    def write(self, data: bytes, /) -> bytes:
+        data = bytes(data)
+        held = self._tail + data if self._tail else data
+        cut = _boundary(held)
+        self._ready, self._tail = held[:cut], held[cut:]
+        self._fold.write(data)  # EventTooLarge leaves the whole events before it in _ready
+        out, self._ready = self._ready, b""
+        return out
+
+    def close(self, *, truncated: bool = False) -> bytes:
+        out, self._ready, self._tail = self._ready, b"", b""
+        self._fold.close(truncated=truncated)
+        return out
+
+    def result(self) -> dict[str, Any]:
+        out: dict[str, Any] = self._fold.result()
+        return out
+
+
+class WireSink:
+    """WireSink(slow)
+
+    The caller's side of one streamed answer, as the transfer's ``on_chunk`` (the readable twin of
+    the compiled ``WireSink`` in ``client/_streams_c.pyx``, which the compiled ``BytesStream`` calls
+    without a Python frame). Each piece (the bytes of one upstream read) is stamped (``first_ns``,
+    ``last_ns``, ``gaps``: the gaps between pieces by their bit length in ns), shown to ``first``
+    until it returns true (the first content's detector, then dropped), and then:
+
+    - while ``direct`` is set, framed as one HTTP/1.1 chunk (``<hex size>\\r\\n`` piece
+      ``\\r\\n``) and handed to ``write`` (the caller's transport's ``write``), counted in
+      ``relayed``; if ``write`` raises, ``direct`` is cleared and ``lost()`` is called (its return:
+      False, stop the transfer);
+    - otherwise handed to ``slow(piece)``, whose return is the transfer's (None, a future to hold
+      it, False to stop it): the owner's own path for the response's start, held pieces and a
+      paused socket.
+
+    Once ``gone`` is set a piece goes to ``slow`` unstamped. The owner (``gateway.Downstream``)
+    sets ``direct`` only while nothing of its own waits to be sent, so the bytes keep their order."""
+
+    __slots__ = (
+        "_gaps",
+        "direct",
+        "first",
+        "first_ns",
+        "gone",
+        "last_ns",
+        "lost",
+        "relayed",
+        "slow",
+        "write",
+    )
+
+    def __init__(self, slow: Callable[[bytes], Any]) -> None:
+        self.slow = slow
+        self.write: Callable[[bytes], Any] | None = None
+        self.lost: Callable[[], Any] | None = None
+        self.first: Callable[[bytes], Any] | None = None
+        self.direct = False
+        self.gone = False
+        self.relayed = 0
+        self.first_ns = 0
+        self.last_ns = 0
+        self._gaps = [0] * 64
+
+    @property
+    def gaps(self) -> list[int]:
+        """The 64 gap counts as a list (``gaps[b]``: ``2**(b-1) <= gap < 2**b`` ns)."""
+        return list(self._gaps)
+
+    def __call__(self, data: bytes, /) -> Any:
+        if self.gone:
+            return self.slow(data)
+        now = time.monotonic_ns()
+        if self.last_ns:
+            self._gaps[(now - self.last_ns).bit_length()] += 1
+        else:
+            self.first_ns = now
+        self.last_ns = now
+        if self.first is not None and self.first(data):
+            self.first = None
+        if not self.direct or type(data) is not bytes:
+            return self.slow(data)
+        if not data:
+            return None
+        assert self.write is not None
+        try:
+            self.write(b"%x\r\n%b\r\n" % (len(data), data))
+        except Exception:
+            self.direct = False
+            return self.lost() if self.lost is not None else False
+        self.relayed += len(data)
+        return None
