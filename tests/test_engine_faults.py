@@ -372,6 +372,19 @@ def test_client_run_from_two_threads_refuses_the_second(srv: Scripted) -> None:
         assert proc.stdout.strip() == "['ok', 'refused']", proc.stdout + proc.stderr[-2000:]
 
 
+def test_an_async_client_reused_across_two_asyncio_runs_says_how_to_fix_it(
+    srv: Scripted, stream_backend: Any
+) -> None:
+    # the first new user's mistake: a client made at module level, then asyncio.run() twice
+    client = fastsse.AsyncClient(base_url=srv.base_url, api_key="x", timeout=5)
+    assert text(asyncio.run(client.create_stream(req("long-2")))) == "aaa"
+    with pytest.raises(fastsse.UsageError) as info:
+        asyncio.run(client.create_stream(req("long-2")))
+    words = str(info.value)
+    assert "each asyncio.run() starts a new loop" in words
+    assert "async with fastsse.AsyncClient(...) as client:" in words
+
+
 def test_async_client_from_two_loops_at_once_refuses_one(
     srv: Scripted, stream_backend: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:

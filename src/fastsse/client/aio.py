@@ -532,7 +532,17 @@ class _AsyncEngine(_Engine):
                         self.multi.watch(self.sockets.fileno())
                 self.loop = loop
             elif self.loop is not loop:
-                raise UsageError("an AsyncClient is bound to the event loop that first used it")
+                closed = self.loop.is_closed()
+                raise UsageError(
+                    "an AsyncClient is bound to the event loop that first used it"
+                    + (
+                        ", which has closed: each asyncio.run() starts a new loop. Make the client "
+                        "inside the coroutine that uses it (async with fastsse.AsyncClient(...) as "
+                        "client:), or run all its calls under one asyncio.run()"
+                        if closed
+                        else "; this is another loop (another thread?): make one client per loop"
+                    )
+                )
         return loop
 
     def _released(self, job: _Job) -> None:
