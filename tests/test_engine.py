@@ -607,3 +607,43 @@ def test_results_are_json_ready(scripted: Any, stream_backend: Any) -> None:
     again = orjson.loads(orjson.dumps(result))
     assert again["timing"] == result["timing"]
     assert set(result["timing"]) == set(fastsse.Timing.__annotations__)
+
+
+# Leaving client.stream() early keeps what arrived, as an on_chunk that returns False does: the
+# answer so far with a verdict that says aborted (the script: 40 chunks, 20 ms apart; the reader
+# leaves after 3, so the answer cannot have finished).
+LONG = script(ttft_ms=0, itl_ms=20, chunks=40)
+
+
+def _left_early(result: dict[str, Any], seen: int) -> None:
+    verdict = result["verdict"]
+    assert (verdict["complete"], verdict["aborted"], verdict["why"]) == (False, True, "aborted by the caller")
+    assert result["http"]["status"] == 200 and result["http"]["error"] is None
+    text = content(result)
+    assert text.startswith(scripted_text(0, seen - 1))  # what the reader saw (after the role chunk) at least
+    assert len(text.split()) < 40
+
+
+def test_breaking_out_of_stream_keeps_the_partial_answer(scripted: Any, stream_backend: Any) -> None:
+    with fastsse.Client(base_url=scripted.base_url, api_key="x") as client:
+        with client.stream(request(LONG)) as stream:
+            for n, _ in enumerate(stream, 1):
+                if n == 4:
+                    break
+        _left_early(stream.result(), 4)
+
+
+def test_breaking_out_of_an_async_stream_keeps_the_partial_answer(
+    scripted: Any, stream_backend: Any, run: Callable[[Any], Any]
+) -> None:
+    async def main() -> dict[str, Any]:
+        async with fastsse.AsyncClient(base_url=scripted.base_url, api_key="x") as client:
+            async with client.stream(request(LONG)) as stream:
+                n = 0
+                async for _ in stream:
+                    n += 1
+                    if n == 4:
+                        break
+            return stream.result()
+
+    _left_early(run(main()), 4)

@@ -34,7 +34,7 @@ from ._options import (
     with_self,
 )
 from ._source import Source, SourceFace
-from .engine import _WAIT_SLICE, EpollSet, OnChunk, _Engine, _Job
+from .engine import _WAIT_SLICE, EpollSet, OnChunk, _Engine, _Job, left
 from .sync import Outcome, _concurrency, _jobs
 
 if TYPE_CHECKING:
@@ -236,8 +236,9 @@ class AsyncChunkStream:
     ``async for chunk in stream`` starts the request and yields each chunk as it arrives; it
     raises at the end what ``create_stream`` would have raised. ``result()`` is the folded answer
     once the iteration ended. ``aclose()`` (or leaving ``async with stream:``) cancels the transfer
-    at once; a loop left with ``break`` outside ``async with`` keeps its transfer running until
-    the stream is closed or the client is.
+    at once and keeps what arrived as ``result()``, its verdict ``aborted``; a loop left with
+    ``break`` outside ``async with`` keeps its transfer running until the stream is closed or the
+    client is.
     """
 
     def __init__(self, client: AsyncClient, request: Mapping[str, Any], options: Mapping[str, Any]) -> None:
@@ -297,12 +298,15 @@ class AsyncChunkStream:
                 self._waiter = None
 
     async def aclose(self) -> None:
-        """Cancel the transfer if it is still running."""
+        """Cancel the transfer if it is still running; what arrived stays readable as
+        ``result()``, its verdict ``aborted`` (as when ``on_chunk`` returns False)."""
         task = self._task
         if task is not None and not task.done():
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+            if self._result is None and self._job is not None:
+                self._result = left(self._job)
 
     async def __aenter__(self) -> AsyncChunkStream:
         return self

@@ -94,6 +94,25 @@ def choose_driver(driver: str | None) -> tuple[Any, str]:
     return import_pycurl(), "pycurl"
 
 
+def left(job: _Job) -> dict[str, Any] | None:
+    """The answer so far of a job its reader left (a ``break`` out of ``stream()``), as an answer
+    its ``on_chunk`` stopped ends: what arrived, folded, with ``http`` and a verdict that says
+    ``aborted``; None when the job had not started a transfer."""
+    stream, response = job.stream, job.response
+    if stream is None or response is None:
+        return None
+    with contextlib.suppress(Exception):  # a stream a cut left half-closed still has its fold
+        stream.close()
+    out: dict[str, Any] = dict(stream.result())
+    verdict = out.get("verdict")
+    if isinstance(verdict, dict):
+        verdict.update(complete=False, aborted=True, why="aborted by the caller")
+    http = out["http"] = response.http()
+    if job.bases:
+        http["upstream"] = job.bases[job.upstream]
+    return out
+
+
 class _Job:
     """One request in the engine: its handle, stream, transfer state and timing stamps."""
 

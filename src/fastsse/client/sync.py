@@ -34,7 +34,7 @@ from ._options import (
     with_self,
 )
 from ._source import Source, SourceFace
-from .engine import _WAIT_SLICE, IN_CALLBACK, EpollSet, OnChunk, _Engine, _Job
+from .engine import _WAIT_SLICE, IN_CALLBACK, EpollSet, OnChunk, _Engine, _Job, left
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -262,7 +262,8 @@ class ChunkStream:
 
     ``for chunk in stream`` starts the request and yields each chunk (or event) as it arrives; it
     raises at the end what ``create_stream`` would have raised. ``result()`` is the answer once
-    the iteration ended. ``close()`` (or leaving ``with stream:``) cancels the transfer at once.
+    the iteration ended. ``close()`` (or leaving ``with stream:``, a ``break`` included) cancels
+    the transfer at once and keeps what arrived as ``result()``, its verdict ``aborted``.
     """
 
     def __init__(self, client: Client, request: Mapping[str, Any], options: Mapping[str, Any]) -> None:
@@ -291,10 +292,13 @@ class ChunkStream:
         return pending.popleft()
 
     def close(self) -> None:
-        """Cancel the transfer if it is still running."""
+        """Cancel the transfer if it is still running; what arrived stays readable as
+        ``result()``, its verdict ``aborted`` (as when ``on_chunk`` returns False)."""
         if self._drive is not None:
             self._drive.close()  # its finally cancels the job
             self._drive = None
+            if self._result is None:
+                self._result = left(self._job)
 
     def __enter__(self) -> ChunkStream:
         return self
