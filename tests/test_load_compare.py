@@ -14,6 +14,7 @@ from typing import Any
 import orjson
 import pytest
 
+import fastsse
 from fastsse import load
 from fastsse.cli import load as load_cli
 from fastsse.load import _compare as _load_compare
@@ -116,3 +117,32 @@ def test_repeat_is_checked() -> None:
         load_cli.config_from_args(parse(["http://x/v1", "--model", "m", "--repeat", "0"]))
     with pytest.raises(ValueError, match="--sweep"):
         load_cli.config_from_args(parse(["http://x/v1", "--model", "m", "--repeat", "2", "--sweep"]))
+
+
+def test_a_difference_below_the_minimum_effect_is_not_flagged(
+    runs: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Every test says p = 1e-6 here: only the minimum effect decides. A run against itself moves
+    # no row (ratio 1); against the run with twice the ITL, the ITL rows move far past 5%.
+    monkeypatch.setattr(_load_compare._stats, "mann_whitney", lambda a, b: (0.0, 1e-6))
+    same = orjson.loads(runs[0].read_bytes())
+    slow = orjson.loads(runs[1].read_bytes())
+    flat = rows(_load_compare.compare([same, same], ["a", "a"]))
+    assert [k for k, r in flat.items() if (r["tests"][1] or {}).get("significant")] == []
+    moved = rows(_load_compare.compare([same, slow], ["a", "b"]))
+    assert moved["itl_ms.mean"]["tests"][1]["significant"] is True
+    # a latency also needs 1 ms: a run against itself flags nothing even with no relative minimum
+    bare = rows(_load_compare.compare([same, same], ["a", "a"], min_effect=0.0))
+    assert [k for k, r in bare.items() if (r["tests"][1] or {}).get("significant")] == []
+    with pytest.raises(fastsse.InvalidRequest, match="min_effect"):
+        _load_compare.compare([same, same], ["a", "a"], min_effect=-1)
+
+
+def test_two_runs_of_one_plan_on_a_steady_server_say_no(server: Any) -> None:
+    config = load.Config(url=server.base_url, model="m", requests=24, concurrency=6, loop="asyncio")
+    first, second = load.run(config), load.run(config)
+    comparison = rows(load.compare([first, second], ["first", "second"]))
+    # the centre of each latency: a steady scripted server moves it by far less than 5%
+    centre = [k for k in comparison if k.endswith((".p50", ".mean")) and comparison[k]["tests"][1]]
+    assert centre
+    assert [k for k in centre if comparison[k]["tests"][1]["significant"]] == []

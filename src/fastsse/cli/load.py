@@ -474,6 +474,13 @@ def compare_main(argv: list[str]) -> int:
     p.add_argument(
         "files", nargs="+", help="--json documents of runs (or of --repeat), the first the baseline"
     )
+    p.add_argument(
+        "--min-effect",
+        type=float,
+        default=lib.MIN_EFFECT,
+        metavar="R",
+        help="the smallest relative difference a row is flagged for (default 0.05: 5%% of A's value)",
+    )
     p.add_argument("--json", metavar="FILE", help=f"write the comparison ({lib.COMPARE_SCHEMA})")
     p.add_argument("--plot", metavar="FILE.png", help="overlay the CDFs of TTFT, ITL and E2E (matplotlib)")
     args = p.parse_args(argv)
@@ -488,7 +495,7 @@ def compare_main(argv: list[str]) -> int:
         for name in args.files:
             with open(name, "rb") as f:
                 docs.append(orjson.loads(f.read()))
-        comparison = lib.compare(docs, args.files)
+        comparison = lib.compare(docs, args.files, min_effect=args.min_effect)
     except (OSError, ValueError, KeyError, TypeError) as exc:
         say("load compare", str(exc))
         return 2

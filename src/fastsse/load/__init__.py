@@ -20,7 +20,15 @@ from __future__ import annotations
 
 from .._errors import LoadError
 from ._api import repeat, run, sweep, unanswered
-from ._compare import COMPARE_SCHEMA, compare, format_comparison, format_repeat, intervals, plot_comparison
+from ._compare import (
+    COMPARE_SCHEMA,
+    MIN_EFFECT,
+    compare,
+    format_comparison,
+    format_repeat,
+    intervals,
+    plot_comparison,
+)
 from ._metrics import metrics_url
 from ._peers import PEERS, PeerRecord, Unavailable, open_peer, run_peer
 from ._plan import (
@@ -74,6 +82,7 @@ __all__ = [
     "COMPLETE",
     "DEFAULT_PROMPT",
     "FAILED",
+    "MIN_EFFECT",
     "PEERS",
     "RAMPS",
     "RAY_INSTALL",

@@ -11,8 +11,12 @@ statistic of a latency (``ttft_ms.p99``). Whether B differs from A:
   documents' records (one value a request: its TTFT, TPOT, E2E, queue time, mean ITL, mean lag),
   one verdict for the metric; a count or a rate of one run has no spread to test against.
 
-Significant means p < ``ALPHA``; every test is two-sided, and no correction is made for the number
-of metrics (about one in 20 of the metrics that do not differ is flagged by chance).
+Significant means p < ``ALPHA`` and a difference of at least ``MIN_EFFECT`` (5%) of A's value (and,
+for a latency, of ``MIN_MS``, 1 ms, so that a queue or lag of microseconds is not flagged): with
+thousands of requests a test finds differences too small to matter (two runs of one plan on a
+steady server differ by a percent or two), so a row is flagged only past that minimum effect.
+Every test is two-sided, and no correction is made for the number of metrics (about one in 20 of
+the metrics that do not differ, by more than the minimum effect, is flagged by chance).
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ from ._report import _itl_gaps, _tpot, pkey
 
 COMPARE_SCHEMA: Final = "fastsse.load-compare/1"
 ALPHA: Final = 0.05
+MIN_EFFECT: Final = 0.05  # the smallest relative difference (|B/A - 1|) a row is flagged for
+MIN_MS: Final = 1.0  # and a latency's smallest absolute one, in ms
 LEVEL: Final = 0.95  # the confidence level of --repeat's intervals
 
 # (key, label): the counts and rates of a summary
@@ -199,18 +205,32 @@ def _per_run(doc: dict[str, Any]) -> dict[str, list[float]] | None:
     }
 
 
-def _verdict(p: float | None) -> bool | None:
-    return None if p is None else p < ALPHA
+def _verdict(p: float | None, key: str, a: float | None, b: float | None, min_effect: float) -> bool | None:
+    """p < ALPHA, and B at least ``min_effect`` of A away from A (a latency: and ``MIN_MS``)."""
+    if p is None:
+        return None
+    if a is None or b is None:
+        return p < ALPHA
+    diff = abs(b - a)
+    if "_ms" in key and diff < MIN_MS:
+        return False  # a queue or lag of a few µs either way: no difference a reader can use
+    return p < ALPHA and (diff >= min_effect * abs(a) if a else diff > 0)
 
 
-def compare(documents: list[dict[str, Any]], names: list[str]) -> dict[str, Any]:
-    """``compare(documents, names) -> dict``: the comparison of runs (or repeats) with the first.
+def compare(
+    documents: list[dict[str, Any]], names: list[str], *, min_effect: float = MIN_EFFECT
+) -> dict[str, Any]:
+    """``compare(documents, names, *, min_effect=0.05) -> dict``: the comparison of runs (or
+    repeats) with the first.
 
     Each row (``metric_rows``) has each document's value, the ratio to the first document's (None
     where either is None or the first is 0) and, against each later document, the test made
-    (``welch``, ``mann-whitney`` or None), its p-value and whether it is significant (p < 0.05).
-    It raises InvalidRequest for a document that is neither a run nor a repeat.
+    (``welch``, ``mann-whitney`` or None), its p-value and whether the difference is significant:
+    p < 0.05 and the ratio at least ``min_effect`` away from 1. It raises InvalidRequest for a
+    document that is neither a run nor a repeat, or a ``min_effect`` below 0.
     """
+    if not (isinstance(min_effect, (int, float)) and min_effect >= 0 and math.isfinite(min_effect)):
+        raise InvalidRequest(f"min_effect must be a number >= 0, not {min_effect!r}")
     for doc, name in zip(documents, names, strict=True):
         check(doc, name)
     values = [_values(d) for d in documents]
@@ -240,7 +260,7 @@ def compare(documents: list[dict[str, Any]], names: list[str]) -> dict[str, Any]
                 p, na, nb = group_tests[k][key.split(".")[0]]
                 test = {"test": "mann-whitney", "p": p, "n": [na, nb]}
             if test is not None:
-                test["significant"] = _verdict(test["p"])
+                test["significant"] = _verdict(test["p"], key, base, row["values"][k], min_effect)
             tests.append(test)
         row["tests"] = tests
         rows.append(row)
@@ -248,7 +268,13 @@ def compare(documents: list[dict[str, Any]], names: list[str]) -> dict[str, Any]
         {"name": name, "kind": d.get("kind", "run"), "describe": describe(d), "runs": len(_runs(d))}
         for d, name in zip(documents, names, strict=True)
     ]
-    return {"schema": COMPARE_SCHEMA, "alpha": ALPHA, "files": files, "rows": rows}
+    return {
+        "schema": COMPARE_SCHEMA,
+        "alpha": ALPHA,
+        "min_effect": min_effect,
+        "files": files,
+        "rows": rows,
+    }
 
 
 def describe(doc: dict[str, Any]) -> str:
@@ -292,7 +318,8 @@ def format_comparison(comparison: dict[str, Any]) -> str:
     lines = [
         "fastsse load compare: each run against A; X/A is the ratio, differs says whether the difference "
         f"is significant (p < {comparison['alpha']:g}: Mann-Whitney on the per-request values, or "
-        "Welch on the runs of a --repeat)"
+        f"Welch on the runs of a --repeat) and at least {comparison.get('min_effect', MIN_EFFECT):.0%} "
+        "of A's value"
     ]
     for letter, f in zip(letters, files, strict=True):
         lines.append(f"  {letter}  {f['name']}: {f['describe']}")
