@@ -184,14 +184,14 @@ def test_a_hold_refuses_a_read_of_many_chunks_and_gets_it_again_whole(
 ) -> None:
     # a slow consumer of the relayed bytes: the read after the first is refused (curl pauses) and
     # handed over again later; cut from where it began, its chunks come out once, in order
-    from fastsse.client import _request
+    from fastsse.client import _response
 
     words = [event({"content": f" w{i}"}) for i in range(12)]
     rest = framed(words[:5], last=b"") + b"%x\r\n%s" % (len(words[5]), words[5][:7])
     tail = words[5][7:] + b"\r\n" + framed([*words[6:], EVENTS[2], b"data: [DONE]\n\n"])
     pieces: list[bytes] = []
     answers: list[Any] = []
-    write = _request.Response.write
+    write = _response.Response.write
 
     def counted(self: Any, data: bytes) -> Any:
         answers.append(write(self, data))
@@ -205,12 +205,12 @@ def test_a_hold_refuses_a_read_of_many_chunks_and_gets_it_again_whole(
             return future
         return None
 
-    monkeypatch.setattr(_request.Response, "write", counted)
+    monkeypatch.setattr(_response.Response, "write", counted)
     with RawServer(sends(framed([EVENTS[0]], last=b""), rest, tail, pause=0.05)) as raw:
         result, exc = call(raw.base_url, on_chunk=on_bytes, format="passthrough")
     assert exc is None, exc
     assert result is not None and result["verdict"]["complete"] is True
-    assert _request.WRITEFUNC_PAUSE in answers  # the read after the hold was refused
+    assert _response.WRITEFUNC_PAUSE in answers  # the read after the hold was refused
     assert b"".join(pieces) == EVENTS[0] + b"".join(words) + EVENTS[2] + b"data: [DONE]\n\n"
 
 

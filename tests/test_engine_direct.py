@@ -19,7 +19,7 @@ import pytest
 
 import fastsse
 from _formats_helpers import frame, load_vectors
-from fastsse.client import _request
+from fastsse.client import _response
 from fastsse.translate import _rules
 
 pytest.importorskip("pycurl")
@@ -133,14 +133,14 @@ def _run(
     # the outcome (the result without timing, or the exception's type and text) and the Python
     # calls the write callback took
     calls: list[Any] = []
-    write = _request.Response.write
+    write = _response.Response.write
 
     def counted(self: Any, data: bytes) -> Any:
         answer = write(self, data)
         calls.append(answer)
         return answer
 
-    monkeypatch.setattr(_request.Response, "write", counted)
+    monkeypatch.setattr(_response.Response, "write", counted)
     # a translation to chat stamps "created" with the clock when the source has none: one second
     # for every run, or two drivers' runs that straddle a second's turn differ by it
     monkeypatch.setattr(_rules, "time", types.SimpleNamespace(time=lambda: 1_700_000_000.0))
@@ -155,7 +155,7 @@ def _run(
     except Exception as exc:
         outcome = (type(exc), str(exc))
     finally:
-        monkeypatch.setattr(_request.Response, "write", write)
+        monkeypatch.setattr(_response.Response, "write", write)
     return outcome, calls
 
 
@@ -198,7 +198,7 @@ def test_a_pending_future_holds_a_byte_format_on_the_direct_path(
 
         outcome, calls = _run(replay, driver, api, fmt, on_bytes, monkeypatch)
         outcomes[driver] = outcome, b"".join(pieces)  # a resumed read may join what two were
-        assert _request.WRITEFUNC_PAUSE in calls, (driver, calls)  # the read after the hold was refused
+        assert _response.WRITEFUNC_PAUSE in calls, (driver, calls)  # the read after the hold was refused
     assert outcomes["compiled"] == outcomes["pycurl"]
     assert outcomes["compiled"][0]["verdict"]["complete"] is True
 

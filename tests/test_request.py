@@ -1,5 +1,5 @@
-"""client._request, the request setup shared by create_stream and the many-streams engine: what
-``prepare`` builds, how ``Response`` classifies an answer, and ``apply``/``reset`` on a real handle.
+"""client._request, _curlopts and _response, the request setup shared by create_stream and the
+many-streams engine: what ``prepare`` builds, how ``Response`` classifies an answer, and ``apply``/``reset`` on a real handle.
 
 The classification tests drive ``Response``'s callbacks with the header lines and body pieces curl
 would hand them (the raw-server tests in test_transport_hardening.py do it over sockets)."""
@@ -16,7 +16,9 @@ import pytest
 import fastsse
 from _chat_helpers import not_a_stream
 from _raw_server import RawServer
-from fastsse.client._request import RequestSpec, Response, apply, prepare, prepare_get, redact, reset
+from fastsse.client._curlopts import apply, reset
+from fastsse.client._request import RequestSpec, prepare, prepare_get, redact
+from fastsse.client._response import Response
 from fastsse.client._streams import EventsStream
 
 REQUEST = {"model": "m", "messages": []}

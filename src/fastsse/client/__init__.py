@@ -11,15 +11,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .._errors import ClientClosed
-from ._options import DEFAULT, OPTIONS, SOURCE_OPTIONS, CallOptions, ClientOptions, Option, SourceOptions
 
 # The one request setup, shared with the linter's --url fetch (fastsse.cli.check); not public API.
+from ._curlopts import apply as apply
+from ._curlopts import import_pycurl as import_pycurl
+from ._options import DEFAULT, OPTIONS, SOURCE_OPTIONS, CallOptions, ClientOptions, Option, SourceOptions
 from ._request import RequestSpec as RequestSpec
-from ._request import Response as Response
-from ._request import apply as apply
-from ._request import import_pycurl as import_pycurl
 from ._request import prepare as prepare
 from ._request import redact as redact
+from ._response import Response as Response
 from ._retry import should_retry
 
 # The caller's side of a streamed answer, for the gateway's direct writes; not public API.

@@ -27,18 +27,10 @@ from typing import Any
 from .._errors import ClientClosed, HTTPStatusError, InvalidRequest, TransportError, UsageError
 from .._timing import anchor_pair
 from . import _retry, _streams
+from ._curlopts import apply, apply_body, import_pycurl, release, reset
 from ._options import CALL_NAMES, RequestOptions, check_options
-from ._request import (
-    Preparer,
-    RequestSpec,
-    Response,
-    apply,
-    apply_body,
-    import_pycurl,
-    redact,
-    release,
-    reset,
-)
+from ._request import Preparer, RequestSpec, redact
+from ._response import Response
 from ._resume import MAX_RESUMES, Resumable
 
 OnChunk = Callable[[dict[str, Any]], "bool | None"]
