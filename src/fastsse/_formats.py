@@ -1,18 +1,18 @@
-"""The three streaming APIs fastsse folds, side by side: what a client must send to get each one
-and which fused stream reads it. ``create_stream(..., api=...)`` and the many-streams engine read
-this table, so a fourth format is one more row.
+"""What a client sends to get each streaming API and what reads its answer: ``fastsse.apis``' rows
+with the request's headers and body, and each API's token kinds for the timing record.
+``create_stream(..., api=...)`` and the many-streams engine read this table.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 import orjson
 
-from ._errors import InvalidRequest
 from ._timing import CONTENT, REASONING
+from .apis import APIS, api
 from .messages import token_kind as _messages_kind
 from .responses import token_kind as _responses_kind
 
@@ -61,7 +61,7 @@ class ApiFormat:
         wants it (``Authorization: Bearer`` for the OpenAI APIs, ``x-api-key`` with
         ``anthropic-version`` for Messages)."""
         lines = ["Content-Type: application/json", "Accept: text/event-stream", "Expect:"]
-        if self.name == "messages":
+        if APIS[self.name].key_header == "x-api-key":
             if api_key:
                 lines.append(f"x-api-key: {api_key}")
             lines.append(f"anthropic-version: {ANTHROPIC_VERSION}")
@@ -70,36 +70,13 @@ class ApiFormat:
         return lines
 
 
+_KINDS: Final = {"chat": _chat_kind, "responses": _responses_kind, "messages": _messages_kind}
+
 API_FORMATS: dict[str, ApiFormat] = {
-    "chat": ApiFormat(
-        "chat",
-        "/chat/completions",
-        "https://api.openai.com/v1",
-        "OPENAI_BASE_URL",
-        "OPENAI_API_KEY",
-        "ChatStream",
-        _chat_kind,
-    ),
-    "responses": ApiFormat(
-        "responses",
-        "/responses",
-        "https://api.openai.com/v1",
-        "OPENAI_BASE_URL",
-        "OPENAI_API_KEY",
-        "ResponsesStream",
-        _responses_kind,
-    ),
-    # The anthropic SDK's ANTHROPIC_BASE_URL leaves out /v1, where fastsse's base URLs include it,
-    # so it is not read: pass base_url to point at another server.
-    "messages": ApiFormat(
-        "messages",
-        "/messages",
-        "https://api.anthropic.com/v1",
-        None,
-        "ANTHROPIC_API_KEY",
-        "MessagesStream",
-        _messages_kind,
-    ),
+    a.name: ApiFormat(
+        a.name, a.path, a.base_url, a.base_url_env, a.api_key_env, a.stream_name, _KINDS[a.name]
+    )
+    for a in APIS.values()
 }
 
 
@@ -111,4 +88,5 @@ def api_format(name: str, /) -> ApiFormat:
     try:
         return API_FORMATS[name]
     except (KeyError, TypeError):
-        raise InvalidRequest(f"unknown api {name!r}; expected 'chat', 'responses' or 'messages'") from None
+        api(name)  # raises InvalidRequest, naming the APIs
+        raise

@@ -17,6 +17,7 @@ import orjson
 
 from .. import Decoder
 from .._formats import api_format
+from ..apis import NAMES
 from ..check import CODES, ERROR, WARNING, Finding, MessagesChecker, ResponsesChecker
 from ..check import checker as make_checker
 from ..client import RequestSpec, Response, apply, import_pycurl, prepare, redact
@@ -182,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the report")
     parser.add_argument(
         "--api",
-        choices=("chat", "responses", "messages"),
+        choices=NAMES,
         default="chat",
         help="the stream's grammar: chat completions (default), OpenAI Responses or Anthropic Messages",
     )

@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Final
 
+from ..apis import NAMES
 from ..gateway import (
     ConfigError,
     Gateway,
@@ -95,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--api",
-        choices=("chat", "responses", "messages"),
+        choices=NAMES,
         default="chat",
         help="the --upstream's API (default chat)",
     )

@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, TypedDict
 
 from .._errors import InvalidRequest, event_limit
+from ..apis import NAMES
 from ._retry import RECONNECT_FLOOR
 
 __all__ = [
@@ -168,7 +169,7 @@ OPTIONS: Final[tuple[Option, ...]] = (
         "chat",
         BOTH,
         '"chat", "responses" or "messages": the API spoken, its default path and auth header',
-        _choice("chat", "responses", "messages"),
+        _choice(*NAMES),
     ),
     Option(
         "base_url",

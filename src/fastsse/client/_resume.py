@@ -23,13 +23,15 @@ from typing import Any, Final
 
 import orjson
 
+from ..apis import APIS
+
 __all__ = ["MAX_RESUMES", "Resumable"]
 
 # A stream cut more often than this is not resumed again: the failure is the caller's.
 MAX_RESUMES: Final = 8
 
 _LINE: Final = re.compile(rb"\r\n|\r|\n")
-_TERMINAL: Final = frozenset({"response.completed", "response.incomplete", "response.failed"})
+_TERMINAL: Final = frozenset(APIS["responses"].terminal)
 _NAMING: Final = frozenset({"response.created", "response.in_progress", "response.queued"})
 
 

@@ -39,6 +39,7 @@ from .._errors import EventTooLarge, InvalidRequest
 from .._formats import api_format
 from .._timing import Timing, anchor_pair, build_timing
 from .._verdict import Verdict
+from ..apis import NAMES
 from ._streams_py import BytesStream, PassThrough, WireSink
 
 # The compiled twins of BytesStream, PassThrough and WireSink (the Python ones are in _streams_py),
@@ -80,7 +81,7 @@ def format_for(api: str, name: object, /) -> str:
         return api  # "events" for an event stream's GET (prepare_get)
     check_format(name)
     assert isinstance(name, str)
-    if name in ("chat", "responses", "messages") and name != api:
+    if name in NAMES and name != api:
         raise InvalidRequest(
             f"format={name!r} with api={api!r}: a {api} answer is folded by its own format; "
             f"to translate it, use format='to-{name}'"

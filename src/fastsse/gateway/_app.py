@@ -30,6 +30,7 @@ import orjson
 
 from .. import translate
 from .._errors import FastSSEError, HTTPStatusError, TransportError
+from ..apis import APIS
 from ..client import should_retry
 from ._asgi import (
     SSE_HEADERS,
@@ -66,11 +67,7 @@ ROUTES: Final = {
     "/v1/messages": "messages",
     "/v1/completions": "completions",  # the legacy API: passed through to chat-API upstreams only
 }
-LIMIT_FIELD: Final = {
-    "chat": "max_completion_tokens",
-    "responses": "max_output_tokens",
-    "messages": "max_tokens",
-}
+LIMIT_FIELD: Final = {name: row.limit_field for name, row in APIS.items()}
 
 # Never forwarded upstream whatever the configuration says: hop-by-hop headers (RFC 9110 7.6.1),
 # the caller's credentials (the upstream gets the gateway's key), and what the client sets itself.

@@ -16,8 +16,9 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from .._errors import FastSSEError
+from ..apis import NAMES
 
-APIS: Final = ("chat", "responses", "messages")
+APIS: Final = NAMES
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z")
 _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+\Z")
 _GLOB = re.compile(r"[*?\[]")

@@ -11,6 +11,7 @@ from typing import Any, Final
 import orjson
 
 from .._formats import API_FORMATS, CONTENT
+from ..apis import usage_tokens
 from ._config import ConfigError
 
 # The logger and tracer are named after the package ("fastsse.gateway"), not this module.
@@ -96,15 +97,7 @@ def legacy_kind(event: Mapping[str, Any]) -> int:
 
 
 def tokens_of(result: Mapping[str, Any]) -> tuple[int | None, int | None]:
-    usage = result.get("usage")
-    if not isinstance(usage, dict):
-        return None, None
-    tokens_in = usage.get("prompt_tokens", usage.get("input_tokens"))
-    tokens_out = usage.get("completion_tokens", usage.get("output_tokens"))
-    return (
-        tokens_in if isinstance(tokens_in, int) else None,
-        tokens_out if isinstance(tokens_out, int) else None,
-    )
+    return usage_tokens(result.get("usage"))
 
 
 def unfinished_why(verdict: Mapping[str, Any]) -> str:

@@ -21,6 +21,8 @@ from urllib.parse import urlsplit
 import orjson
 
 from .._errors import InvalidRequest
+from ..apis import APIS as API_ROWS
+from ..apis import NAMES
 from . import _peers
 from ._trace import Prompts, TraceRow
 
@@ -33,7 +35,7 @@ EPOCH_STAMP_NS: Final = 10**18
 CLIENTS: Final = ("fastsse", *_peers.PEERS)
 DEFAULT_PROMPT: Final = "Write a long story about a lighthouse keeper and the sea."
 MESSAGES_MAX_TOKENS: Final = 1024  # the Messages API requires max_tokens; this without --max-tokens
-APIS: Final = ("chat", "responses", "messages", "completions")
+APIS: Final = (*NAMES, "completions")  # and the legacy completions stream, read as chat
 # The legacy /v1/completions stream is read by the client's chat API (its fold takes a choice's
 # text as chat's content) at this path: no API of its own in fastsse._formats.
 COMPLETIONS_PATH: Final = "/completions"
@@ -538,7 +540,8 @@ def bodies(config: Config) -> Callable[..., dict[str, Any]]:
         rows.append(row)
 
     # the output limit's name in each API; Messages requires one
-    limit_key = "max_output_tokens" if config.api == "responses" else "max_tokens"
+    # (chat's max_tokens, not its newer max_completion_tokens: every server load meets reads it)
+    limit_key = "max_tokens" if config.api in ("chat", "completions") else API_ROWS[config.api].limit_field
     messages_key = {"responses": "input", "completions": "prompt"}.get(config.api, "messages")
     legacy = config.api == "completions"  # a prompt string where the others have messages
 

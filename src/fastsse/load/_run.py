@@ -25,6 +25,7 @@ from typing import Any, Final
 from .._errors import LoadError
 from .._formats import api_format
 from .._timing import chunk_marks
+from ..apis import usage_tokens
 from . import _metrics, _peers
 from ._plan import (
     COMPLETE,
@@ -198,16 +199,11 @@ def _from_result(index: int, result: dict[str, Any], sent_stamps: list[int], que
             NS_TYPE,
             [t - _on_monotonic(s, anchor) for t, s in zip(out.token_times(), sent_stamps, strict=True) if s],
         )
-    usage = result.get("usage")
-    if isinstance(usage, dict):
-        # chat names them prompt / completion tokens; Responses and Messages input / output tokens
-        for field, names in (
-            ("prompt_tokens", ("prompt_tokens", "input_tokens")),
-            ("completion_tokens", ("completion_tokens", "output_tokens")),
-        ):
-            value = next((usage[n] for n in names if isinstance(usage.get(n), int)), None)
-            if value is not None:
-                setattr(out, field, value)
+    tokens_in, tokens_out = usage_tokens(result.get("usage"))  # any API's names (fastsse.apis)
+    if tokens_in is not None:
+        out.prompt_tokens = tokens_in
+    if tokens_out is not None:
+        out.completion_tokens = tokens_out
     http = result.get("http") or {}
     status = http.get("status")
     out.status = status if isinstance(status, int) and status else (200 if not exc or out.reads else 0)

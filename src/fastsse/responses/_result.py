@@ -7,13 +7,14 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from ..apis import APIS
 from ..fold import CONTENT, REASONING, FormatVerdict, joined, why_not
 
 # The lifecycle events whose ``response`` object is merged into the result.
 LIFECYCLE: Final = ("response.created", "response.in_progress", "response.queued")
-TERMINAL: Final = ("response.completed", "response.incomplete", "response.failed")
+TERMINAL: Final = APIS["responses"].terminal
 # the terminal events that end a whole answer (the status says which, incomplete_details why)
-WHOLE: Final = ("response.completed", "response.incomplete")
+WHOLE: Final = APIS["responses"].whole
 
 # Streamed item fields appended from ``*.delta`` events, and set from the matching ``*.done``
 # event's field: event type stem -> (item type to assume for an unannounced item, field).

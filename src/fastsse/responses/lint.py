@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from ..apis import APIS
 from ..chat.lint import CODES as CHAT_CODES
 from ..chat.lint import ERROR, WARNING, CodeInfo
 from ..fold.lint import GRAMMAR_CODES, GrammarChecker
@@ -121,7 +122,7 @@ _RESPONSES_TYPES: Final = frozenset(
         "response.compaction.compacting",
     ]
 )
-_TERMINAL: Final = ("response.completed", "response.incomplete", "response.failed")
+_TERMINAL: Final = APIS["responses"].terminal
 _TEXT_DELTAS: Final = {"response.output_text.delta": "output_text", "response.refusal.delta": "refusal"}
 _TEXT_DONE: Final = {
     "response.output_text.done": ("output_text", "text"),

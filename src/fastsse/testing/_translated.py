@@ -14,6 +14,7 @@ from typing import Any, Final
 
 import orjson
 
+from ..apis import APIS
 from ..load._server import chat_request
 from ..sse import Decoder
 from ..translate import translator
@@ -45,7 +46,7 @@ def _responses_swallowed(events: Events) -> Events:
         if t == "response.output_text.delta" and swallowed < 3:
             swallowed += 1
             continue
-        if t in ("response.completed", "response.incomplete", "response.failed"):
+        if t in APIS["responses"].terminal:
             continue
         out.append((t, p))
     return out

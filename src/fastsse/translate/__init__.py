@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from .. import _backend
 from .._errors import InvalidRequest
+from ..apis import NAMES
 from ._answer import MESSAGE_LIMIT, error, response
 from ._bodies import Translated, Untranslatable
 from ._request import request
@@ -53,7 +54,7 @@ __all__ = [
     "translator",
 ]
 
-APIS: Final = ("chat", "responses", "messages")
+APIS: Final = NAMES
 
 
 class Translator(Protocol):

@@ -13,6 +13,7 @@ from typing import Any, Final
 import orjson
 
 from .._errors import InvalidRequest
+from ..apis import NAMES
 from ..messages.encode import STOP_REASONS, chat_usage_to_messages
 from ..responses.encode import INCOMPLETE, chat_usage_to_responses
 from ._bodies import (
@@ -618,7 +619,7 @@ def error(status: int, body: object, target: str, /) -> tuple[int, dict[str, Any
     reverse. The message is kept (at most ``MESSAGE_LIMIT`` characters).
     It raises InvalidRequest for an unknown ``target`` or a status that is not an HTTP error (400-599).
     """
-    if target not in ("chat", "responses", "messages"):
+    if target not in NAMES:
         raise InvalidRequest(f"unknown API {target!r}")
     if type(status) is not int or not 400 <= status <= 599:
         raise InvalidRequest(f"status must be an HTTP error status (400-599), not {status!r}")

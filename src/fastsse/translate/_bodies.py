@@ -10,10 +10,11 @@ from typing import Any, Final
 import orjson
 
 from .._errors import Untranslatable
+from ..apis import NAMES
 
 __all__ = ["APIS", "Translated", "Untranslatable"]
 
-APIS: Final = ("chat", "responses", "messages")
+APIS: Final = NAMES
 
 # OpenRouter's names for thinking carried in chat (``reasoning_details``): the format says whose it is
 ANTHROPIC_FORMAT: Final = "anthropic-claude-v1"

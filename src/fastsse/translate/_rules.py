@@ -15,9 +15,12 @@ from typing import Any, Final, TypeGuard
 
 import orjson
 
+from ..apis import APIS
 from ..chat.encode import ChatChunkEncoder
 from ..messages.encode import STOP_REASONS, MessagesEncoder, chat_usage_to_messages
 from ..responses.encode import INCOMPLETE, ResponsesEncoder, chat_usage_to_responses
+
+_RESPONSES_WHOLE: Final = APIS["responses"].whole
 
 
 def _is_index(value: object) -> TypeGuard[int]:
@@ -754,7 +757,7 @@ class ChatFromResponses(ToChat):
             response = payload.get("response")
             if type(response) is dict:
                 self._begin(response.get("id"), response.get("model"), response.get("created_at"))
-        elif kind in ("response.completed", "response.incomplete"):
+        elif kind in _RESPONSES_WHOLE:
             response = payload.get("response")
             if type(response) is not dict:
                 response = {}
