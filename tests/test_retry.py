@@ -9,6 +9,7 @@ import socket
 import time
 from collections.abc import Callable
 from email.utils import formatdate
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -367,3 +368,33 @@ def test_no_retry_is_stranded_by_an_early_timer(stream_backend: Any, loop: str) 
         results = uvloop.run(main()) if loop == "uvloop" else asyncio.run(main())
     assert len(results) == 32 and all(r["timing"]["attempts"] == 4 for r in results)
     assert len(raw.requests) == 32 * 4
+
+
+def test_the_gate_opens_at_the_same_event_for_a_fold_and_for_bytes() -> None:
+    # The first-chunk gate read content twice, once on parsed events and once by searching the
+    # bytes, and the two disagreed (an empty "content":"" opened the bytes gate only). Both now
+    # test the same events: each vector's events, framed as the stream's bytes, say what the
+    # fold's test says of them.
+    import json
+
+    from fastsse.client._retry import gate_test
+
+    vectors = Path(__file__).parent / "vectors"
+    cases: list[tuple[str, Any]] = []
+    for path in sorted((vectors / "chat").glob("*.json")):
+        cases += [("chat", p) for p in json.loads(path.read_text())["payloads"] if isinstance(p, dict)]
+    for api in ("responses", "messages"):
+        for vector in json.loads((vectors / "formats" / f"{api}.json").read_text()):
+            cases += [(api, e) for e in vector["events"] if isinstance(e, dict)]
+    cases.append(("chat", {"choices": [{"index": 0, "delta": {"content": ""}}]}))
+    assert len(cases) > 100
+    opened = 0
+    for api, event in cases:
+        data = b"data: " + orjson.dumps(event) + b"\n\n"
+        fold, passthrough = gate_test(api, api)(event), gate_test("passthrough", api)(data)
+        assert fold == passthrough, (api, event)
+        if api == "chat":
+            assert gate_test("relay", "chat")(data) == fold, event
+        opened += fold
+    assert 0 < opened < len(cases)  # the vectors hold both kinds
+    assert gate_test("relay", "chat")(b"data: [DONE]\n\n")  # the end of an answer opens it

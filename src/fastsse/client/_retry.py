@@ -29,7 +29,11 @@ import random
 from collections.abc import Callable
 from typing import Any, Final
 
+import orjson
+
 from .._errors import HTTPStatusError, TransportError
+from ..apis import APIS
+from ..sse import Decoder
 
 __all__ = ["Gate", "backoff", "reconnect_wait", "retryable", "wait_for"]
 
@@ -169,12 +173,11 @@ _RESPONSES_OPEN: Final = frozenset(
         "response.reasoning_text.delta",
         "response.reasoning_summary_text.delta",
         "response.code_interpreter_call_code.delta",
-        "response.completed",
-        "response.incomplete",
+        *APIS["responses"].whole,  # an answer's end opens the gate too
         "response.output_item.done",
     }
 )
-_MESSAGES_OPEN: Final = frozenset({"content_block_delta", "message_delta", "message_stop"})
+_MESSAGES_OPEN: Final = frozenset({"content_block_delta", "message_delta", *APIS["messages"].whole})
 
 
 def _chat_content(chunk: Any) -> bool:
@@ -219,26 +222,29 @@ CONTENT_TESTS: Final = {
     "events": _any_event,
 }
 
-# the byte-out formats: what a piece of the bytes sent downstream holds once content is out
-_BYTES_OPEN: Final = (
-    b'"content":"',
-    b'"reasoning_content":"',
-    b'"reasoning":"',
-    b'"refusal":"',
-    b'"tool_calls":',
-    b'"finish_reason":"',
-    b"content_block_delta",
-    b"message_stop",
-    b".delta",
-    b"response.completed",
-    b"response.incomplete",
-)
 
+def _bytes_test(target: str) -> Callable[[Any], bool]:
+    """The content test of a byte-out format whose bytes are ``target``'s stream: the pieces are
+    whole events (the writers cut at their ends), read and parsed, each tested as a fold's event
+    would be, so the gate opens at the same event for ``format=None`` and a byte-out format.
+    ``[DONE]`` opens it too: the answer's end."""
+    test = CONTENT_TESTS[target]
 
-def _bytes_content(piece: Any) -> bool:
-    if not isinstance(piece, (bytes, bytearray)):
+    def content(piece: Any) -> bool:
+        if not isinstance(piece, (bytes, bytearray)):
+            return False
+        for event in Decoder().feed(bytes(piece)):
+            if event.data == "[DONE]":
+                return True
+            try:
+                payload = orjson.loads(event.data)
+            except orjson.JSONDecodeError:
+                continue
+            if test(payload):
+                return True
         return False
-    return any(marker in piece for marker in _BYTES_OPEN)
+
+    return content
 
 
 class Gate:
@@ -280,7 +286,9 @@ class Gate:
 
 
 def gate_test(fmt: str, api: str) -> Callable[[Any], bool]:
-    """The content test of a request's stream: the API's events for a fold, bytes for the rest."""
+    """The content test of a request's stream: the API's events for a fold, and for a byte-out
+    format the same test on the events of the stream it writes (a relay's: chat; a passthrough's:
+    ``api``'s; ``to-X``'s: X's)."""
     if fmt in CONTENT_TESTS:
         return CONTENT_TESTS[fmt]
-    return _bytes_content
+    return _bytes_test("chat" if fmt == "relay" else api if fmt == "passthrough" else fmt[3:])
