@@ -796,3 +796,16 @@ def test_retries_only_when_asked_and_counted(capsys: Any, tmp_path: Any, monkeyp
     assert after["summary"]["attempts"] == 4 and after["summary"]["retried_requests"] == 2
     assert [r["attempts"] for r in after["requests"]] == [2, 2]
     assert len(got) == 2 + 4 and "retried: 2 requests, 4 attempts in all" in printed
+
+
+def test_the_plots_token_rate_counts_tokens_not_chunks(server: Any, stream_backend: SimpleNamespace) -> None:
+    # 3 tokens a chunk (the script), usage on: the panel's bars add up to the tokens the usage
+    # counted, three times the chunks the client read
+    doc = run(server, model="ttft_ms=0,itl_ms=5,chunks=6,tokens_per_chunk=3", requests=4)
+    records = [r for r in doc["requests"] if r["outcome"] == "complete"]
+    assert [r["completion_tokens"] for r in records] == [18] * 4
+    chunks = sum(sum(r["tokens"]) for r in records)
+    starts, rates, width = load.token_rate(records, min(r["started"] for r in records))
+    assert starts and min(starts) >= 0 and width > 0
+    assert sum(rate * width for rate in rates) == pytest.approx(72)
+    assert chunks < 72

@@ -169,6 +169,8 @@ def test_a_run_reports_what_it_changed_in_the_servers_metrics(
     assert e2e["count"] == 6.0 and e2e["mean"] == pytest.approx(0.01)
     text = capsys.readouterr().out
     assert 'vllm:request_success_total{finished_reason="stop",model_name="m"} +6' in text
+    # the quantiles are the server's buckets' (the reader must not take them for the client's)
+    assert "histogram quantiles: interpolated within the server's buckets" in text
 
 
 def test_a_metrics_page_that_cannot_be_read_stops_the_run_first(capsys: Any) -> None:

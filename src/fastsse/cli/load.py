@@ -252,7 +252,8 @@ def _parser() -> argparse.ArgumentParser:
         const="",
         metavar="URL",
         help="read the server's Prometheus metrics before and after the run and report what changed "
-        "(alone: the server's own /metrics, next to the API's /v1)",
+        "(alone: the server's own /metrics, next to the API's /v1); a histogram's quantiles come "
+        "from the server's buckets, interpolated as Prometheus's histogram_quantile does",
     )
     report.add_argument("--quiet", action="store_true", help="no progress display")
     return p

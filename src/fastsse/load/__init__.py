@@ -61,6 +61,7 @@ from ._report import (
     plot,
     plot_sweep,
     summarize,
+    token_rate,
 )
 from ._run import Record, engine_available
 from ._server import (
@@ -131,5 +132,6 @@ __all__ = [
     "spawn_scripted_server",
     "summarize",
     "sweep",
+    "token_rate",
     "unanswered",
 ]

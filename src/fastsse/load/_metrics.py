@@ -181,6 +181,11 @@ def metrics_url(base_url: str) -> str:
 def format_changes(found: dict[str, Any]) -> list[str]:
     """The lines of the printed summary for ``doc["server_metrics"]``."""
     lines = [f"  server metrics ({found['url']}), what the run changed:"]
+    if found.get("histograms"):
+        # the server's own histograms: a quantile is only as fine as its buckets
+        lines.append(
+            "    (histogram quantiles: interpolated within the server's buckets, as histogram_quantile)"
+        )
     if found.get("error"):
         return [*lines, f"    {found['error']}"]
     if not (found["counters"] or found["histograms"] or found["gauges"]):

@@ -474,6 +474,29 @@ def _pyplot() -> Any:
     return plt
 
 
+def token_rate(records: list[dict[str, Any]], start: int) -> tuple[list[float], list[float], float]:
+    """``--plot``'s output tokens/s over time: (bar starts in s since ``start``, tokens/s of each
+    bar, the bar's width in s), about 60 bars. A chunk's tokens are what its record counted, scaled
+    so that each request's add up to its usage's ``completion_tokens`` where the server reported
+    it: a chunk may carry several tokens, which a count of chunks would not show."""
+    arrivals: list[tuple[int, float]] = []
+    for r in records:
+        counted = sum(r["tokens"])
+        usage = r.get("completion_tokens")
+        scale = usage / counted if isinstance(usage, int) and usage > 0 and counted else 1.0
+        arrivals += [(r["reads"][i], n * scale) for i, n in zip(r["token_reads"], r["tokens"], strict=True)]
+    if not arrivals:
+        return [], [], 0.0
+    first = min(t for t, _ in arrivals)
+    width = max(0.1, (max(t for t, _ in arrivals) - first) / 1e9 / 60)
+    bins: dict[int, float] = {}
+    for t, n in arrivals:
+        key = int((t - first) / 1e9 // width)
+        bins[key] = bins.get(key, 0.0) + n
+    xs = range(max(bins) + 1)
+    return [(first - start) / 1e9 + x * width for x in xs], [bins.get(x, 0.0) / width for x in xs], width
+
+
 def plot(doc: dict[str, Any], path: str) -> None:
     """Write latency CDFs (TTFT, ITL, E2E, lag) and throughput over time to ``path`` (needs matplotlib).
 
@@ -497,31 +520,24 @@ def plot(doc: dict[str, Any], path: str) -> None:
         ax.set_xlabel("ms")
         ax.set_ylabel("fraction")
         ax.grid(alpha=0.3)
-    # throughput over time: tokens by the second their chunk arrived; requests in flight
-    ax = axes.flat[4]
-    arrivals = [(r["reads"][i], n) for r in ok for i, n in zip(r["token_reads"], r["tokens"], strict=True)]
-    if arrivals:
-        first = min(t for t, _ in arrivals)
-        width = max(0.1, (max(t for t, _ in arrivals) - first) / 1e9 / 60)  # about 60 bars
-        bins: Counter[int] = Counter()
-        for t, n in arrivals:
-            bins[int((t - first) / 1e9 // width)] += n
-        xs = list(range(max(bins) + 1))
-        ax.bar(
-            [first / 1e9 + x * width for x in xs], [bins[x] / width for x in xs], width=width, align="edge"
-        )
-    ax.set_title("output tokens/s over time")
-    ax.set_xlabel("s since start")
-    ax = axes.flat[5]
+    # throughput over time: output tokens by the second their chunk arrived; requests in flight
     spans = sorted(
         (r["started"], r["end"]) for r in records if r["started"] is not None and r["end"] is not None
     )
+    start = spans[0][0] if spans else 0
+    ax = axes.flat[4]
+    starts, rates, width = token_rate(ok, start)
+    if starts:
+        ax.bar(starts, rates, width=width, align="edge")
+    ax.set_title("output tokens/s over time")
+    ax.set_xlabel("s since start")
+    ax = axes.flat[5]
     if spans:
         events = sorted([(s, 1) for s, _ in spans] + [(e, -1) for _, e in spans])
         xs2, ys, level = [], [], 0
         for t, d in events:
             level += d
-            xs2.append(t / 1e9)
+            xs2.append((t - start) / 1e9)
             ys.append(level)
         ax.step(xs2, ys, where="post")
     ax.set_title("requests in flight")
