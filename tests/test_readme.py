@@ -185,3 +185,16 @@ def test_the_verdict_keys_are_all_named() -> None:
     text = README.read_text(encoding="utf-8")
     missing = [key for key in stream.result()["verdict"] if f"`{key}`" not in text]
     assert not missing, f"README.md does not name the verdict keys {missing}"
+
+
+def test_the_command_list_names_every_command() -> None:
+    # the README's "Command line" block lists every command the dispatcher knows, and load's two
+    # subcommands, so a new command cannot land unlisted
+    from fastsse.__main__ import COMMANDS
+
+    section = README.read_text(encoding="utf-8").split("## Command line", 1)[1].split("\n## ", 1)[0]
+    listed = section.split("```", 2)[1]
+    for name in COMMANDS:
+        assert f"python -m fastsse {name} " in listed, name
+    for sub in ("load compare", "load merge"):
+        assert f"python -m fastsse {sub} " in listed, sub
