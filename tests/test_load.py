@@ -809,3 +809,17 @@ def test_the_plots_token_rate_counts_tokens_not_chunks(server: Any, stream_backe
     assert starts and min(starts) >= 0 and width > 0
     assert sum(rate * width for rate in rates) == pytest.approx(72)
     assert chunks < 72
+
+
+def test_the_json_documents_follow_the_shipped_schema(server: Any, stream_backend: SimpleNamespace) -> None:
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = load.json_schema()
+    jsonschema.Draft202012Validator.check_schema(schema)
+    one = orjson.loads(load.dumps(run(server, requests=3)))
+    config = load.Config(url=server.base_url, model="m", requests=2, concurrency=2, loop="asyncio")
+    repeated = orjson.loads(load.dumps(load.repeat(config, 2)))
+    for doc in (one, repeated):
+        jsonschema.validate(doc, schema)
+    broken = dict(one, summary={**one["summary"], "ttft_ms": {"mean": 1.0}})  # no n, min, max
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(broken, schema)

@@ -19,7 +19,7 @@ another HTTP client) and ``_server`` (the scripted server, also re-exported by
 from __future__ import annotations
 
 from .._errors import LoadError
-from ._api import repeat, run, sweep, unanswered
+from ._api import json_schema, repeat, run, sweep, unanswered
 from ._compare import (
     COMPARE_SCHEMA,
     MIN_EFFECT,
@@ -112,6 +112,7 @@ __all__ = [
     "format_sweep",
     "intervals",
     "itl_values",
+    "json_schema",
     "merge",
     "metrics_url",
     "not_found",

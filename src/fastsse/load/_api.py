@@ -13,7 +13,7 @@ from ._plan import FAILED, SCHEMA, Config, endpoint
 from ._report import sweep_row
 from ._run import run as run_workers
 
-__all__ = ["repeat", "run", "sweep", "unanswered"]
+__all__ = ["json_schema", "repeat", "run", "sweep", "unanswered"]
 
 
 def run(config: Any, *, progress: Any = None) -> dict[str, Any]:
@@ -110,3 +110,17 @@ def unanswered(doc: dict[str, Any]) -> str | None:
     why = ", ".join(f"{n} x {cause}" for cause, n in causes.most_common())
     config = doc["config"]
     return f"no request got an answer from {endpoint(config['url'], config.get('api') or 'chat')}: {why}"
+
+
+def json_schema() -> dict[str, Any]:
+    """``json_schema() -> dict``: the JSON Schema (draft 2020-12) of the document ``run``,
+    ``sweep`` and ``repeat`` return and ``load --json`` writes, as shipped in the package
+    (``fastsse/load/schema.json``)."""
+    import importlib.resources
+
+    import orjson
+
+    schema: dict[str, Any] = orjson.loads(
+        (importlib.resources.files(__package__) / "schema.json").read_bytes()
+    )
+    return schema
