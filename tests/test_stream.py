@@ -257,3 +257,23 @@ class socket_port:
 
     def __exit__(self, *exc: object) -> None:
         self.sock.close()
+
+
+def test_a_cut_read_from_the_openai_sdks_bytes_says_cut(server: Any, stream_backend: Any) -> None:
+    # the SDK's own transport read the bytes and broke mid-answer (the loopback "disconnect"
+    # scenario closes the connection after a few chunks): its exception reaches the caller, and
+    # the fold of what arrived says the stream was cut, as a fastsse transfer's would
+    openai = pytest.importorskip("openai")
+    client = openai.OpenAI(base_url=server.base_url, api_key="x", max_retries=0)
+    with client.chat.completions.with_streaming_response.create(
+        model="disconnect", messages=[{"role": "user", "content": "Hi"}], stream=True
+    ) as response:
+        chunks = fastsse.iter_chunks(response.iter_bytes())
+        with pytest.raises(Exception) as info:  # the SDK's httpx (its own copy in new releases)
+            for _ in chunks:
+                pass
+        assert type(info.value).__name__ == "RemoteProtocolError"
+    verdict = chunks.result()["verdict"]
+    assert (verdict["complete"], verdict["truncated"]) == (False, True)
+    assert "cut" in verdict["why"]
+    client.close()

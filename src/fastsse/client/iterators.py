@@ -3,6 +3,7 @@ scanner and fold as the engine, with no transport of their own."""
 
 from __future__ import annotations
 
+import contextlib
 from collections import deque
 from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
@@ -145,25 +146,45 @@ class ChunkIterator:
             return True
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
-        for data in self._source:
+        source = iter(self._source)
+        while True:
+            try:
+                data = next(source)
+            except StopIteration:
+                self._stream.close()
+                break
+            except Exception:
+                self._cut()
+                raise
             stop = self._write(data)
             yield from self._drain()
             if stop:
                 break
-        else:
-            self._stream.close()
         self._raise_if_failed()
 
     async def __aiter__(self) -> AsyncIterator[dict[str, Any]]:
-        async for data in self._source:
+        source = aiter(self._source)
+        while True:
+            try:
+                data = await anext(source)
+            except StopAsyncIteration:
+                self._stream.close()
+                break
+            except Exception:
+                self._cut()
+                raise
             stop = self._write(data)
             for chunk in self._drain():
                 yield chunk
             if stop:
                 break
-        else:
-            self._stream.close()
         self._raise_if_failed()
+
+    def _cut(self) -> None:
+        # The source raised (the SDK's httpx stream broke mid-answer): the bytes ended there, so
+        # result() says the stream was cut, as a client's own transfer says it.
+        with contextlib.suppress(Exception):  # the source's exception is the one the caller needs
+            self._stream.close(truncated=True)
 
     def _raise_if_failed(self) -> None:
         error, self._error = self._error, None
