@@ -180,3 +180,41 @@ def test_otel_spans_one_per_answer(monkeypatch: pytest.MonkeyPatch) -> None:
     assert first["attributes"]["http.response.status_code"] == 429 and first["status"] == "ERROR"
     assert first["attributes"]["error.type"] == "error"
     assert second["attributes"]["gen_ai.usage.output_tokens"] == 5 and "status" not in second
+
+
+def test_an_upstream_takes_every_client_option_with_the_clients_checks(tmp_path: pathlib.Path) -> None:
+    # proxy, ca_bundle, client_cert, path, driver...: what the library lets a client set, an
+    # [[upstream]] sets too, checked by the same option table; the gateway's client gets them
+    import asyncio
+
+    from fastsse.gateway import Gateway
+
+    bundle = tmp_path / "ca.pem"
+    bundle.write_text("-----BEGIN CERTIFICATE-----\n-----END CERTIFICATE-----\n")
+    up = {**UP, "proxy": "http://127.0.0.1:3128", "ca_bundle": str(bundle), "path": "/chat/completions"}
+    config = config_from({"upstream": [up]}, {})
+    (upstream,) = config.upstreams
+    assert upstream.client == {
+        "proxy": "http://127.0.0.1:3128",
+        "ca_bundle": str(bundle),
+        "path": "/chat/completions",
+    }
+    gateway = Gateway(config)
+    asyncio.run(gateway.startup())
+    try:
+        client = gateway._plane.clients["primary"]
+        defaults = client._engine.defaults
+        assert (defaults.proxy, defaults.ca_bundle) == ("http://127.0.0.1:3128", str(bundle))
+    finally:
+        asyncio.run(gateway.shutdown())
+    for bad, words in (
+        ({"proxy": "ftp://p:1"}, "proxy"),
+        ({"proxy": 3}, "proxy"),
+        ({"driver": "libuv"}, "driver"),
+    ):
+        with pytest.raises(ConfigError, match=r"^upstream\[0\]") as info:
+            config_from({"upstream": [{**UP, **bad}]}, {})
+        assert words in str(info.value), info.value
+    # what the gateway sets itself stays its own
+    with pytest.raises(ConfigError, match="unknown field upstream"):
+        config_from({"upstream": [{**UP, "raise_for_status": False}]}, {})

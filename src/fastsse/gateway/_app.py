@@ -305,6 +305,7 @@ class Gateway:
                 raise_for_status=True,
                 timing=True,  # the first content's time (ttft_ms) and a fold's token count
                 keep_text=False,  # the relay's fold keeps the facts the record needs, not the text
+                **up.client,  # the upstream's other client options (proxy, ca_bundle, ...), checked
             )
 
     async def shutdown(self) -> None:

@@ -52,6 +52,9 @@ class Upstream:
     weight: float = 1.0
     eject_after: int = 3
     cooldown_seconds: float = 30.0
+    # every other client option the upstream sets (proxy, ca_bundle, client_cert, path, driver...),
+    # checked by the client's own option table: its AsyncClient gets them as they are
+    client: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -258,11 +261,36 @@ def server_config(given: Mapping[str, Any], environ: Mapping[str, str]) -> Serve
     return ServerConfig(**out)
 
 
+# What the gateway sets on every upstream's client itself: an upstream table cannot change them.
+_GATEWAY_SETS: Final = frozenset(
+    {"max_event_bytes", "raise_for_status", "timing", "keep_text", "format", "fallbacks", "client"}
+)
+
+
+def _client_rows() -> dict[str, Any]:
+    """The client option rows an ``[[upstream]]`` may set beyond its own fields, by name."""
+    from ..client import OPTIONS, ClientOptions
+
+    own = {f.name for f in dataclasses.fields(Upstream)}
+    names = set(ClientOptions.__annotations__) - own - _GATEWAY_SETS
+    return {row.name: row for row in OPTIONS if row.name in names}
+
+
 def upstream_config(index: int, given: Mapping[str, Any], environ: Mapping[str, str]) -> Upstream:
     """One ``[[upstream]]`` checked (``index`` from 0). It raises ConfigError naming the field."""
     table = f"upstream[{index}]"
+    rows = _client_rows()
+    extra: dict[str, Any] = {}
+    if isinstance(given, Mapping):
+        for name in [n for n in given if n in rows]:
+            check = rows[name].check
+            try:
+                extra[name] = given[name] if check is None else check(given[name], name)
+            except (TypeError, ValueError) as exc:
+                raise ConfigError(f"{table}.{name}: {exc}") from None
+        given = {k: v for k, v in given.items() if k not in rows}
     _table(table, given, Upstream, ("name", "base_url"))
-    out: dict[str, Any] = {}
+    out: dict[str, Any] = {"client": extra} if extra else {}
     for name, value in given.items():
         if name in ("name", "base_url", "api", "api_key", "api_key_env"):
             out[name] = _typed(table, name, value, str)
@@ -297,7 +325,21 @@ def upstream_config(index: int, given: Mapping[str, Any], environ: Mapping[str, 
         raise ConfigError(f"{table}: give api_key or api_key_env, not both")
     if "api_key_env" in out:
         out["api_key"] = _env(table, "api_key_env", out["api_key_env"], environ)
+    if extra:  # the rest of the client's checks (a proxy's scheme, a CA file that is there...)
+        _prepared(table, out, extra)
     return Upstream(**out)
+
+
+def _prepared(table: str, out: Mapping[str, Any], extra: Mapping[str, Any]) -> None:
+    """Set up a request as the upstream's client will: what the library refuses, the gateway
+    refuses at start. It raises ConfigError naming the table and the client's words."""
+    from ..client import prepare
+
+    spec = {k: v for k, v in extra.items() if k not in ("driver", "max_connections")}
+    try:
+        prepare({"model": "m"}, api=out.get("api", "chat"), base_url=out["base_url"], api_key="k", **spec)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"{table}: {exc}") from None
 
 
 def route_config(index: int, given: Mapping[str, Any], upstreams: Mapping[str, Upstream]) -> Route:
