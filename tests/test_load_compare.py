@@ -146,3 +146,19 @@ def test_two_runs_of_one_plan_on_a_steady_server_say_no(server: Any) -> None:
     centre = [k for k in comparison if k.endswith((".p50", ".mean")) and comparison[k]["tests"][1]]
     assert centre
     assert [k for k in centre if comparison[k]["tests"][1]["significant"]] == []
+
+
+def test_a_repeats_plot_is_titled_for_a_repeat(
+    server: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    pytest.importorskip("matplotlib")
+    seen: dict[str, Any] = {}
+
+    def plotted(documents: Any, names: list[str], path: str, *, title: str = "") -> None:
+        seen.update(names=names, title=title)
+
+    monkeypatch.setattr(load, "plot_comparison", plotted)
+    argv = [server.base_url, "--model", "m", "--requests", "4", "--concurrency", "2", "--loop", "asyncio"]
+    assert load_cli.main([*argv, "--repeat", "2", "--quiet", "--plot", str(tmp_path / "r.png")]) == 0
+    assert seen["names"] == ["run 1", "run 2"]
+    assert seen["title"].startswith("fastsse load --repeat: 2 runs of one plan against http://127.0.0.1:")

@@ -598,7 +598,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.plot:
         if doc["kind"] == "repeat":  # each run's CDFs over the others': the spread, seen
-            lib.plot_comparison(runs, [f"run {i + 1}" for i in range(len(runs))], args.plot)
+            lib.plot_comparison(
+                runs,
+                [f"run {i + 1}" for i in range(len(runs))],
+                args.plot,
+                title=f"fastsse load --repeat: {len(runs)} runs of one plan against {doc['config']['url']}",
+            )
         else:
             (plot_sweep if args.sweep else plot)(doc, args.plot)
     complete = all(d["summary"]["outcomes"].get(COMPLETE, 0) == d["summary"]["requests"] for d in runs)

@@ -351,9 +351,12 @@ def format_comparison(comparison: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def plot_comparison(documents: list[dict[str, Any]], names: list[str], path: str) -> None:
-    """Overlay the CDFs of TTFT, ITL (token-weighted) and E2E of each document (needs matplotlib;
-    it raises ImportError without it)."""
+def plot_comparison(
+    documents: list[dict[str, Any]], names: list[str], path: str, *, title: str = "fastsse load compare"
+) -> None:
+    """Overlay the CDFs of TTFT, ITL (token-weighted) and E2E of each document, under ``title``
+    (needs matplotlib; it raises ImportError without it). A panel whose values span more than
+    two decades has a logarithmic axis, so a tail does not flatten the bulk."""
     from ._report import _pyplot, itl_values
 
     plt = _pyplot()
@@ -371,13 +374,15 @@ def plot_comparison(documents: list[dict[str, Any]], names: list[str], path: str
             if values:
                 ordered = sorted(values)
                 ax.plot(ordered, [(i + 1) / len(ordered) for i in range(len(ordered))], label=name)
+                if ordered[0] > 0 and ordered[-1] / ordered[0] > 100:
+                    ax.set_xscale("log")
     for ax, title in zip(axes, ("TTFT", "ITL (token-weighted)", "E2E"), strict=True):
         ax.set_title(f"{title} CDF")
         ax.set_xlabel("ms")
         ax.set_ylabel("fraction")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
-    fig.suptitle("fastsse load compare")
+    fig.suptitle(title)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
