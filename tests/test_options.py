@@ -145,3 +145,22 @@ def test_default_means_the_clients_value(server: Any) -> None:
         assert "timing" not in client.create_stream(REQUEST, timeout=fastsse.DEFAULT)
         assert "timing" in client.create_stream(REQUEST, timing=True)
     assert repr(fastsse.DEFAULT) == "fastsse.DEFAULT"
+
+
+def test_timeouts_set_the_four_timeouts_at_once(server: Any) -> None:
+    # fastsse.Timeouts, as httpx.Timeout: one value for timeout=, on a client and on a call
+    with fastsse.Client(timeout=fastsse.Timeouts(30, connect=2, idle=5)) as client:
+        d = client._engine.defaults
+        assert (d.timeout, d.connect_timeout, d.first_byte_timeout, d.idle_timeout) == (30, 2, None, 5)
+        result = client.create_stream(
+            {"model": "plain", "messages": []},
+            base_url=server.base_url,
+            timeout=fastsse.Timeouts(20, first_byte=10),
+        )
+        assert result["verdict"]["complete"]
+    with pytest.raises(fastsse.InvalidRequest, match=r"Timeouts\(idle=...\) takes a positive number"):
+        fastsse.Timeouts(idle=0)
+    with pytest.raises(fastsse.InvalidRequest, match="connect_timeout= beside timeout=Timeouts"):
+        fastsse.Client(timeout=fastsse.Timeouts(connect=1), connect_timeout=2)
+    with pytest.raises(TypeError, match="first_byte_timeout"):
+        fastsse.EventSource(server.base_url + "/x", timeout=fastsse.Timeouts(first_byte=1))

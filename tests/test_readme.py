@@ -198,3 +198,17 @@ def test_the_command_list_names_every_command() -> None:
         assert f"python -m fastsse {name} " in listed, name
     for sub in ("load compare", "load merge"):
         assert f"python -m fastsse {sub} " in listed, sub
+
+
+def test_the_options_signature_in_the_readme_is_the_codes() -> None:
+    import inspect
+    import re
+
+    import fastsse
+
+    text = " ".join(README.read_text(encoding="utf-8").split())
+    match = re.search(r"in the same order, `\(input, /, on_chunk=None, \*, ([a-z0-9_, ]+)\)`", text)
+    assert match, "the README's create_stream signature"
+    listed = [name.strip() for name in match.group(1).split(",")]
+    params = list(inspect.signature(fastsse.create_stream).parameters)
+    assert listed == params[params.index("on_chunk") + 1 :]

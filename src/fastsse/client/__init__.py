@@ -15,7 +15,16 @@ from .._errors import ClientClosed
 # The one request setup, shared with the linter's --url fetch (fastsse.cli.check); not public API.
 from ._curlopts import apply as apply
 from ._curlopts import import_pycurl as import_pycurl
-from ._options import DEFAULT, OPTIONS, SOURCE_OPTIONS, CallOptions, ClientOptions, Option, SourceOptions
+from ._options import (
+    DEFAULT,
+    OPTIONS,
+    SOURCE_OPTIONS,
+    CallOptions,
+    ClientOptions,
+    Option,
+    SourceOptions,
+    Timeouts,
+)
 from ._request import RequestSpec as RequestSpec
 from ._request import prepare as prepare
 from ._request import redact as redact
@@ -50,6 +59,7 @@ __all__ = [
     "EventSource",
     "Option",
     "SourceOptions",
+    "Timeouts",
     "aiter_chunks",
     "aiter_events",
     "create_stream",

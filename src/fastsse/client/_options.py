@@ -148,6 +148,42 @@ def _event_limit(value: Any, name: str) -> Any:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class Timeouts:
+    """``Timeouts(total=None, *, connect=None, first_byte=None, idle=None)``: a request's four
+    timeouts as one value, as ``httpx.Timeout`` and ``aiohttp.ClientTimeout`` group theirs. Give it
+    as ``timeout=`` (to a client, a call, ``create_stream``): it sets ``timeout`` (``total``),
+    ``connect_timeout``, ``first_byte_timeout`` and ``idle_timeout`` at once, each in seconds or
+    None for no bound. Naming one of those options beside it is an error.
+
+    It raises InvalidRequest for a value that is not a positive finite number or None.
+    """
+
+    total: float | None = None
+    connect: float | None = dataclasses.field(default=None, kw_only=True)
+    first_byte: float | None = dataclasses.field(default=None, kw_only=True)
+    idle: float | None = dataclasses.field(default=None, kw_only=True)
+
+    def __post_init__(self) -> None:
+        for name in ("total", "connect", "first_byte", "idle"):
+            value = getattr(self, name)
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
+                raise InvalidRequest(
+                    f"Timeouts({name}=...) takes a positive number of seconds or None, not {value!r}"
+                )
+
+    def options(self) -> dict[str, float | None]:
+        """The four options it stands for, by name."""
+        return {
+            "timeout": self.total,
+            "connect_timeout": self.connect,
+            "first_byte_timeout": self.first_byte,
+            "idle_timeout": self.idle,
+        }
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class Option:
     """One row of the table: ``name``; ``annotation``, the type as written in signatures;
     ``default``; ``where``: ``"both"`` (a client's default and per call), ``"call"`` (per call
@@ -193,10 +229,11 @@ OPTIONS: Final[tuple[Option, ...]] = (
     ),
     Option(
         "timeout",
-        "float | None",
+        "float | Timeouts | None",
         None,
         BOTH,
-        "seconds for the whole call, the wait for a free connection included",
+        "seconds for the whole call, the wait for a free connection included; a fastsse.Timeouts "
+        "sets the four timeouts at once",
     ),
     Option("connect_timeout", "float | None", None, BOTH, "seconds to connect"),
     Option(
@@ -393,6 +430,8 @@ def check_options(given: Mapping[str, Any], names: Sequence[str], what: str) -> 
     It raises TypeError for a name that is not one of ``names`` (naming ``what``, the call), and
     what a row's check raises (TypeError for a wrong type, InvalidRequest for a bad value).
     """
+    if isinstance(given.get("timeout"), Timeouts):
+        given = _expanded(given, names, what)
     out: dict[str, Any] = {}
     for name, value in given.items():
         if value is DEFAULT:
@@ -401,6 +440,21 @@ def check_options(given: Mapping[str, Any], names: Sequence[str], what: str) -> 
             raise TypeError(f"{what} got an unexpected keyword argument {name!r}")
         check = BY_NAME[name].check
         out[name] = value if check is None else check(value, name)
+    return out
+
+
+def _expanded(given: Mapping[str, Any], names: Sequence[str], what: str) -> dict[str, Any]:
+    """``given`` with ``timeout=Timeouts(...)`` spread into the four options it stands for (those
+    ``names`` knows; a bound set for one it does not is a TypeError)."""
+    out = dict(given)
+    for name, value in given["timeout"].options().items():
+        if name != "timeout" and given.get(name, DEFAULT) is not DEFAULT:
+            raise InvalidRequest(f"{what}: {name}= beside timeout=Timeouts(...): give it in the Timeouts")
+        if name not in names:
+            if value is not None:
+                raise TypeError(f"{what} takes no {name}: leave it None in the Timeouts")
+            continue
+        out[name] = value
     return out
 
 
@@ -569,7 +623,7 @@ class _RequestKeywords(TypedDict, total=False):
     api_key: str | None
     path: str | None
     headers: Mapping[str, str] | Sequence[str] | None
-    timeout: float | None
+    timeout: float | Timeouts | None
     connect_timeout: float | None
     idle_timeout: float | None
     first_byte_timeout: float | None
@@ -606,7 +660,7 @@ class SourceOptions(TypedDict, total=False):
     """The keywords of ``EventSource(...)`` and ``AsyncEventSource(...)``, for type checkers."""
 
     headers: Mapping[str, str] | Sequence[str] | None
-    timeout: float | None
+    timeout: float | Timeouts | None
     connect_timeout: float | None
     idle_timeout: float | None
     proxy: str | None
