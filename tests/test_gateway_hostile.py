@@ -311,10 +311,14 @@ def test_a_stalled_upstream_never_outlives_its_callers() -> None:
             gone = time.monotonic()
             records = [gw.record(i) for i in range(callers)]
             deadline = time.monotonic() + 5
-            while len(left) < raw.connections and time.monotonic() < deadline:
+            while len(left) < len(raw.requests) and time.monotonic() < deadline:
                 time.sleep(0.01)
-            # every upstream connection the gateway opened is closed again, none left to fill a pool
-            assert raw.connections >= 8 and len(left) == raw.connections
+            # every upstream request the gateway sent is dropped again, none left to fill a pool.
+            # Counted by request, not by connection: a transfer cancelled between its connect and
+            # its request never reaches the script (the server waits for a request on it), so its
+            # connection is in raw.connections but can never be in ``left`` (seen once in CI:
+            # 23 connections, 22 requests)
+            assert len(raw.requests) >= 8 and len(left) == len(raw.requests)
             assert max(left) - gone < 1.0
             assert all(r["outcome"] == "caller_left" and r["status"] == 499 for r in records)
             with httpx.Client(timeout=5) as http:
