@@ -235,3 +235,24 @@ def test_a_length_limit_is_a_stop_reason_not_an_incomplete_answer(stream_backend
     early.write(OPEN)
     assert early.verdict.stop_reason is None
     assert early.result()["verdict"]["stop_reason"] is None
+
+
+def test_the_result_types_name_the_fields_the_results_have(stream_backend: Any) -> None:
+    # fastsse.results describes the dicts for type checkers; nothing else held it to the code
+    import typing
+
+    from fastsse import results
+    from fastsse.client._request import prepare
+    from fastsse.client._response import Response
+
+    def keys(td: Any) -> set[str]:
+        return set(typing.get_type_hints(td))
+
+    assert keys(results.VerdictData) == {f.name for f in dataclasses.fields(fastsse.Verdict)}
+    assert keys(results.ChatVerdictData) == {f.name for f in dataclasses.fields(fastsse.ChatVerdict)}
+    assert keys(results.FormatVerdictData) == {f.name for f in dataclasses.fields(fastsse.FormatVerdict)}
+    stream = stream_backend.ChatStream()
+    stream.write(FINISHED + b"data: [DONE]\n\n")
+    assert set(stream.result()["verdict"]) == keys(results.ChatVerdictData)
+    spec = prepare({"model": "m", "messages": []}, base_url="http://127.0.0.1:9/v1", api_key="k")
+    assert set(Response(spec, stream_backend.ChatStream()).http()) == keys(results.HttpData)
