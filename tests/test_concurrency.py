@@ -123,7 +123,6 @@ def _chat_stream() -> bytes:
 
 
 CHAT = _chat_stream()
-HAS_CHAT_STREAM = hasattr(fastsse.ChatStream, "write")
 
 
 def _fold(backend: Any, chunks: list[bytes]) -> tuple[Any, ...]:
@@ -135,7 +134,6 @@ def _fold(backend: Any, chunks: list[bytes]) -> tuple[Any, ...]:
     return stream.result(), seen
 
 
-@pytest.mark.skipif(not HAS_CHAT_STREAM, reason="ChatStream (branch agg) has not landed on main yet")
 def test_chat_streams_on_many_threads_match_one_thread(backend: Any) -> None:
     reference = _fold(backend, [CHAT])
     assert len(reference[1]) == 424  # role, 400 content, 20 tool-call, 2 finish, usage
