@@ -31,9 +31,9 @@ from typing import Any, Final
 
 import orjson
 
+from .. import _backend
 from .._errors import HTTPStatusError, TransportError
 from ..apis import APIS
-from ..sse import Decoder
 
 __all__ = ["Gate", "backoff", "reconnect_wait", "retryable", "wait_for"]
 
@@ -233,7 +233,7 @@ def _bytes_test(target: str) -> Callable[[Any], bool]:
     def content(piece: Any) -> bool:
         if not isinstance(piece, (bytes, bytearray)):
             return False
-        for event in Decoder().feed(bytes(piece)):
+        for event in _backend.current.Decoder().feed(bytes(piece)):
             if event.data == "[DONE]":
                 return True
             try:
