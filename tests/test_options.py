@@ -164,3 +164,14 @@ def test_timeouts_set_the_four_timeouts_at_once(server: Any) -> None:
         fastsse.Client(timeout=fastsse.Timeouts(connect=1), connect_timeout=2)
     with pytest.raises(TypeError, match="first_byte_timeout"):
         fastsse.EventSource(server.base_url + "/x", timeout=fastsse.Timeouts(first_byte=1))
+
+
+def test_a_request_is_prepared_from_its_options_object() -> None:
+    # One options path: the request setup takes the RequestOptions whole, not a keyword per option
+    # (a list that had to be kept beside the table), and the defaults are the table's rows.
+    import inspect
+
+    from fastsse.client._request import _prepare
+
+    assert list(inspect.signature(_prepare).parameters) == ["input", "options", "environ"]
+    assert RequestOptions().max_retries == {o.name: o for o in OPTIONS}["max_retries"].default == 2

@@ -562,32 +562,37 @@ def source_doc() -> str:
     return "\n".join(lines) + "\n"
 
 
+def _default(name: str) -> Any:
+    """The default of the row ``name``: the table is where defaults are written."""
+    return BY_NAME[name].default
+
+
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class RequestOptions:
-    """What a request is prepared from (each field a row of ``OPTIONS``); immutable, so a client's
-    defaults can be shared by every request it makes."""
+    """What a request is prepared from (each field a row of ``OPTIONS``, its default the row's);
+    immutable, so a client's defaults can be shared by every request it makes."""
 
-    api: str = "chat"
-    base_url: str | None = None
-    api_key: str | None = None
-    path: str | None = None
-    headers: Mapping[str, str] | Sequence[str] | None = None
-    timeout: float | None = None
-    connect_timeout: float | None = None
-    idle_timeout: float | None = None
-    first_byte_timeout: float | None = None
-    proxy: str | None = None
-    ca_bundle: str | None = None
-    client_cert: str | tuple[str, str] | None = None
-    max_event_bytes: int | None = None
-    max_retries: int = 2
-    first_chunk_gate: bool = False
-    fallbacks: tuple[tuple[str, str | None], ...] | None = None
-    resume: bool = True
-    raise_for_status: bool = False
-    http2: bool = False
-    timing: bool = True
-    keep_text: bool = True
+    api: str = _default("api")
+    base_url: str | None = _default("base_url")
+    api_key: str | None = _default("api_key")
+    path: str | None = _default("path")
+    headers: Mapping[str, str] | Sequence[str] | None = _default("headers")
+    timeout: float | None = _default("timeout")
+    connect_timeout: float | None = _default("connect_timeout")
+    idle_timeout: float | None = _default("idle_timeout")
+    first_byte_timeout: float | None = _default("first_byte_timeout")
+    proxy: str | None = _default("proxy")
+    ca_bundle: str | None = _default("ca_bundle")
+    client_cert: str | tuple[str, str] | None = _default("client_cert")
+    max_event_bytes: int | None = _default("max_event_bytes")
+    max_retries: int = _default("max_retries")
+    first_chunk_gate: bool = _default("first_chunk_gate")
+    fallbacks: tuple[tuple[str, str | None], ...] | None = _default("fallbacks")
+    resume: bool = _default("resume")
+    raise_for_status: bool = _default("raise_for_status")
+    http2: bool = _default("http2")
+    timing: bool = _default("timing")
+    keep_text: bool = _default("keep_text")
 
     def replace(self, overrides: Mapping[str, Any], /) -> RequestOptions:
         """These options with ``overrides`` (a request's own, checked) laid on top.
@@ -607,12 +612,6 @@ class RequestOptions:
 
 
 REQUEST_FIELDS: Final = tuple(field.name for field in dataclasses.fields(RequestOptions))
-# What ``prepare`` reads of them (the rest is the engine's, per request).
-PREPARE_FIELDS: Final = tuple(
-    name
-    for name in REQUEST_FIELDS
-    if name not in ("timing", "max_retries", "first_chunk_gate", "fallbacks", "resume", "keep_text")
-)
 
 
 class _RequestKeywords(TypedDict, total=False):

@@ -28,7 +28,7 @@ from urllib.parse import quote, urlsplit, urlunsplit
 
 from .._errors import InvalidRequest
 from .._formats import API_FORMATS, api_format
-from ._options import PREPARE_FIELDS, RequestOptions
+from ._options import RequestOptions
 
 # Only http and https, for the request and for any redirect a caller's handle may follow: other
 # schemes read local files (file://) or send chosen bytes to any port (gopher://, dict://).
@@ -229,11 +229,7 @@ def prepare(input: Mapping[str, Any], options: RequestOptions | None = None, /, 
         options = RequestOptions(**kwargs)
     elif kwargs:
         options = options.replace(kwargs)
-    return _prepare(input, **_prepared(options))
-
-
-def _prepared(options: RequestOptions) -> dict[str, Any]:
-    return {name: getattr(options, name) for name in PREPARE_FIELDS}
+    return _prepare(input, options)
 
 
 def environment() -> dict[str, str]:
@@ -255,40 +251,23 @@ class Preparer:
     def __init__(self, options: RequestOptions, /) -> None:
         self._options = options
         self._environ = environment()
-        self._template = _prepare({}, environ=self._environ, **_prepared(options))
+        self._template = _prepare({}, options, environ=self._environ)
         self._template.transport  # noqa: B018 - built now, so every request's copy carries it
         self._fmt = api_format(options.api)
 
     def __call__(self, input: Mapping[str, Any], options: RequestOptions | None = None, /) -> RequestSpec:
         if options is not None and options is not self._options:
-            return _prepare(input, environ=self._environ, **_prepared(options))
+            return _prepare(input, options, environ=self._environ)
         if not isinstance(input, Mapping):
             raise TypeError(f"input must be a mapping (the request body), not {type(input).__name__}")
         return self._template.with_body(self._fmt.body(input))
 
 
 def _prepare(
-    input: Mapping[str, Any],
-    /,
-    *,
-    api: str = "chat",
-    base_url: str | None = None,
-    api_key: str | None = None,
-    path: str | None = None,
-    headers: Mapping[str, str] | Sequence[str] | None = None,
-    timeout: float | None = None,
-    connect_timeout: float | None = None,
-    idle_timeout: float | None = None,
-    first_byte_timeout: float | None = None,
-    proxy: str | None = None,
-    ca_bundle: str | None = None,
-    client_cert: str | tuple[str, str] | None = None,
-    max_event_bytes: int | None = None,
-    raise_for_status: bool = False,
-    http2: bool = False,
-    environ: Mapping[str, str] | None = None,
+    input: Mapping[str, Any], options: RequestOptions, /, *, environ: Mapping[str, str] | None = None
 ) -> RequestSpec:
-    """Validate a streaming request and build its ``RequestSpec``; nothing is sent.
+    """Validate a streaming request sent with ``options`` and build its ``RequestSpec``; nothing is
+    sent. ``environ`` (default ``os.environ``) is where the base URL and key variables are read.
 
     ``api`` (``"chat"``, ``"responses"``, ``"messages"``) picks the default ``path`` and the way the
     key is sent (``fastsse._formats``). ``base_url`` and ``api_key`` default to ``OPENAI_BASE_URL`` /
@@ -306,7 +285,8 @@ def _prepare(
     """
     if not isinstance(input, Mapping):
         raise TypeError(f"input must be a mapping (the request body), not {type(input).__name__}")
-    fmt = api_format(api)
+    fmt = api_format(options.api)
+    base_url, api_key, path = options.base_url, options.api_key, options.path
     if environ is None:
         environ = os.environ
     env_base = environ.get(fmt.base_url_env) if fmt.base_url_env else None
@@ -322,7 +302,7 @@ def _prepare(
         raise InvalidRequest(f"path must be a str without spaces or control characters, not {path!r}")
     url = _check_url(base.rstrip("/") + "/" + path.lstrip("/"), "base_url + path")
 
-    given = [_check_header(name, value) for name, value in _header_pairs(headers)]
+    given = [_check_header(name, value) for name, value in _header_pairs(options.headers)]
     auth = "x-api-key" if fmt.name == "messages" else "Authorization"
     has_auth = any(line[: len(auth) + 1].lower() == auth.lower() + ":" for line in given)
     if api_key and has_auth:
@@ -349,35 +329,24 @@ def _prepare(
         body=fmt.body(input),
         api=fmt.name,
         headers=tuple(lines),
-        raise_for_status=raise_for_status,
-        **_transport(
-            timeout, connect_timeout, idle_timeout, first_byte_timeout, proxy, ca_bundle, client_cert
-        ),
-        max_event_bytes=max_event_bytes,
-        http2=http2,
+        raise_for_status=options.raise_for_status,
+        **_transport(options),
+        max_event_bytes=options.max_event_bytes,
+        http2=options.http2,
     )
 
 
-def _transport(
-    timeout: Any,
-    connect_timeout: Any,
-    idle_timeout: Any,
-    first_byte_timeout: Any,
-    proxy: Any,
-    ca_bundle: Any,
-    client_cert: Any,
-) -> dict[str, Any]:
+def _transport(options: RequestOptions) -> dict[str, Any]:
     """The ``RequestSpec`` fields of the transport options, checked (what ``_prepare`` and
     ``prepare_get`` raise for them)."""
-    cert, cert_key = _check_proxy_and_files(proxy, ca_bundle, client_cert)
+    ca_bundle, idle, first_byte = options.ca_bundle, options.idle_timeout, options.first_byte_timeout
+    cert, cert_key = _check_proxy_and_files(options.proxy, ca_bundle, options.client_cert)
     return {
-        "timeout_ms": _milliseconds(timeout, "timeout"),
-        "connect_timeout_ms": _milliseconds(connect_timeout, "connect_timeout"),
-        "idle_timeout": None if idle_timeout is None else _seconds(idle_timeout, "idle_timeout"),
-        "first_byte_timeout": None
-        if first_byte_timeout is None
-        else _seconds(first_byte_timeout, "first_byte_timeout"),
-        "proxy": proxy,
+        "timeout_ms": _milliseconds(options.timeout, "timeout"),
+        "connect_timeout_ms": _milliseconds(options.connect_timeout, "connect_timeout"),
+        "idle_timeout": None if idle is None else _seconds(idle, "idle_timeout"),
+        "first_byte_timeout": None if first_byte is None else _seconds(first_byte, "first_byte_timeout"),
+        "proxy": options.proxy,
         "ca_bundle": None if ca_bundle is None else os.fspath(ca_bundle),
         "client_cert": None if cert is None else os.fspath(cert),
         "client_key": None if cert_key is None else os.fspath(cert_key),
@@ -464,7 +433,16 @@ def prepare_get(
         api="events",
         headers=tuple(lines),
         raise_for_status=True,
-        **_transport(timeout, connect_timeout, idle_timeout, None, proxy, ca_bundle, client_cert),
+        **_transport(
+            RequestOptions(
+                timeout=timeout,
+                connect_timeout=connect_timeout,
+                idle_timeout=idle_timeout,
+                proxy=proxy,
+                ca_bundle=ca_bundle,
+                client_cert=client_cert,
+            )
+        ),
         max_event_bytes=max_event_bytes,
         http2=http2,
         method="GET",

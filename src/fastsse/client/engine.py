@@ -28,14 +28,14 @@ from .._errors import ClientClosed, HTTPStatusError, InvalidRequest, TransportEr
 from .._timing import anchor_pair
 from . import _retry, _streams
 from ._curlopts import apply, apply_body, import_pycurl, release, reset
-from ._options import CALL_NAMES, RequestOptions, check_options
+from ._options import BY_NAME, CALL_NAMES, RequestOptions, check_options
 from ._request import Preparer, RequestSpec, redact
 from ._response import Response
 from ._resume import MAX_RESUMES, Resumable
 
 OnChunk = Callable[[dict[str, Any]], "bool | None"]
 
-DEFAULT_MAX_CONNECTIONS = 100
+DEFAULT_MAX_CONNECTIONS: int = BY_NAME["max_connections"].default  # the table's row
 
 # How long one wait may block: Ctrl-C is acted on when the wait returns (at once where signals
 # interrupt the wait, as on POSIX; within this bound where they do not), and how late an
