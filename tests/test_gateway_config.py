@@ -25,6 +25,28 @@ def write(tmp_path: pathlib.Path, server: dict[str, Any], upstreams: list[dict[s
     return path
 
 
+def test_an_upstream_has_the_clients_defaults_but_the_listed_ones() -> None:
+    # The client's table is where defaults are written; the gateway differs only where it says so,
+    # and each listed default really differs (a stale entry would hide a copy).
+    import dataclasses
+
+    from fastsse.client import OPTIONS
+    from fastsse.gateway._config import UPSTREAM_DEFAULTS, Upstream
+
+    client = {option.name: option.default for option in OPTIONS}
+    compared = 0
+    for field in dataclasses.fields(Upstream):
+        if field.name not in client or field.default is dataclasses.MISSING:
+            continue
+        compared += 1
+        if field.name in UPSTREAM_DEFAULTS:
+            assert field.default == UPSTREAM_DEFAULTS[field.name] != client[field.name], field.name
+        else:
+            assert field.default == client[field.name], field.name
+    assert compared >= 9 and set(UPSTREAM_DEFAULTS) <= set(client)
+    assert UPSTREAM_DEFAULTS["max_retries"] == 0 and UPSTREAM_DEFAULTS["max_connections"] == 1024
+
+
 def test_every_field_is_read(tmp_path: pathlib.Path) -> None:
     server = {
         "host": "0.0.0.0",

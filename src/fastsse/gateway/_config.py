@@ -31,6 +31,19 @@ class ConfigError(FastSSEError, ValueError):
     """A configuration the gateway cannot start with; the message names the field."""
 
 
+# Where an ``[[upstream]]``'s default differs from the client's (every other option it takes has
+# the client's default, from the client's table). A gateway waits on behalf of callers who wait on
+# a person and retry themselves, so it bounds every wait and moves on to the route's next upstream
+# rather than retry the one that failed; and one worker serves many callers at once.
+UPSTREAM_DEFAULTS: Final[Mapping[str, Any]] = {
+    "connect_timeout": 10.0,  # a dead host is found in seconds, not at the kernel's SYN retries
+    "first_byte_timeout": 60.0,  # an upstream that accepted and never answers is let go
+    "idle_timeout": 300.0,  # as is one that stalls mid-answer
+    "max_retries": 0,  # the next upstream is the retry; with the caller's SDK's 2, 2 would make 9 tries
+    "max_connections": 1024,  # the client's 100 would queue a worker's 101st stream
+}
+
+
 @dataclasses.dataclass(frozen=True)
 class Upstream:
     """One ``[[upstream]]``: where answers come from, in the order they are tried."""
@@ -40,12 +53,12 @@ class Upstream:
     api: str = "chat"
     api_key: str | None = dataclasses.field(default=None, repr=False)
     api_key_env: str | None = None
-    connect_timeout: float = 10.0
-    first_byte_timeout: float = 60.0
-    idle_timeout: float = 300.0
+    connect_timeout: float = UPSTREAM_DEFAULTS["connect_timeout"]
+    first_byte_timeout: float = UPSTREAM_DEFAULTS["first_byte_timeout"]
+    idle_timeout: float = UPSTREAM_DEFAULTS["idle_timeout"]
     timeout: float | None = None
-    max_retries: int = 0
-    max_connections: int = 1024
+    max_retries: int = UPSTREAM_DEFAULTS["max_retries"]
+    max_connections: int = UPSTREAM_DEFAULTS["max_connections"]
     first_chunk_gate: bool = False
     http2: bool = False
     headers: Mapping[str, str] = dataclasses.field(default_factory=dict)
