@@ -41,6 +41,7 @@ from typing import Any, Final
 from .. import _backend
 from .._errors import HTTPStatusError, InvalidRequest, TransportError, event_limit
 from . import _retry
+from ._options import SOURCE_SHARED
 from ._request import RequestSpec, prepare_get
 
 __all__ = ["DEDUPE_IDS", "Source"]
@@ -48,9 +49,9 @@ __all__ = ["DEDUPE_IDS", "Source"]
 DEDUPE_IDS: Final = 1024
 # The least max_event_bytes a source takes: the decoder's priming line (``id:`` and the token) fits.
 MIN_EVENT_BYTES: Final = 32
-_TRANSPORT: Final = (
-    "headers", "connect_timeout", "idle_timeout", "proxy", "ca_bundle", "client_cert", "max_event_bytes", "http2",
-)  # fmt: skip
+# What each connection's GET is prepared with: the shared rows but the two the source applies
+# itself (its whole ``timeout``, spread over the reconnections, and the ``driver`` of its client).
+_TRANSPORT: Final = tuple(name for name in SOURCE_SHARED if name not in ("timeout", "driver"))
 # curl's timeout of a connection fires when the source's own runs out, give or take a tick
 _SLACK: Final = 0.005
 
