@@ -84,6 +84,10 @@ def test_compliant_responses_stream() -> None:
             [*GOOD_R[:4], {"type": "response.failed", "response": {**R, "error": {"message": "boom"}}}],
             ["error-object"],
         ),
+        (
+            [GOOD_R[0], {**GOOD_R[1], "output_index": "0"}, *GOOD_R[2:]],
+            ["malformed-chunk", "missing-output-item-added"],
+        ),
     ],
 )
 def test_responses_rules(events: list[dict[str, Any]], expected: list[str]) -> None:
@@ -154,6 +158,7 @@ ZERO = {**M_START, "message": {**M_START["message"], "usage": {"input_tokens": 0
         (GOOD_M[:10], ["missing-message-stop"]),
         ([*GOOD_M, GOOD_M[2]], ["after-message-stop"]),
         ([*GOOD_M[:4], {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}], ["error-object"]),
+        ([GOOD_M[0], {**GOOD_M[1], "index": None}, *GOOD_M[2:]], ["malformed-chunk", "block-not-started", "block-index-order"]),
     ],
 )  # fmt: skip
 def test_messages_rules(events: list[dict[str, Any]], expected: list[str]) -> None:

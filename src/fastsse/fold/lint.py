@@ -19,6 +19,10 @@ GRAMMAR_CODES: Final[dict[str, CodeInfo]] = {
     "event-type-mismatch": CodeInfo(ERROR, "the event: line and the payload's type differ"),
     "unknown-event": CodeInfo(WARNING, "an event type the API does not define"),
     "done-sentinel": CodeInfo(WARNING, "a chat-style data: [DONE] the grammar does not define"),
+    # the chat code's name, kept: an event that lacks the integer index the grammar places it by
+    "malformed-chunk": CodeInfo(
+        ERROR, "an output item or a content block announced without an integer index"
+    ),
 }
 
 
