@@ -8,7 +8,7 @@ from typing import Any
 import orjson
 
 from fastsse.chat.encode import DONE
-from fastsse.chat.lint import _Framer
+from fastsse.sse.lint import _Framer
 
 __all__ = ["Normalizer"]
 

@@ -15,9 +15,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fastsse import ChatChunkEncoder, StreamChecker, UsageError, check_stream
-from fastsse.chat.lint import _Framer
 from fastsse.check import CODES, Finding
 from fastsse.cli.check import main as check_main
+from fastsse.sse.lint import _Framer
 
 LINT = pathlib.Path(__file__).parent / "vectors" / "lint"
 CASES: dict[str, dict] = json.loads((LINT / "cases.json").read_text(encoding="utf-8"))
@@ -73,6 +73,42 @@ def test_every_code_has_a_capture_and_a_doc_row() -> None:
     doc = doc.split("\n## Responses and Messages streams")[0]  # the other grammars: test_check_formats
     rows = dict(re.findall(r"^\| `([a-z0-9-]+)` \| (error|warning) \|", doc, re.M))
     assert rows == {code: info.severity for code, info in CODES.items()}
+
+
+# The chat linter's names before the framing rules moved to fastsse.sse.lint (issue 44).
+CHAT_LINT_NAMES = {"CODES", "ERROR", "SNIFF_BYTES", "WARNING", "CodeInfo", "Finding", "NoFieldText", "StreamChecker", "not_sse"}  # fmt: skip
+
+
+def test_every_api_builds_on_the_sse_framing_rules() -> None:
+    from fastsse.chat import lint as chat_lint
+    from fastsse.check import FramingChecker, MessagesChecker, ResponsesChecker
+    from fastsse.sse import lint as sse_lint
+
+    assert sse_lint.FramingChecker is FramingChecker
+    for cls in (StreamChecker, ResponsesChecker, MessagesChecker):
+        assert issubclass(cls, FramingChecker), cls
+    assert set(chat_lint.__all__) == CHAT_LINT_NAMES
+    for name in CHAT_LINT_NAMES - {"CODES", "StreamChecker"}:
+        assert getattr(chat_lint, name) is getattr(sse_lint, name), name
+    assert sse_lint.CODES.items() <= CODES.items()  # chat's table holds the shared codes as they are
+
+
+def test_each_checker_names_itself_when_misfed() -> None:
+    from fastsse.check import checker
+
+    for api, name in (
+        ("chat", "StreamChecker"),
+        ("responses", "ResponsesChecker"),
+        ("messages", "MessagesChecker"),
+    ):
+        lint = checker(api)
+        with pytest.raises(
+            TypeError, match=rf"^{name}\.feed\(\) takes bytes, bytearray or memoryview, not str$"
+        ):
+            lint.feed("data: {}\n\n")  # type: ignore[arg-type]
+        lint.close()
+        with pytest.raises(UsageError, match=rf"^feed\(\) after close\(\): a {name} lints one stream$"):
+            lint.feed(b"")
 
 
 def test_localai_capture_findings_and_severities() -> None:

@@ -16,6 +16,7 @@ import fastsse
 PUBLIC_MODULES = (
     "fastsse",
     "fastsse.sse",
+    "fastsse.sse.lint",
     "fastsse.chat",
     "fastsse.fold",
     "fastsse.responses",

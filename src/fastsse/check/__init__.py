@@ -1,7 +1,8 @@
 """The conformance linter: ``check_stream(data, api=...)``, ``checker(api)``, and the finding codes.
 
-Each API keeps its rules beside its fold (``chat/lint.py`` with the SSE framing rules every API
-shares, ``responses/lint.py``, ``messages/lint.py``); this module is the one way to reach them.
+Each API keeps its rules beside its fold (``chat/lint.py``, ``responses/lint.py``,
+``messages/lint.py``), over the SSE framing rules every API shares (``sse/lint.py``); this module is
+the one way to reach them.
 ``CODES`` lists the framing and chat codes, ``API_CODES`` the codes each typed-event API adds;
 docs/conformance.md says what each one breaks in which client. ``python -m fastsse check`` is the
 command-line face (``fastsse.cli.check``).
@@ -12,11 +13,12 @@ from __future__ import annotations
 from typing import Final
 
 from .._errors import InvalidRequest
-from ..chat.lint import CODES, ERROR, WARNING, CodeInfo, Finding, StreamChecker
+from ..chat.lint import CODES, StreamChecker
 from ..messages.lint import CODES as _MESSAGES_CODES
 from ..messages.lint import MessagesChecker
 from ..responses.lint import CODES as _RESPONSES_CODES
 from ..responses.lint import ResponsesChecker
+from ..sse.lint import ERROR, WARNING, CodeInfo, Finding, FramingChecker
 
 __all__ = [
     "API_CODES",
@@ -25,6 +27,7 @@ __all__ = [
     "WARNING",
     "CodeInfo",
     "Finding",
+    "FramingChecker",
     "MessagesChecker",
     "ResponsesChecker",
     "StreamChecker",
@@ -40,13 +43,14 @@ API_CODES: Final[dict[str, dict[str, CodeInfo]]] = {
 
 def checker(
     api: str = "chat", /, *, expect_usage: bool = False, max_event_bytes: int | None = None
-) -> StreamChecker:
-    """``checker(api="chat", /, *, expect_usage=False, max_event_bytes=None) -> StreamChecker``
+) -> FramingChecker:
+    """``checker(api="chat", /, *, expect_usage=False, max_event_bytes=None) -> FramingChecker``
 
     A fresh incremental checker for ``api``: ``"chat"`` (``StreamChecker``), ``"responses"``
-    (``ResponsesChecker``) or ``"messages"`` (``MessagesChecker``); ``feed(data)`` it the bytes as
-    they come, ``close()`` it at the end, then read ``findings``. With ``max_event_bytes=N`` an
-    event past N bytes is skipped unread and reported (``event-too-large``), so memory stays bounded.
+    (``ResponsesChecker``) or ``"messages"`` (``MessagesChecker``), each a ``FramingChecker`` (the
+    SSE framing rules all three share); ``feed(data)`` it the bytes as they come, ``close()`` it at
+    the end, then read ``findings``. With ``max_event_bytes=N`` an event past N bytes is skipped
+    unread and reported (``event-too-large``), so memory stays bounded.
     It raises InvalidRequest for another API and for ``expect_usage`` with a non-chat API, and what
     ``StreamChecker`` raises for a bad ``max_event_bytes``.
     """

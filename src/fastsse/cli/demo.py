@@ -16,8 +16,8 @@ import orjson
 
 from .. import BACKEND
 from .._errors import TransportError
-from ..chat.lint import SNIFF_BYTES, not_sse, short
 from ..load import endpoint, not_found
+from ..sse.lint import SNIFF_BYTES, not_sse, short
 from ._common import Parser, command, fail, prog, require, say
 
 DESCRIPTION = """\

@@ -8,7 +8,7 @@ from typing import BinaryIO
 import orjson
 
 from .. import Decoder, EventTooLarge
-from ..chat.lint import SNIFF_BYTES, NoFieldText, not_sse
+from ..sse.lint import SNIFF_BYTES, NoFieldText, not_sse
 from ._common import MAX_EVENT_BYTES, Parser, fail, say
 
 EPILOG = """\

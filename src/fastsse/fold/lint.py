@@ -1,6 +1,6 @@
-"""The linter base of the typed-event APIs (Responses, Messages): the chat linter's SSE framing rules
-(BOM, line endings, truncation, invalid UTF-8 / JSON...) with an event grammar in place of the chunk
-rules. Each API's ``lint`` module adds its grammar and its codes.
+"""The linter base of the typed-event APIs (Responses, Messages): the SSE framing rules every API
+shares (``fastsse.sse.lint``: BOM, line endings, truncation...) with the payload rules (invalid
+UTF-8 / JSON) and an event grammar on top. Each API's ``lint`` module adds its grammar and its codes.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any, Final
 
 import orjson
 
-from ..chat.lint import CODES, ERROR, WARNING, CodeInfo, Finding, StreamChecker
+from ..sse.lint import ERROR, WARNING, CodeInfo, FramingChecker
 from ._base import is_done
 
 __all__ = ["GRAMMAR_CODES", "GrammarChecker"]
@@ -26,23 +26,14 @@ GRAMMAR_CODES: Final[dict[str, CodeInfo]] = {
 }
 
 
-class GrammarChecker(StreamChecker):
-    """The chat linter's framing rules with an event grammar in place of the chunk rules."""
+class GrammarChecker(FramingChecker):
+    """The SSE framing rules with an event grammar on top: each API names its event ``types`` and
+    its ``codes``, and reads each known event in ``_grammar``."""
 
     api: str = ""
     types: frozenset[str] = frozenset()
     done_effect: str = ""  # what the API's SDK does with a data: [DONE], for the done-sentinel finding
     codes: dict[str, CodeInfo] = {}  # noqa: RUF012 (each API's CODES; never mutated)
-
-    def __init__(self, *, max_event_bytes: int | None = None) -> None:
-        super().__init__(max_event_bytes=max_event_bytes)
-        self._codes = self.codes
-
-    def _report(self, code: str, offset: int | None, message: str) -> None:
-        info = self._codes.get(code) or CODES[code]
-        finding = Finding(code, info.severity, offset, message)
-        self.findings.append(finding)
-        self._new.append(finding)
 
     def _report_once(self, code: str, offset: int | None, message: str, key: object = None) -> None:
         if code == "non-data-field" and key == "event":

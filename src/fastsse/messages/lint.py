@@ -10,9 +10,9 @@ from typing import Any, Final
 
 import orjson
 
-from ..chat.lint import CODES as CHAT_CODES
-from ..chat.lint import ERROR, WARNING, CodeInfo
 from ..fold.lint import GRAMMAR_CODES, GrammarChecker
+from ..sse.lint import CODES as SSE_CODES
+from ..sse.lint import ERROR, WARNING, CodeInfo
 
 __all__ = ["CODES", "MessagesChecker"]
 
@@ -38,7 +38,7 @@ CODES: Final[dict[str, CodeInfo]] = {
     "missing-stop-reason": CodeInfo(ERROR, "no message_delta with a stop_reason before message_stop"),
     "missing-message-stop": CodeInfo(ERROR, "no message_stop at the end"),
     "after-message-stop": CodeInfo(ERROR, "an event after message_stop"),
-    "error-object": CHAT_CODES["error-object"],
+    "error-object": SSE_CODES["error-object"],
 }
 
 _MESSAGES_TYPES: Final = frozenset(

@@ -9,9 +9,9 @@ from __future__ import annotations
 from typing import Any, Final
 
 from ..apis import APIS
-from ..chat.lint import CODES as CHAT_CODES
-from ..chat.lint import ERROR, WARNING, CodeInfo
 from ..fold.lint import GRAMMAR_CODES, GrammarChecker
+from ..sse.lint import CODES as SSE_CODES
+from ..sse.lint import ERROR, WARNING, CodeInfo
 
 __all__ = ["CODES", "ResponsesChecker"]
 
@@ -38,7 +38,7 @@ CODES: Final[dict[str, CodeInfo]] = {
     ),
     "after-terminal": CodeInfo(ERROR, "an event after the terminal event"),
     "missing-usage": CodeInfo(WARNING, "the terminal response carries no usage"),
-    "error-object": CHAT_CODES["error-object"],
+    "error-object": SSE_CODES["error-object"],
 }
 
 # Every event type of the Responses streaming API reference, as the openai SDK's ResponseStreamEvent

@@ -1,5 +1,6 @@
 """The WHATWG event-stream scanner: ``Decoder`` and ``Event``, compiled (``_decoder_c``) or its twin
-(``_decoder_py``) as ``fastsse._backend.COMPILED`` says, and the field rules both share (``_fields``)."""
+(``_decoder_py``) as ``fastsse._backend.COMPILED`` says, and the field rules both share (``_fields``);
+the SSE framing rules every API's linter builds on (``lint``, reached through ``fastsse.check``)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from .. import _backend
 
-# The field rules, shared with the chat linter (it reads a stream's fields as the scanner does).
+# The field rules, shared with the framing linter (it reads a stream's fields as the scanner does).
 from ._fields import split_field as split_field
 
 # type checkers read the twin: the compiled module has the same names and signatures
