@@ -759,7 +759,7 @@ def test_arguments_and_reasoning_spelled_with_escapes(name: str, target: str) ->
 
 
 FFFD = "\ufffd".encode()
-# each lone half becomes U+FFFD (the fold's documented mending, ``fastsse.chat._result.loads_replacing``)
+# each lone half becomes U+FFFD (the fold's documented mending, ``fastsse.sse.loads_replacing``)
 LONE = [
     (rb'"\ud83d"', b'"' + FFFD + b'"'),
     (rb'"\ude00"', b'"' + FFFD + b'"'),

@@ -9,11 +9,10 @@ from typing import TYPE_CHECKING
 
 from .. import _backend
 
-# The cold half's helpers the relay (both twins) and the typed-event folds build on; not public API.
+# The cold half's helpers the relay (both twins) builds on; not public API.
 from ._result import INDEX_LIMIT as INDEX_LIMIT
 from ._result import ChatVerdict
 from ._result import content_parts as content_parts
-from ._result import loads_replacing as loads_replacing
 from ._result import over_index_bound as over_index_bound
 from ._result import verdict_dict as verdict_dict
 from .encode import ChatChunkEncoder, encode_event

@@ -60,10 +60,11 @@ from ._chunk_reader cimport (
 
 import orjson
 
-from ._result import ChatVerdict, build_result, joined, loads_replacing as _loads_replacing, make_verdict, verdict_dict
+from ._result import ChatVerdict, build_result, joined, make_verdict, verdict_dict
 from ._result import SCAN_FROM, over_index_bound as _over_index_bound
 from ._result import Annotations, ReasoningDetails, content_parts, provider_usage, with_provider_usage
 from .._errors import UsageError, too_large
+from ..sse import loads_replacing as _loads_replacing
 from .._timing import anchor_pair, build_timing
 
 

@@ -15,6 +15,7 @@ import orjson
 
 from .._errors import UsageError, too_large
 from .._timing import Timing, anchor_pair, build_timing, chunk_marks, completion_tokens
+from ..sse import loads_replacing as _loads_replacing
 from ..sse._decoder_py import Decoder, Event, as_bytes
 from ._result import (
     INDEX_LIMIT,
@@ -30,7 +31,6 @@ from ._result import (
     with_provider_usage,
 )
 from ._result import SCAN_FROM as _SCAN_FROM
-from ._result import loads_replacing as _loads_replacing
 from ._result import over_index_bound as _over_index_bound
 
 _loads: Final = orjson.loads

@@ -15,6 +15,7 @@ from typing import Any, TypeGuard
 import orjson
 
 from .._verdict import Verdict
+from ..sse import loads_replacing
 
 # Token kinds, as the timing record counts them: 1 content (text, refusal, tool input), 2 reasoning,
 # 3 both, 0 none (lifecycle, bookkeeping, usage-only, empty deltas).
@@ -102,13 +103,11 @@ def is_index(value: object) -> TypeGuard[int]:
 
 
 def loads(payload: Any) -> Any:
-    """orjson, then the chat fold's mending of invalid UTF-8 and lone surrogate escapes, so every
-    way into a fold reads a payload alike. It raises orjson.JSONDecodeError if it is not JSON."""
+    """orjson, then the mending of invalid UTF-8 and lone surrogate escapes every fold shares, so
+    every way into a fold reads a payload alike. It raises orjson.JSONDecodeError if it is not JSON."""
     try:
         return orjson.loads(payload)
     except orjson.JSONDecodeError:
-        from ..chat import loads_replacing
-
         return loads_replacing(payload)
 
 

@@ -18,7 +18,8 @@ from typing import Any, Final
 import orjson
 
 from .._errors import InvalidRequest
-from ..chat import INDEX_LIMIT, content_parts, loads_replacing, over_index_bound
+from ..chat import INDEX_LIMIT, content_parts, over_index_bound
+from ..sse import loads_replacing
 
 DONE: Final = b"data: [DONE]\n\n"
 USAGE_MODES: Final = ("end", "keep", "drop")

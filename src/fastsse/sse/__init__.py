@@ -11,6 +11,9 @@ from .. import _backend
 # The field rules, shared with the framing linter (it reads a stream's fields as the scanner does).
 from ._fields import split_field as split_field
 
+# The payload mending every fold and the relay fall back to when orjson refuses a payload.
+from ._payload import loads_replacing as loads_replacing
+
 # type checkers read the twin: the compiled module has the same names and signatures
 if TYPE_CHECKING or not _backend.COMPILED:
     from ._decoder_py import Decoder, Event
