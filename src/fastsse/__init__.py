@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from . import results
 from ._backend import BACKEND
 from ._errors import (
+    BodyTooLarge,
     ClientClosed,
     EncodeError,
     EventTooLarge,
@@ -36,6 +37,7 @@ from .client import (
     Client,
     ClientOptions,
     EventSource,
+    Reply,
     Timeouts,
     aiter_chunks,
     aiter_events,
@@ -64,6 +66,7 @@ __all__ = [
     "AsyncChunkStream",
     "AsyncClient",
     "AsyncEventSource",
+    "BodyTooLarge",
     "CallOptions",
     "ChatAggregator",
     "ChatChunkEncoder",
@@ -88,6 +91,7 @@ __all__ = [
     "MessagesStream",
     "Normalizer",
     "Relay",
+    "Reply",
     "ResponsesAggregator",
     "ResponsesEncoder",
     "ResponsesStream",

@@ -27,6 +27,7 @@ class FastSSEError(Exception):
         ├── Untranslatable (ValueError)
         ├── EncodeError (ValueError)
         ├── TransportError
+        │   └── BodyTooLarge
         ├── HTTPStatusError
         ├── UsageError (RuntimeError)
         ├── ClientClosed (RuntimeError)
@@ -90,6 +91,17 @@ class TransportError(FastSSEError):
         super().__init__(message)
         self.result: dict[str, Any] = result if result is not None else {}
         self.code = code
+
+
+class BodyTooLarge(TransportError):
+    """A plain request's answer (``Client.get`` / ``Client.request``) had more body bytes than its
+    ``max_body_bytes``: the transfer was stopped there, and nothing of the body is returned (a
+    cut body is never handed over as the whole one). ``limit`` is the bound; ``code`` is 63,
+    curl's "larger than the allowed size"; ``result["http"]`` holds the answer's status."""
+
+    def __init__(self, message: str, *, limit: int, result: dict[str, Any] | None = None) -> None:
+        super().__init__(message, result=result, code=63)
+        self.limit = limit
 
 
 class HTTPStatusError(FastSSEError):

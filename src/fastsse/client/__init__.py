@@ -1,6 +1,7 @@
 """The HTTP side: request setup, the many-streams engine (``Client``, ``AsyncClient``),
-``create_stream`` over pycurl, ``EventSource`` / ``AsyncEventSource`` for any SSE endpoint, and the
-byte-iterator adapters.
+``create_stream`` over pycurl, plain requests on the same engine (``Client.get`` / ``post``, a
+``Reply``), ``EventSource`` / ``AsyncEventSource`` for any SSE endpoint, and the byte-iterator
+adapters.
 
 Everything here is importable from ``fastsse`` itself; pycurl is imported only when a transfer runs,
 and asyncio only when ``AsyncClient`` (or ``AsyncEventSource``) is first looked up.
@@ -25,6 +26,7 @@ from ._options import (
     SourceOptions,
     Timeouts,
 )
+from ._plain import Reply
 from ._request import RequestSpec as RequestSpec
 from ._request import prepare as prepare
 from ._request import redact as redact
@@ -58,6 +60,7 @@ __all__ = [
     "ClientOptions",
     "EventSource",
     "Option",
+    "Reply",
     "SourceOptions",
     "Timeouts",
     "aiter_chunks",

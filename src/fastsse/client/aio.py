@@ -16,12 +16,13 @@ import select
 import socket
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .._errors import ClientClosed, UsageError
 from ._options import (
     CLIENT,
+    DEFAULT,
     SOURCE_NAMES,
     RequestOptions,
     call_signature,
@@ -33,6 +34,7 @@ from ._options import (
     source_signature,
     with_self,
 )
+from ._plain import MAX_BODY_BYTES, OnBody, Reply
 from ._source import Source, SourceFace
 from .engine import _WAIT_SLICE, EpollSet, OnChunk, _Engine, _Job, left
 from .sync import Outcome, _concurrency, _jobs
@@ -207,6 +209,65 @@ class AsyncClient:
         async for index, outcome in self.as_completed(items, on_chunk, concurrency=concurrency):
             out[index] = outcome
         return out
+
+    async def get(
+        self,
+        path: str,
+        /,
+        *,
+        headers: Mapping[str, str] | Sequence[str] | None = None,
+        timeout: Any = DEFAULT,
+        max_body_bytes: int | None = MAX_BODY_BYTES,
+        on_body: OnBody | None = None,
+    ) -> Reply:
+        """``await client.get(path, /, *, headers=None, timeout=DEFAULT, max_body_bytes=16 MiB,
+        on_body=None) -> Reply``: ``Client.get`` on the loop (``on_body`` runs on the loop's
+        thread); cancelling the awaiting task removes the transfer at once. It raises what
+        ``Client.get`` raises, UsageError on another loop than the client's."""
+        job = self._engine.plain_job(
+            "GET", path, b"", headers=headers, timeout=timeout, max_body_bytes=max_body_bytes, on_body=on_body
+        )
+        return await self._plain(job)
+
+    async def post(
+        self,
+        path: str,
+        body: bytes,
+        /,
+        *,
+        headers: Mapping[str, str] | Sequence[str] | None = None,
+        timeout: Any = DEFAULT,
+        max_body_bytes: int | None = MAX_BODY_BYTES,
+        on_body: OnBody | None = None,
+    ) -> Reply:
+        """``await client.post(path, body, /, *, ...) -> Reply``: ``Client.post`` on the loop, as
+        ``get``."""
+        job = self._engine.plain_job(
+            "POST",
+            path,
+            body,
+            headers=headers,
+            timeout=timeout,
+            max_body_bytes=max_body_bytes,
+            on_body=on_body,
+        )
+        return await self._plain(job)
+
+    async def _plain(self, job: _Job) -> Reply:
+        engine = self._engine
+        loop = engine.bind()
+        job.waiter = loop.create_future()
+        engine.submit(job)
+        try:
+            await job.waiter
+        except asyncio.CancelledError:
+            engine.cancel(job)
+            raise
+        outcome = job.result
+        if isinstance(outcome, BaseException):
+            raise outcome
+        assert isinstance(outcome, Reply)
+        return outcome
 
     async def close(self) -> None:
         """Cancel every transfer, close every connection and the multi handle."""

@@ -29,6 +29,7 @@ from .._timing import anchor_pair
 from . import _retry, _streams
 from ._curlopts import apply, apply_body, import_pycurl, release, reset
 from ._options import BY_NAME, CALL_NAMES, RequestOptions, check_options
+from ._plain import PLAIN, BodyStream, OnBody, body_limit, finish_plain, plain_spec
 from ._request import Preparer, RequestSpec, redact
 from ._response import Response
 from ._resume import MAX_RESUMES, Resumable
@@ -284,6 +285,37 @@ class _Engine:
         job.timing = False
         return job
 
+    def plain_job(
+        self,
+        method: str,
+        path: str,
+        body: bytes,
+        /,
+        *,
+        headers: Any,
+        timeout: Any,
+        max_body_bytes: Any,
+        on_body: OnBody | None,
+    ) -> _Job:
+        """A job for a plain request (``Client.get`` / ``post``): ``method`` of ``path`` under the
+        client's base URL, prepared from the client's options (``timeout`` the call's own when
+        given), read into a ``BodyStream``; no retries, no fallbacks, no timing record. It raises
+        TypeError / InvalidRequest as ``create_stream`` does for a bad path, header or timeout,
+        and for a bad ``max_body_bytes``."""
+        what = f"{method.lower()}()"
+        if not isinstance(path, str):
+            raise TypeError(f"{what}: path must be a str, not {type(path).__name__}")
+        if on_body is not None and not callable(on_body):
+            raise TypeError(f"{what}: on_body must be callable or None")
+        given = check_options({"timeout": timeout}, ("timeout",), what)
+        merged = self.defaults.replace({**given, "path": path})
+        spec = plain_spec(self.prepare({}, merged), method, body, headers)
+        job = _Job(
+            spec, {"on_chunk": on_body, "format": PLAIN, "curl": None, "limit": body_limit(max_body_bytes)}
+        )
+        job.timing = False
+        return job
+
     def submit(self, job: _Job) -> None:
         if self.closed:
             raise ClientClosed("the client is closed")
@@ -318,7 +350,10 @@ class _Engine:
             if options.get("gate"):  # a new gate per attempt: what a failed attempt held is dropped
                 job.gate = _retry.Gate(on_chunk, _retry.gate_test(options["format"], spec.api))
                 on_chunk = job.gate
-            if job.resume is not None:  # a resume: the same fold goes on with the next bytes
+            stream: Any
+            if spec.api == PLAIN:
+                stream = BodyStream(on_chunk, limit=options["limit"])
+            elif job.resume is not None:  # a resume: the same fold goes on with the next bytes
                 stream = job.resume
                 stream.restart()
             else:
@@ -335,9 +370,12 @@ class _Engine:
                 if options.get("resumable"):
                     stream = Resumable(stream)
             response = Response(spec, stream)
-            # reads of a compiled fold or byte-out stream go to it from C; an events stream's take
-            # the write callback (each Event needs Python)
-            if self.driver == "compiled" and options["format"] != "events":
+            if spec.api == PLAIN:  # every body byte is the answer's, whatever its status or type
+                response.mode = "sse"
+                stream.holder = response
+            # reads of a compiled fold or byte-out stream go to it from C; an events or plain
+            # stream's take the write callback (each Event needs Python; a body is kept)
+            elif self.driver == "compiled" and options["format"] != "events":
                 response.direct = handle.direct
             transport = None if job.own_handle else spec.transport
             if transport is not None and self.applied.get(id(handle)) == transport:
@@ -487,7 +525,10 @@ class _Engine:
         if (job.resume is not None or isinstance(job.stream, Resumable)) and self._resumed(job, handle, code):
             return
         try:
-            outcome = job.response.finish(code, message)
+            if job.spec.api == PLAIN:
+                outcome = finish_plain(job.response, code, message)
+            else:
+                outcome = job.response.finish(code, message)
         except BaseException as exc:
             outcome = exc
         if job.retries or len(job.specs) > 1:

@@ -14,7 +14,7 @@ import select
 import selectors
 import threading
 import time
-from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .._errors import ClientClosed, InvalidRequest, UsageError
@@ -33,6 +33,7 @@ from ._options import (
     source_signature,
     with_self,
 )
+from ._plain import MAX_BODY_BYTES, OnBody, Reply
 from ._source import Source, SourceFace
 from .engine import _WAIT_SLICE, IN_CALLBACK, EpollSet, OnChunk, _Engine, _Job, left
 
@@ -208,6 +209,73 @@ class Client:
         for index, outcome in self.as_completed(items, on_chunk, concurrency=concurrency):
             out[index] = outcome
         return out
+
+    def get(
+        self,
+        path: str,
+        /,
+        *,
+        headers: Mapping[str, str] | Sequence[str] | None = None,
+        timeout: Any = DEFAULT,
+        max_body_bytes: int | None = MAX_BODY_BYTES,
+        on_body: OnBody | None = None,
+    ) -> Reply:
+        """``client.get(path, /, *, headers=None, timeout=DEFAULT, max_body_bytes=16 MiB,
+        on_body=None) -> Reply``: a plain GET of ``path`` under the client's ``base_url``
+        (``client.get("/models")``), sent as the client sends its streams: its key, its
+        ``headers`` (``headers`` here are laid on top, by name), its timeouts (``timeout`` is this
+        call's when given), ``proxy``, ``ca_bundle``, ``client_cert`` and ``http2``. It is sent
+        once (no retries, no fallbacks). The ``Reply`` has the status, the headers and the body,
+        whatever the status; ``on_body(piece)``, when given, receives the body of an answer below
+        400 as it arrives instead (``reply.body`` is then ``b""``; returning False stops the
+        transfer).
+
+        It raises InvalidRequest / TypeError for a bad path, header, timeout or
+        ``max_body_bytes`` before sending; BodyTooLarge (a TransportError) when the body kept
+        would pass ``max_body_bytes`` (None: no bound), never a cut body; TransportError when the
+        connection is refused, times out or breaks; HTTPStatusError for a status of 400 or more
+        when the client has ``raise_for_status=True``; what ``on_body`` raises; ClientClosed,
+        UsageError and KeyboardInterrupt as ``create_stream``.
+        """
+        job = self._engine.plain_job(
+            "GET", path, b"", headers=headers, timeout=timeout, max_body_bytes=max_body_bytes, on_body=on_body
+        )
+        return self._plain(job)
+
+    def post(
+        self,
+        path: str,
+        body: bytes,
+        /,
+        *,
+        headers: Mapping[str, str] | Sequence[str] | None = None,
+        timeout: Any = DEFAULT,
+        max_body_bytes: int | None = MAX_BODY_BYTES,
+        on_body: OnBody | None = None,
+    ) -> Reply:
+        """``client.post(path, body, /, *, headers=None, timeout=DEFAULT, max_body_bytes=16 MiB,
+        on_body=None) -> Reply``: ``get`` with a POST of the bytes ``body`` (give its
+        ``Content-Type`` in ``headers``). It raises what ``get`` raises, and TypeError for a body
+        that is not bytes."""
+        job = self._engine.plain_job(
+            "POST",
+            path,
+            body,
+            headers=headers,
+            timeout=timeout,
+            max_body_bytes=max_body_bytes,
+            on_body=on_body,
+        )
+        return self._plain(job)
+
+    def _plain(self, job: _Job) -> Reply:
+        for _ in self._engine.drive([job], 1):
+            pass
+        outcome = job.result
+        if isinstance(outcome, BaseException):
+            raise outcome
+        assert isinstance(outcome, Reply)
+        return outcome
 
     def close(self) -> None:
         """Close every connection and the multi handle."""
