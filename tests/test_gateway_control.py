@@ -447,3 +447,90 @@ def test_a_length_limited_responses_answer_is_whole_not_cut(scripted: list[Any],
                 assert text == scripted_text(0, 3)
         entry = gw.record(before)
         assert entry["outcome"] == "complete", entry
+
+
+# issue 44, point 5: /v1/models goes through each upstream's own client (its proxy, its CA, its
+# timeouts, the engine's framing), and a cut or oversized list is never served (nor kept) as good
+
+
+def models_of(upstreams: list[dict[str, Any]], times: int = 1) -> list[tuple[int, bytes]]:
+    """``GET /v1/models`` of an in-process gateway over ``upstreams``, ``times`` in a row."""
+    import asyncio
+
+    from fastsse.gateway import Gateway, config_from
+
+    gateway = Gateway(config_from({"upstream": upstreams}))
+    out: list[tuple[int, bytes]] = []
+
+    async def run() -> None:
+        async def receive() -> dict[str, Any]:
+            await asyncio.sleep(30)
+            return {"type": "http.disconnect"}
+
+        try:
+            for _ in range(times):
+                sent: list[dict[str, Any]] = []
+
+                async def send(message: dict[str, Any], sent: list[dict[str, Any]] = sent) -> None:
+                    sent.append(message)
+
+                scope = {"type": "http", "method": "GET", "path": "/v1/models", "headers": []}
+                await gateway(scope, receive, send)
+                out.append((sent[0]["status"], b"".join(m.get("body", b"") for m in sent[1:])))
+        finally:
+            await gateway.shutdown()
+
+    asyncio.run(run())
+    return out
+
+
+MODEL_LIST = b'{"object":"list","data":[{"id":"m1","object":"model","created":0,"owned_by":"x"}]}'
+
+
+def answering(status: int, body: bytes) -> Any:
+    def script(conn: socket.socket) -> None:
+        conn.sendall(
+            b"HTTP/1.1 %d X\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%s"
+            % (status, len(body), body)
+        )
+
+    return script
+
+
+def test_models_go_through_the_upstreams_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("http_proxy", "all_proxy", "ALL_PROXY", "no_proxy", "NO_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    with RawServer(answering(200, MODEL_LIST)) as proxy:
+        upstream = {
+            "name": "behind",
+            "base_url": "http://upstream.invalid/v1",
+            "api_key": "sk-up",
+            "proxy": f"http://127.0.0.1:{proxy.port}",
+        }
+        assert models_of([upstream]) == [(200, MODEL_LIST)]
+    assert proxy.requests[0].startswith(b"GET http://upstream.invalid/v1/models HTTP/1.1\r\n")
+    assert dict(proxy.headers())["authorization"] == "Bearer sk-up"
+
+
+def test_an_oversized_model_list_is_a_502_and_is_not_kept() -> None:
+    huge = b'{"object":"list","data":[' + b'{"id":"m"},' * 500_000 + b'{"id":"m"}]}'  # past 4 MiB
+    with RawServer(answering(200, huge)) as raw:
+        answers = models_of([{"name": "big", "base_url": raw.base_url}], times=2)
+    assert [status for status, _ in answers] == [502, 502]
+    assert b"max_body_bytes" in answers[0][1]
+    assert raw.connections == 2  # asked again: the failure was not kept
+
+
+def test_models_keep_an_upstreams_4xx_and_skip_its_5xx() -> None:
+    missing = b'{"error":{"message":"no such path","type":"not_found"}}'
+    with RawServer(answering(404, missing)) as raw:
+        assert models_of([{"name": "a", "base_url": raw.base_url}]) == [(404, missing)]
+    broken = b'{"error":{"message":"down","type":"server_error"}}'
+    with RawServer(answering(500, broken)) as bad, RawServer(answering(200, MODEL_LIST)) as good:
+        upstreams = [{"name": "bad", "base_url": bad.base_url}, {"name": "good", "base_url": good.base_url}]
+        # the first upstream's 500 passes to the next; its 200 is kept for MODELS_TTL
+        assert models_of(upstreams, times=2) == [(200, MODEL_LIST), (200, MODEL_LIST)]
+        assert (bad.connections, good.connections) == (1, 1)
+    with RawServer(answering(500, broken)) as bad:
+        assert models_of([{"name": "bad", "base_url": bad.base_url}], times=2) == [(500, broken)] * 2
+        assert bad.connections == 2

@@ -48,7 +48,6 @@ from ._asgi import (
 )
 from ._config import GatewayConfig, Key, Route, Upstream
 from ._metrics import Metrics
-from ._models import get_models
 from ._record import (
     FirstToken,
     failure_words,
@@ -101,6 +100,8 @@ _FORBIDDEN = re.compile(rb"[\r\n\x00]")
 _REQUEST_ID = re.compile(rb"[A-Za-z0-9._:-]{1,64}\Z")
 MODELS_TTL: Final = 60.0  # seconds /v1/models answers are kept
 MODELS_TIMEOUT: Final = 10.0  # seconds /v1/models may take over every upstream it asks
+MODELS_LIMIT: Final = 4 << 20  # bytes of an upstream's model list (or error) taken at most
+MODELS_HEADERS: Final = {"Accept": "application/json", "User-Agent": "fastsse-gateway"}
 STREAMS_PATH: Final = "/v1/streams/"  # GET /v1/streams/<stream_id>: a resumable stream's rest
 # seconds a streamed answer whose caller left may still take to end (its upstream's end can come
 # just after the last event, which an SDK leaves at); its next piece stops it sooner
@@ -1112,20 +1113,30 @@ class Gateway:
             b"application/json",
         )
         deadline = now + MODELS_TIMEOUT
-        for up in self._plane.config.upstreams:
+        if not self._started:  # a server without lifespan: the upstream clients are made now
+            await self.startup()
+        plane = self._plane
+        for up in plane.config.upstreams:
             left = deadline - time.monotonic()
-            if left <= 0:
+            client = plane.clients.get(up.name)
+            if left <= 0 or client is None:
                 break
+            # the upstream's own client: its key, headers, proxy, CA bundle, certificate, HTTP/2
             try:
-                status, kind, data = await get_models(
-                    up, timeout=min(left, up.connect_timeout + up.first_byte_timeout)
+                reply = await client.get(
+                    "/models",
+                    headers=MODELS_HEADERS,
+                    timeout=min(left, up.connect_timeout + up.first_byte_timeout),
+                    max_body_bytes=MODELS_LIMIT,
                 )
-            except (OSError, asyncio.TimeoutError, ValueError, IndexError) as exc:
-                status, data = _error_body(
-                    502, f"upstream {up.name} failed: {exc or type(exc).__name__}", "chat", "upstream_error"
-                )
+                status, headers, data = reply.status, reply.headers, reply.body
+            except HTTPStatusError as exc:  # the upstream clients raise for a status of 400 or more
+                status, headers, data = exc.status, exc.headers, exc.body
+            except FastSSEError as exc:  # refused, timed out, cut, past MODELS_LIMIT, client closed
+                status, data = _error_body(502, f"upstream {up.name} failed: {exc}", "chat", "upstream_error")
                 kind = b"application/json"
                 continue
+            kind = headers.get("content-type", "application/json").encode("latin-1")
             if status < 500:
                 break
         if status == 200:
