@@ -1,9 +1,9 @@
 """``python -m fastsse check``: lint a captured stream, or a live endpoint, with ``fastsse.check``.
 
-``--url`` posts one small streaming request of the chosen API, set up by the client's own
-``prepare`` / ``apply`` (schemes, header and key checks, the auth rule, protocols, content
-decoding), as ``create_stream`` sends it; only the body goes elsewhere: every byte of a non-error
-answer reaches the linter, whatever its Content-Type.
+``--url`` posts one small streaming request of the chosen API through a ``Client``'s ``post``
+(the engine, with the client's schemes, header and key checks, the auth rule, protocols, content
+decoding and timeouts), as ``create_stream`` sends it; only the body goes elsewhere: every byte of
+a non-error answer reaches the linter as it arrives, whatever its Content-Type.
 """
 
 from __future__ import annotations
@@ -16,27 +16,25 @@ from typing import Any, Final
 import orjson
 
 from .. import Decoder
+from .._errors import TransportError
 from .._formats import api_format
 from ..apis import NAMES
 from ..check import CODES, ERROR, WARNING, Finding, MessagesChecker, ResponsesChecker
 from ..check import checker as make_checker
-from ..client import RequestSpec, Response, apply, import_pycurl, prepare, redact
-from ..client.sync import curl_failure
+from ..client import Client, Reply
 from ..load import not_found
 from ._common import MAX_EVENT_BYTES, Parser, fail, missing
 
 _PROMPT: Final = "Say hello in one short sentence."
 HINT_BYTES: Final = 16384  # of the stream's start kept for the --api hint: its first events
 HINT_EVENTS: Final = 32
+ERROR_BYTES: Final = 1 << 20  # of an error answer's body read at most
+STREAM_HEADERS: Final = {"Content-Type": "application/json", "Accept": "text/event-stream"}
 _API_NAMES: Final = {"chat": "chat completions", "responses": "Responses", "messages": "Messages"}
 
 
-def _spec(args: argparse.Namespace) -> RequestSpec:
-    """The request ``--url`` sends for ``--api``: a short prompt, the API's headers and key.
-
-    It raises ValueError or TypeError as ``prepare`` does (a URL that is not http(s), a key with a
-    line break...).
-    """
+def _request(args: argparse.Namespace) -> bytes:
+    """The body ``--url`` posts for ``--api``: a short prompt, with ``"stream": true``."""
     fmt = api_format(args.api)
     request: dict[str, Any] = {"model": args.model}
     if fmt.name == "chat":
@@ -47,14 +45,7 @@ def _spec(args: argparse.Namespace) -> RequestSpec:
         request.update(max_tokens=256, messages=[{"role": "user", "content": _PROMPT}])
     else:
         request["input"] = _PROMPT
-    return prepare(
-        request,
-        api=fmt.name,
-        base_url=_base_url(args),
-        api_key=args.api_key or None,
-        timeout=args.timeout,
-        connect_timeout=min(args.timeout, 10.0),
-    )
+    return fmt.body(request)
 
 
 def _base_url(args: argparse.Namespace) -> str:
@@ -63,35 +54,29 @@ def _base_url(args: argparse.Namespace) -> str:
     return url.rstrip("/").removesuffix(api_format(args.api).path)
 
 
-def fetch(spec: RequestSpec, feed: Callable[[bytes], object], /) -> tuple[int, str, bytes, Exception | None]:
-    """Send ``spec`` and give the answer's body to ``feed`` as it arrives; return the HTTP
-    status, the Content-Type, the error body (at most 64 KiB) of an answer of 400 or more, and the
-    transport failure (a pycurl.error: refused, timed out, cut mid-stream) or None.
+def fetch(args: argparse.Namespace, feed: Callable[[bytes], None], /) -> Reply:
+    """POST the ``--url`` request through a one-connection ``Client`` of ``--api`` (its URL, header
+    and key checks, the auth rule, content decoding, ``--timeout``), every body byte of an answer
+    below 400 handed to ``feed`` as it arrives, whatever its Content-Type; the reply holds the
+    status, the headers and an error answer's body.
 
-    It raises ImportError without pycurl.
+    It raises InvalidRequest or TypeError for a bad URL or key (before sending), TransportError
+    when the transfer fails (``.result`` holds the status and headers of an answer that began),
+    ImportError without pycurl.
     """
-    pycurl = import_pycurl()
-    response = Response(spec, None)
-    body = bytearray()
-
-    def on_body(chunk: bytes) -> None:
-        if response.status >= 400:
-            if len(body) < 65536:
-                body.extend(chunk)
-        else:
-            feed(chunk)
-
-    failure: Exception | None = None
-    curl = pycurl.Curl()
-    try:
-        apply(curl, spec, response)
-        curl.setopt(pycurl.WRITEFUNCTION, on_body)
-        curl.perform()
-    except pycurl.error as exc:
-        failure = exc  # what arrived before it was fed to the checker all the same
-    finally:
-        curl.close()
-    return response.status, response.content_type, bytes(body), failure
+    fmt = api_format(args.api)
+    with Client(
+        api=fmt.name,
+        base_url=_base_url(args),
+        api_key=args.api_key or None,
+        timeout=args.timeout,
+        connect_timeout=min(args.timeout, 10.0),
+        max_retries=0,
+        max_connections=1,
+    ) as client:
+        return client.post(
+            fmt.path, _request(args), headers=STREAM_HEADERS, on_body=feed, max_body_bytes=ERROR_BYTES
+        )
 
 
 def looks_like(head: bytes, /) -> tuple[str, str] | None:
@@ -208,30 +193,34 @@ def main(argv: list[str] | None = None) -> int:
     cut: Finding | None = None
     if args.url is not None:
         source = args.url
+        reply: Reply | None = None
         try:
-            spec = _spec(args)
-        except (TypeError, ValueError) as exc:
-            return fail("check", str(exc))
-        try:
-            status, content_type, body, failure = fetch(spec, feed)
+            reply = fetch(args, feed)
         except ImportError:
             return fail("check", missing("pycurl", "check --url"))
-        if failure is not None:
-            url = redact(spec.url)
-            if not checker.size:  # refused, or timed out before the answer began: nothing to lint
-                return fail("check", curl_failure(url, failure)[0])
+        except TransportError as exc:
+            # refused, or timed out before the answer began: nothing to lint
+            if not checker.size or not isinstance(exc.result.get("http"), dict):
+                return fail("check", str(exc))
             # cut after the answer began: what arrived is linted, and the cut is one more finding
-            why = curl_failure(url, failure)[0][len(url) + 2 :]
+            why = str(exc).split(": ", 1)[-1]  # the words after "URL: "
             cut = Finding(
                 "transfer-cut",
                 CODES["transfer-cut"].severity,
                 checker.size,
                 f"the transfer failed after {checker.size} bytes: {why}",
             )
+            status, headers = exc.result["http"]["status"], exc.result.get("headers", {})
+        except (TypeError, ValueError) as exc:
+            return fail("check", str(exc))
+        if reply is not None:
+            status, headers = reply.status, reply.headers
         if status >= 400:
-            text = body.decode("utf-8", "replace").strip()
+            assert reply is not None
+            text = reply.body.decode("utf-8", "replace").strip()
             hint = not_found(_base_url(args)) if status == 404 else ""
-            return fail("check", f"{redact(spec.url)}: HTTP {status}: {text[:500]}{hint}")
+            return fail("check", f"{reply.url}: HTTP {status}: {text[:500]}{hint}")
+        content_type = headers.get("content-type", "")
         if content_type.split(";")[0].strip().lower() != "text/event-stream":
             http_findings.append(
                 Finding(

@@ -12,10 +12,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .._errors import ClientClosed
-
-# The one request setup, shared with the linter's --url fetch (fastsse.cli.check); not public API.
-from ._curlopts import apply as apply
-from ._curlopts import import_pycurl as import_pycurl
 from ._options import (
     DEFAULT,
     OPTIONS,
@@ -27,10 +23,10 @@ from ._options import (
     Timeouts,
 )
 from ._plain import Reply
-from ._request import RequestSpec as RequestSpec
+
+# The one request setup, shared with the gateway's config check and the load plan; not public API.
 from ._request import prepare as prepare
 from ._request import redact as redact
-from ._response import Response as Response
 from ._retry import should_retry
 
 # The caller's side of a streamed answer, for the gateway's direct writes; not public API.
