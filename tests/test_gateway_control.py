@@ -534,3 +534,18 @@ def test_models_keep_an_upstreams_4xx_and_skip_its_5xx() -> None:
     with RawServer(answering(500, broken)) as bad:
         assert models_of([{"name": "bad", "base_url": bad.base_url}], times=2) == [(500, broken)] * 2
         assert bad.connections == 2
+
+
+def test_models_of_an_upstream_behind_a_private_ca(tmp_path: Any) -> None:
+    from _pki import make_pki, tls_server
+
+    pki = make_pki(tmp_path)
+    with tls_server(pki, answering(200, MODEL_LIST)) as raw:
+        upstream = {
+            "name": "private",
+            "base_url": f"https://127.0.0.1:{raw.port}/v1",
+            "ca_bundle": str(pki["ca.pem"]),
+            "client_cert": str(pki["client-both.pem"]),
+        }
+        assert models_of([upstream]) == [(200, MODEL_LIST)]
+    assert raw.peer_certs == [{"CN": "client"}]

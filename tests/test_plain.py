@@ -239,3 +239,21 @@ def test_the_async_client_mirrors_get_and_post(driver: str) -> None:
         got, posted = asyncio.run(run(raw.base_url))
     assert got.body == LIST and posted.body == LIST
     assert [r.split(b" ", 1)[0] for r in raw.requests] == [b"GET", b"POST"]
+
+
+def test_the_clients_ca_bundle_and_certificate_are_used(tmp_path: Any, driver: str) -> None:
+    from _pki import make_pki, tls_server
+
+    pki = make_pki(tmp_path)
+    with tls_server(pki, answer(200, LIST)) as raw:
+        url = f"https://127.0.0.1:{raw.port}/v1"
+        trusted = {"ca_bundle": str(pki["ca.pem"]), "client_cert": str(pki["client-both.pem"])}
+        with fastsse.Client(base_url=url, api_key="k", **trusted) as client:  # type: ignore[arg-type]
+            assert client.get("/models").body == LIST
+        with (
+            fastsse.Client(base_url=url, api_key="k", client_cert=trusted["client_cert"]) as client,
+            pytest.raises(fastsse.TransportError) as untrusted,
+        ):
+            client.get("/models")
+    assert untrusted.value.code == pycurl.E_PEER_FAILED_VERIFICATION
+    assert raw.peer_certs[:1] == [{"CN": "client"}]
