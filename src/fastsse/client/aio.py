@@ -58,7 +58,8 @@ class AsyncClient:
 
     One libcurl multi handle whose sockets and timer the loop watches, no thread per stream. It
     mirrors ``Client`` name for name, awaited: ``create_stream``, ``stream`` (an async iterator),
-    ``as_completed`` (an async iterator), ``run``, ``close``; the options are the same.
+    ``as_completed`` (an async iterator), ``run``, ``get`` / ``post`` (plain requests), ``close``;
+    the options are the same.
     ``async with AsyncClient(...) as client:`` closes every transfer and connection at the end;
     so does ``await client.close()``: a request still queued or running then raises
     ``ClientClosed`` in its awaiting task. Use a client from the loop that first used it: another

@@ -119,7 +119,8 @@ class Client:
     The engine is driven by the client's own poll loop (epoll where there is one, else the
     platform's ``selectors``). ``create_stream`` makes one request, ``stream`` iterates one
     request's chunks, ``as_completed`` yields many requests' outcomes as they end and ``run``
-    returns them in order; ``AsyncClient`` has the same methods, awaited. Every option of
+    returns them in order; ``get`` / ``post`` make a plain request (no stream) on the same
+    connections; ``AsyncClient`` has the same methods, awaited. Every option of
     ``create_stream`` is also a client option (the client's default for its requests), except
     ``format`` and ``curl``; ``max_connections`` is the client's alone. Ctrl-C (KeyboardInterrupt)
     stops a call within about 0.1 s, cancelling every transfer it had started. ``with Client(...)
