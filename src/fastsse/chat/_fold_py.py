@@ -15,6 +15,7 @@ import orjson
 
 from .._errors import UsageError, too_large
 from .._timing import Timing, anchor_pair, build_timing, chunk_marks, completion_tokens
+from ..fold import joined
 from ..sse import loads_replacing as _loads_replacing
 from ..sse._decoder_py import Decoder, Event, as_bytes
 from ._result import (
@@ -24,7 +25,6 @@ from ._result import (
     ReasoningDetails,
     build_result,
     content_parts,
-    joined,
     make_verdict,
     provider_usage,
     verdict_dict,

@@ -14,6 +14,7 @@ from typing import Any, Final
 import orjson
 
 from .._verdict import Verdict as _Base
+from ..fold import joined
 
 # Top-level chunk keys that are not copied into the result: ``object`` is rewritten, ``choices`` is
 # folded, ``error`` is reported on its own, ``obfuscation`` is OpenAI's per-chunk random padding.
@@ -304,18 +305,6 @@ def verdict_dict(verdict: ChatVerdict) -> dict[str, Any]:
 
 
 _VERDICT_FIELDS: Final = tuple(ChatVerdict.__dataclass_fields__)
-
-
-def joined(parts: list[str]) -> str:
-    """Join fragments once; keep the joined string as the only fragment, so a later ``result()``
-    (partial results are allowed at any time) copies one string instead of re-walking thousands."""
-    if len(parts) == 1:
-        return parts[0]
-    if not parts:
-        return ""
-    text = "".join(parts)
-    parts[:] = [text]
-    return text
 
 
 def with_provider_usage(top: dict[Any, Any], usage: object) -> dict[Any, Any]:

@@ -8,19 +8,16 @@ The hot halves (one call per event) live twice, in ``responses/_fold_c.pyx`` / `
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
 import orjson
 
+from .._timing import CONTENT as CONTENT
+from .._timing import REASONING as REASONING
+from .._timing import anchor_pair as anchor_pair
 from .._verdict import Verdict
 from ..sse import loads_replacing
-
-# Token kinds, as the timing record counts them: 1 content (text, refusal, tool input), 2 reasoning,
-# 3 both, 0 none (lifecycle, bookkeeping, usage-only, empty deltas).
-CONTENT = 1
-REASONING = 2
 
 # How many distinct departures a verdict keeps: a server that repeats one mistake on every event
 # must not grow the fold's memory with the stream.
@@ -67,11 +64,6 @@ def why_not(
     if terminal is None:
         return "the byte stream ended inside an event" if truncated else "no terminal event"
     return detail
-
-
-def anchor_pair() -> list[int]:
-    """One (monotonic ns, epoch ns) pair read back to back: the timing record's anchor."""
-    return [time.monotonic_ns(), time.time_ns()]
 
 
 def format_verdict_dict(verdict: FormatVerdict) -> dict[str, Any]:
