@@ -12,7 +12,8 @@ run's (the client straight to the upstream), both from the load client's own rec
 
 The contenders: ``fastsse`` (the command, default options), ``httpx`` (a Starlette app over one
 ``httpx.AsyncClient``, bytes passed through, uvicorn), ``aiohttp`` (``aiohttp.web`` over one
-``ClientSession``, bytes passed through) and ``litellm`` (``litellm --config`` with callbacks and
+``ClientSession``, bytes passed through), ``loop`` (a prototype of the next data plane: the upstream
+leg on uvloop with llhttp and the compiled relay, ``_gateway_peers.loop_main``) and ``litellm`` (``litellm --config`` with callbacks and
 spend logs off) where its command is found (``FASTSSE_BENCH_LITELLM``, else ``litellm`` on PATH).
 
     python -m pytest benchmarks/test_bench_gateway.py --benchmark-enable -s   # the table (~4 min)
@@ -174,7 +175,7 @@ def contender(name: str, upstream: str, work: pathlib.Path) -> Iterator[tuple[st
     log = work / f"{name}.log"
     if name == "fastsse":
         argv = [PY, "-m", "fastsse", "gateway", "--upstream", upstream, "--port", str(port)]
-    elif name in ("httpx", "aiohttp"):
+    elif name in ("httpx", "aiohttp", "loop", "loop-raw"):
         argv = [PY, str(HERE / "_gateway_peers.py"), name, upstream, str(port)]
     elif name == "nginx":
         argv = _nginx(upstream, port, work)
@@ -340,8 +341,18 @@ def table(
     return "\n".join(lines)
 
 
+def _importable(module: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(module) is not None
+
+
 def _contenders(quick: bool) -> list[str]:
     names = ["fastsse", "httpx", "aiohttp"]
+    if fastsse.BACKEND == "cython" and _importable("uvloop") and _importable("httptools"):
+        names.append("loop")  # the prototype of the next data plane (needs the compiled relay)
+        if not quick:
+            names.append("loop-raw")  # the same, bytes passed through: the design's floor
     if shutil.which("nginx"):
         names.insert(0, "nginx")
     if _litellm() and not quick:
