@@ -7,8 +7,8 @@ writes first.
     python benchmarks/_gateway_peers.py loop UPSTREAM PORT      # the upstream leg on the loop (a prototype)
     python benchmarks/_gateway_peers.py loop-raw UPSTREAM PORT  # the same with bytes passed through
 
-``UPSTREAM`` is the upstream's base URL (``.../v1``); both serve ``POST /v1/chat/completions``
-and pass the upstream's status and bytes through unchanged, but ``loop``: a prototype of the
+``UPSTREAM`` is the upstream's base URL (``.../v1``); each serves ``POST /v1/chat/completions``
+and passes the upstream's status and bytes through unchanged, except ``loop``, a prototype of the
 gateway's next data plane (benchmarks/README.md, "A prototype of the upstream leg on the loop"),
 which relays the body through a compiled ``fastsse.Relay``.
 """
