@@ -87,7 +87,7 @@ def test_compiled_handles_refuse_what_they_do_not_carry() -> None:
     handle.setopt(pycurl.HTTPHEADER, ["A: b", "C: d"])
     handle.unsetopt(pycurl.HTTPHEADER)
     assert handle.getinfo(pycurl.RESPONSE_CODE) == 0
-    assert handle.direct(object()) is False  # only a compiled ChatStream is fed from C
+    assert handle.direct(object()) is False  # only a compiled stream (a Feed) is fed from C
     handle.close()
     with pytest.raises(pycurl.error):
         handle.setopt(pycurl.URL, "http://127.0.0.1:9/")

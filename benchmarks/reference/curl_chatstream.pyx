@@ -7,7 +7,7 @@ multi handle (the libcurl pycurl brought) driven from C as ``curl_floor.c`` driv
 (``curl_multi_socket_action``, C socket and timer callbacks, one epoll set, the wait in C), each
 read handed by the C write callback to a real ``fastsse.ChatStream`` (``timing=True``, no
 ``on_chunk``, or with one that takes each chunk's stamp) through the stream's C entry point
-(``stream_feed`` in ``chat/_fold_c.pxd``: a pointer and a length, no bytes object, no call), then
+(``Feed._write`` in ``sse/_decoder_c.pxd``: a pointer and a length, no bytes object, no call), then
 ``result()`` per stream as the engine returns it. It counts event ends and takes the send stamps as the C
 clients do (``events.h``), for the lag and the chunk count. Written for fastsse's benchmarks.
 """
@@ -20,7 +20,7 @@ from time import monotonic_ns
 
 import fastsse
 
-from fastsse.chat._fold_c cimport stream_feed
+from fastsse.sse._decoder_c cimport Feed
 
 
 cdef extern from "events.h" nogil:
@@ -117,7 +117,7 @@ cdef size_t on_write(char *p, size_t size, size_t n, void *userp) noexcept with 
     cdef job_t *job = <job_t *>userp
     on_bytes(&totals, &job.s, p, size * n)
     try:
-        stream_feed(<object>job.stream, p, <Py_ssize_t>(size * n))  # the stream's C entry point
+        (<Feed>job.stream)._write(p, <Py_ssize_t>(size * n))  # the stream's C entry point
     except BaseException:
         job.raised = 1
         return 0  # a write error: libcurl ends the transfer

@@ -27,8 +27,3 @@ cdef class ChatSink:
 
 cdef int set_sink(object stream, ChatSink sink) except -1
 cdef object stream_aggregator(object stream)
-
-# ChatStream.write from a pointer, for a compiled transfer driver: 1 to go on, 0 once the stream has
-# stopped (``write``'s None and 0); it raises what ``write`` raises. ``stream`` must be a compiled
-# ChatStream (the caller checks the type once, not per read).
-cdef int stream_feed(object stream, const char* p, Py_ssize_t n) except -1

@@ -1460,7 +1460,8 @@ Scans, parses and folds a chat stream in one pass, for pycurl's ``WRITEFUNCTION`
         return 1 if self._finished else 0
 
     cdef int _write(self, const char* p, Py_ssize_t n) except -1:
-        # ``write`` from a pointer (stream_feed): the same checks, no bytes object, no call
+        # ``write`` from a pointer (Feed, for the compiled driver): the same checks, no bytes
+        # object, no call
         if self._finished or self._closed:
             return 0
         self._begin()
@@ -1603,10 +1604,6 @@ cdef int fix_top(object agg, object id, object model) except -1:
 
 cdef dict fold_choices(object agg):
     return (<ChatAggregator>agg)._choices
-
-
-cdef int stream_feed(object stream, const char* p, Py_ssize_t n) except -1:
-    return (<ChatStream>stream)._write(p, n)
 
 
 cdef object fold_verdict(object agg, bint aborted, bint too_large, bint truncated, bint ended):

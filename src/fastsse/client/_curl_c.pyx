@@ -6,13 +6,13 @@ either driver unchanged.
 
 What it changes is the cost per read: libcurl's write callback is a C function, and once a
 transfer's answer is an event stream read by a compiled stream (``Response.write`` decides, then
-calls ``Curl.direct``), each read goes from libcurl to the stream's C entry point with no Python
-frame: ``stream_feed`` (``ChatStream``) and ``fold_feed`` (``ResponsesStream``, ``MessagesStream``)
-with no bytes object and no call, ``bytes_feed`` (the byte formats' ``BytesStream``) with one bytes
-object for its writer; ``CurlMulti.drain`` hands
-every ready socket of an epoll set to ``curl_multi_socket_action`` in one call. Every other
-callback (headers, an ``events`` stream, socket and timer callbacks) calls the Python function set
-with ``setopt``, as pycurl does.
+calls ``Curl.direct``), each read goes from libcurl to the stream's one C entry point with no
+Python frame, whatever the stream (``Feed._write`` in ``sse/_decoder_c.pxd``, one vtable call):
+``ChatStream``, ``ResponsesStream`` and ``MessagesStream`` scan it with no bytes object and no
+call, the byte formats' ``BytesStream`` makes one bytes object for its writer.
+``CurlMulti.drain`` hands every ready socket of an epoll set to ``curl_multi_socket_action`` in one
+call. Every other callback (headers, an ``events`` stream, socket and timer callbacks) calls the
+Python function set with ``setopt``, as pycurl does.
 
 A read is a socket read, not an HTTP chunk: libcurl's transfer decoding is off on the driver's
 handles and a chunked body's chunks are cut out here (``_dechunk``), so the write callback runs
@@ -34,15 +34,10 @@ from libc.errno cimport EINTR, errno
 from libc.stdlib cimport free, realloc
 from libc.string cimport memcpy, strlen
 
-from ..chat._fold_c cimport stream_feed
-from ..fold._stream_c cimport fold_feed
-from ._streams_c cimport bytes_feed
+from ..sse._decoder_c cimport Feed
 
 import os
 
-from ..chat._fold_c import ChatStream
-from ..fold._stream_c import FoldStream
-from ._streams_c import BytesStream
 from .._errors import UsageError
 
 
@@ -278,13 +273,6 @@ cdef object _raise(int code, Curl easy=None):
     raise _error(code, text)
 
 
-# The C entry point a directly fed stream takes (``Curl.direct``)
-cdef enum:
-    FEED_CHAT = 0
-    FEED_FOLD
-    FEED_BYTES
-
-
 cdef class Curl:
     """An easy handle: the subset of ``pycurl.Curl`` the engine uses (``setopt``, ``unsetopt``,
     ``getinfo``, ``pause``, ``reset``, ``close``), plus ``direct``."""
@@ -295,8 +283,7 @@ cdef class Curl:
     cdef object postfields  # the body bytes: libcurl reads them during the transfer, uncopied
     cdef object on_write
     cdef object on_header
-    cdef object feed  # the compiled stream reads go to directly (``direct``), or None
-    cdef int feed_kind  # which C entry point takes them: FEED_CHAT, FEED_FOLD or FEED_BYTES
+    cdef Feed feed  # the compiled stream reads go to directly (``direct``), or None
     cdef object sink  # the Response that takes the feed's outcome
     cdef public object multi
     cdef public double last_read  # time.monotonic() of the last read fed directly (``direct``)
@@ -488,30 +475,16 @@ cdef class Curl:
         """Hand each read to ``stream`` (a compiled ``ChatStream``, ``ResponsesStream``,
         ``MessagesStream`` or byte-out ``BytesStream``) from C, its time kept in ``last_read``,
         setting ``sink.stopped`` / ``sink.exc`` as ``Response.write`` would; ``direct(None)`` goes
-        back to the write callback. False if ``stream`` cannot be fed directly (another stream
-        class)."""
+        back to the write callback. False if ``stream`` cannot be fed directly (not a ``Feed``: a
+        pure-Python stream, an ``events`` stream)."""
         if stream is None:
             self.feed = self.sink = None
             return True
-        # the class is looked at here, once per transfer: each read then takes its entry point
-        if type(stream) is ChatStream:
-            self.feed_kind = FEED_CHAT
-        elif isinstance(stream, FoldStream):
-            self.feed_kind = FEED_FOLD
-        elif isinstance(stream, BytesStream):
-            self.feed_kind = FEED_BYTES
-        else:
+        # looked at once per transfer: each read then takes the stream's one C entry point
+        if not isinstance(stream, Feed):
             return False
         self.feed, self.sink = stream, sink
         return True
-
-
-cdef inline int _feed(Curl easy, object stream, const char* p, Py_ssize_t n) except -1:
-    if easy.feed_kind == FEED_CHAT:
-        return stream_feed(stream, p, n)
-    if easy.feed_kind == FEED_FOLD:
-        return fold_feed(stream, p, n)
-    return bytes_feed(stream, p, n)
 
 
 cdef size_t _on_write(char* ptr, size_t size, size_t n, void* data) noexcept:
@@ -530,11 +503,11 @@ cdef size_t _on_write(char* ptr, size_t size, size_t n, void* data) noexcept:
         if length == 0:
             return total  # only framing in this read
     cdef object sink = easy.sink
-    cdef object feed = easy.feed  # held: a hold taken inside the feed clears easy.feed
+    cdef Feed feed = easy.feed  # held: a hold taken inside the feed clears easy.feed
     if feed is not None:
         easy.last_read = _now()  # the engine's idle check reads it beside Response.last_activity
         try:
-            if _feed(easy, feed, out, length):
+            if feed._write(out, length):
                 return total
             sink.stopped = True
             return 0

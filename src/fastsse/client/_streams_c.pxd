@@ -1,7 +1,10 @@
 # cython: language_level=3
-# The compiled byte-out stream's layout and its C entry point, for the compiled driver.
+# The compiled byte-out stream's layout (its C entry point for the compiled driver is Feed._write).
 
-cdef class BytesStream:
+from ..sse._decoder_c cimport Feed
+
+
+cdef class BytesStream(Feed):
     cdef public object holder  # the engine's Response: it holds the transfer for a future
     cdef object _writer
     cdef object _send
@@ -12,12 +15,6 @@ cdef class BytesStream:
 
     cdef object _take(self, object data)
     cdef bint _deliver(self, object piece) except -1
-
-
-# BytesStream.write from a pointer, for a compiled transfer driver (stream_feed's twin for the byte
-# formats): 1 to go on, 0 once the stream has stopped; it raises what ``write`` raises. ``stream``
-# must be a BytesStream (the caller checks the type once, not per read).
-cdef int bytes_feed(object stream, const char* p, Py_ssize_t n) except -1
 
 
 # The caller's socket as a transfer's on_bytes (gateway.Downstream's fast path): BytesStream calls

@@ -3,7 +3,7 @@
 """The compiled byte-out stream (``BytesStream`` and ``PassThrough`` in ``client/_streams_py.py`` are
 its readable twins): a writer (a ``Relay``, a translator or a ``PassThrough``) whose output goes to
 ``on_bytes``, with the same stamps, holds and stops. The compiled driver feeds it each read from C
-(``bytes_feed``): one bytes object for the writer, no Python frame but ``on_bytes``'s, and that
+(``Feed._write``): one bytes object for the writer, no Python frame but ``on_bytes``'s, and that
 only when the read produced bytes.
 """
 
@@ -58,6 +58,15 @@ cdef class BytesStream:
             PyList_Append(self._reads, _monotonic_ns())
         return self._take(data)
 
+    cdef int _write(self, const char* p, Py_ssize_t n) except -1:
+        # ``write`` from a pointer (Feed, for the compiled driver): the stamp, then one bytes object
+        # for the writer; 1 to go on, 0 once stopped
+        if self._reads is not None:
+            PyList_Append(self._reads, _monotonic_ns())
+        if self._stopped:
+            return 0
+        return 0 if self._take(PyBytes_FromStringAndSize(p, n)) is not None else 1
+
     cdef object _take(self, object data):
         # after the stamp: the writer, then on_bytes; None to go on, 0 to stop
         if self._stopped:
@@ -103,15 +112,6 @@ cdef class BytesStream:
         if self._reads is None or self._anchor is None:
             return None
         return build_timing(self._reads, [], [], [], self._anchor)
-
-
-cdef int bytes_feed(object stream, const char* p, Py_ssize_t n) except -1:
-    cdef BytesStream self = <BytesStream>stream
-    if self._reads is not None:
-        PyList_Append(self._reads, _monotonic_ns())
-    if self._stopped:
-        return 0
-    return 0 if self._take(PyBytes_FromStringAndSize(p, n)) is not None else 1
 
 
 cdef Py_ssize_t _boundary(bytes data):

@@ -68,7 +68,6 @@ cdef class FoldStream(Decoder):
     cdef list _token_kinds
     cdef FoldSink _sink
 
-    cdef int _write(self, const char* p, Py_ssize_t n, object data=*) except -1
     cdef int _token(self, int kind) except -1
     cdef int _deliver(self, object event) except -1
     # A format overrides Decoder._on_event (its hot path stays one call deep) and these:
@@ -90,8 +89,3 @@ cdef inline object event_name(const char* etype, Py_ssize_t tn):
 
 cdef int set_fold_sink(object stream, FoldSink sink) except -1
 cdef int check_payload(object payload) except -1  # TypeError unless str or bytes-like
-
-# FoldStream.write from a pointer, for a compiled transfer driver (stream_feed's twin for
-# ResponsesStream and MessagesStream): 1 to go on, 0 once the stream has stopped; it raises what
-# ``write`` raises. ``stream`` must be a FoldStream (the caller checks the type once, not per read).
-cdef int fold_feed(object stream, const char* p, Py_ssize_t n) except -1

@@ -1,14 +1,14 @@
 # cython: language_level=3, freethreading_compatible=True, annotation_typing=False
 # cython: embedsignature=True, embedsignature.format=clinic
 """The compiled plumbing both fused format streams share (``FoldStream`` in ``responses/_fold_py.py`` is
-its readable twin): write/feed/close, the re-entry guard, ``max_event_bytes``, ``on_chunk``, the
-verdict and the timing arrays. A format supplies its aggregator, its own ``_on_event`` (skip,
-fold the hot event from its bytes, or parse it and hand it to ``_deliver``: the fast path pays for
-no extra call) and three cdef hooks: ``_kind`` (the token kind of a parsed event),
-``_stops_on_error`` and ``_verdict_now``. Not a public class: it is only subclassed.
-``FoldCounters`` is the same for the two aggregators (``FoldCounters`` in ``fold/_stream_py.py`` is
-its twin): the error, the counters, the departures and the orjson way in; each supplies ``_take``
-and ``_verdict``.
+its readable twin): write/feed/close, the compiled driver's C entry point (``Feed._write``), the
+re-entry guard, ``max_event_bytes``, ``on_chunk``, the verdict and the timing arrays. A format
+supplies its aggregator, its own ``_on_event`` (skip, fold the hot event from its bytes, or parse
+it and hand it to ``_deliver``: the fast path pays for no extra call) and three cdef hooks:
+``_kind`` (the token kind of a parsed event), ``_stops_on_error`` and ``_verdict_now``. Not a
+public class: it is only subclassed. ``FoldCounters`` is the same for the two aggregators
+(``FoldCounters`` in ``fold/_stream_py.py`` is its twin): the error, the counters, the departures
+and the orjson way in; each supplies ``_take`` and ``_verdict``.
 """
 
 cimport cython
@@ -94,6 +94,27 @@ cdef class FoldCounters:
         raise NotImplementedError
 
 
+cdef inline int _begin(FoldStream self) except -1:
+    # before a write's scan: the re-entry guard, then the stamp (as the bytes arrive, before any
+    # is parsed)
+    if self._writing:
+        raise UsageError(f"{type(self).__name__}.write() called again from inside on_chunk")
+    if self._timed:
+        PyList_Append(self._reads, _monotonic_ns())
+    self._writing = True
+    self._overflowed = False
+    return 0
+
+
+cdef inline int _end(FoldStream self) except -1:
+    # after it: EventTooLarge for an event past the bound; 1 to go on, 0 once the stream stopped
+    if self._overflowed:
+        self._too_large = True
+        self._finished = True
+        raise too_large(self._limit, [])
+    return 0 if self._finished else 1
+
+
 cdef class FoldStream(Decoder):
     """FoldStream(on_chunk=None, *, max_event_bytes=None, timing=False)
 --
@@ -115,31 +136,26 @@ The base of ``ResponsesStream`` and ``MessagesStream``; not used on its own."""
     @cython.binding(False)
     def write(self, data: bytes | bytearray | memoryview, /) -> int | None:
         """Scan, parse and fold the next bytes: None to go on, 0 once the stream has stopped."""
-        return None if self._write(NULL, 0, data) else 0
-
-    cdef int _write(self, const char* p, Py_ssize_t n, object data=None) except -1:
-        # ``write``'s checks and stamp around the scan of ``p[:n]`` (fold_feed: no bytes object, no
-        # call), or of the object ``data`` when ``p`` is NULL; 1 to go on, 0 once stopped
         if self._finished or self._closed:
             return 0
-        if self._writing:
-            raise UsageError(f"{type(self).__name__}.write() called again from inside on_chunk")
-        if self._timed:
-            PyList_Append(self._reads, _monotonic_ns())  # as the bytes arrive, before any is parsed
-        self._writing = True
-        self._overflowed = False
+        _begin(self)
         try:
-            if p != NULL:
-                self._scan(p, n)
-            else:
-                self._feed_object(data)
+            self._feed_object(data)
         finally:
             self._writing = False
-        if self._overflowed:
-            self._too_large = True
-            self._finished = True
-            raise too_large(self._limit, [])
-        return 0 if self._finished else 1
+        return None if _end(self) else 0
+
+    cdef int _write(self, const char* p, Py_ssize_t n) except -1:
+        # ``write`` from a pointer (Feed, for the compiled driver): the same checks and stamp
+        # around the scan, no bytes object and no call
+        if self._finished or self._closed:
+            return 0
+        _begin(self)
+        try:
+            self._scan(p, n)
+        finally:
+            self._writing = False
+        return _end(self)
 
     def feed(self, data: bytes | bytearray | memoryview, /) -> list[Event]:
         """``write`` under the Decoder's name: events are folded, so it returns ``[]``."""
@@ -237,6 +253,3 @@ cdef int set_fold_sink(object stream, FoldSink sink) except -1:
     (<FoldStream>stream)._sink = sink
     return 0
 
-
-cdef int fold_feed(object stream, const char* p, Py_ssize_t n) except -1:
-    return (<FoldStream>stream)._write(p, n)

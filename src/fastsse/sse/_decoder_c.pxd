@@ -1,6 +1,7 @@
 # cython: language_level=3
 # The compiled decoder's layout, so ``chat._fold_c`` can subclass it (ChatStream folds inside
-# ``_on_event`` with no Event object per chunk).
+# ``_on_event`` with no Event object per chunk), and the one C entry point of every stream the
+# compiled driver feeds.
 
 cdef struct Buf:
     char* ptr
@@ -8,7 +9,15 @@ cdef struct Buf:
     Py_ssize_t cap
 
 
-cdef class Decoder:
+cdef class Feed:
+    # What the compiled driver (client/_curl_c.pyx) hands each read to, whatever the stream:
+    # ``write`` from a pointer, one vtable call, no bytes object for a fused stream. 1 to go on,
+    # 0 once the stream has stopped; it raises what ``write`` raises. ChatStream, FoldStream and
+    # BytesStream implement it; a plain Decoder (or a Relay) is not fed from C and raises TypeError.
+    cdef int _write(self, const char* p, Py_ssize_t n) except -1
+
+
+cdef class Decoder(Feed):
     cdef Buf _line          # the unterminated line
     cdef Buf _data          # the event's data, lines joined by LF
     cdef Buf _type          # the event's type

@@ -114,7 +114,15 @@ cdef class Event:
         return f"Event(data={self.data!r}, event={self.event!r}, id={self.id!r}, retry={self.retry!r})"
 
 
-cdef class Decoder:
+cdef class Feed:
+    """The base of every stream the compiled driver feeds from C (see ``sse/_decoder_c.pxd``);
+    not used on its own."""
+
+    cdef int _write(self, const char* p, Py_ssize_t n) except -1:
+        raise TypeError(f"{type(self).__name__} is not fed from C")
+
+
+cdef class Decoder(Feed):
     """Incremental SSE decoder: ``feed`` bytes as they arrive, get complete events back.
 
     ``Decoder(*, max_event_bytes=None)``. With ``max_event_bytes=N``, a line longer than N bytes
