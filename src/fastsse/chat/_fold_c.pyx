@@ -10,7 +10,8 @@ handing only the values the fold keeps whole (usage, logprobs, provider fields) 
 Everything else goes to
 ``orjson.loads`` and ``_take``, which walks the dicts with borrowed ``PyDict_Next`` references and
 dispatches on key length and memcmp. Both keep the standard top-level fields in typed slots and
-copy text fragments into one buffer per field. ChatStream subclasses the compiled Decoder and
+copy text fragments into one buffer per field. ChatStream subclasses FusedStream (the compiled
+Decoder with the write, stamp and timing plumbing it shares with FoldStream) and
 folds inside its event hook, with no Event object per chunk (and no chunk at all unless an
 ``on_chunk`` wants it). The cold half (result assembly, the verdict) is shared Python in
 ``chat/_result.py``.
@@ -28,7 +29,7 @@ from cpython.dict cimport (
 )
 from cpython.list cimport PyList_Append, PyList_Check
 from cpython.long cimport PyLong_AsLongLongAndOverflow, PyLong_Check, PyLong_CheckExact
-from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
+from cpython.mem cimport PyMem_Free, PyMem_Realloc
 from cpython.object cimport PyObject
 from cpython.unicode cimport (
     Py_UCS1,
@@ -44,7 +45,7 @@ from cpython.unicode cimport (
 )
 from libc.string cimport memcmp, memcpy
 
-from ..sse._decoder_c cimport Decoder
+from ..sse._decoder_c cimport FusedStream
 from .._native.done cimport payload_is_done
 from .._native.reader cimport Span, decode, named
 from ._chunk_reader cimport (
@@ -60,15 +61,12 @@ from ._chunk_reader cimport (
 
 import orjson
 
-from ._result import ChatVerdict, build_result, joined, make_verdict, verdict_dict
+from ._result import ChatVerdict, build_result, make_verdict, verdict_dict
+from ..fold import joined
 from ._result import SCAN_FROM, over_index_bound as _over_index_bound
 from ._result import Annotations, ReasoningDetails, content_parts, provider_usage, with_provider_usage
-from .._errors import UsageError, too_large
 from ..sse import loads_replacing as _loads_replacing
-from .._timing import anchor_pair, build_timing
-
-
-from .._native.clock cimport fastsse_monotonic_ns
+from .._timing import build_timing
 
 
 cdef extern from "Python.h":
@@ -1283,14 +1281,8 @@ cdef long long _completion_tokens(object usage) noexcept:
     return value
 
 
-cdef struct TokenRec:
-    Py_ssize_t read   # index into the reads array
-    long long count
-    int kind
-
-
 @cython.final
-cdef class ChatStream(Decoder):
+cdef class ChatStream(FusedStream):
     """ChatStream(on_chunk=None, *, max_event_bytes=None, timing=False)
 --
 
@@ -1332,172 +1324,60 @@ Scans, parses and folds a chat stream in one pass, for pycurl's ``WRITEFUNCTION`
     such an error, ``if stream.exception is not None: raise stream.exception`` gets the original.
     """
 
-    cdef ChatAggregator _agg
-    cdef object _on_chunk
-    cdef bint _finished  # stopped by abort, error payload, exception or oversized event
-    cdef bint _aborted
-    cdef bint _too_large
-    cdef bint _closed
-    cdef bint _eof_truncated
-    cdef bint _writing
-    # the timing record: C arrays, grown by doubling, handed out by timing()
-    cdef bint _timed
-    cdef list _anchor
-    cdef long long* _reads
-    cdef Py_ssize_t _nreads
-    cdef Py_ssize_t _reads_cap
-    cdef TokenRec* _toks
-    cdef Py_ssize_t _ntoks
-    cdef Py_ssize_t _toks_cap
     cdef long long _usage_tokens  # the last usage.completion_tokens seen, -1 before any
-    cdef object _exception
     cdef ChatSink _sink  # a translator's fast path (set_sink), offered every event first
 
     def __init__(
         self, on_chunk: OnChunk | None = None, *, max_event_bytes: int | None = None, timing: bool = False
     ) -> None:
-        Decoder.__init__(self, max_event_bytes=max_event_bytes)
+        FusedStream.__init__(self, on_chunk, max_event_bytes=max_event_bytes, timing=timing)
         self._agg = ChatAggregator()
-        self._on_chunk = on_chunk
-        self._timed = bool(timing)
-        self._anchor = anchor_pair() if self._timed else [0, 0]
         self._usage_tokens = -1
 
-    def __dealloc__(self):
-        PyMem_Free(self._reads)
-        PyMem_Free(self._toks)
-
-    cdef int _stamp(self) except -1:
-        cdef long long now = fastsse_monotonic_ns()
-        cdef long long* grown
-        if self._nreads == self._reads_cap:
-            grown = <long long*>PyMem_Realloc(self._reads, (self._reads_cap * 2 + 64) * sizeof(long long))
-            if grown is NULL:
-                raise MemoryError()
-            self._reads = grown
-            self._reads_cap = self._reads_cap * 2 + 64
-        self._reads[self._nreads] = now
-        self._nreads += 1
-        return 0
-
     cdef int _mark(self, int kind, Py_ssize_t entries, object usage_before) except -1:
-        cdef ChatAggregator agg = self._agg
+        # A token-bearing chunk's record: its count from usage.completion_tokens when the server
+        # sends it on every chunk, else its logprob entries, else 1.
+        cdef ChatAggregator agg = <ChatAggregator>self._agg
         cdef long long usage = -1
         cdef long long before = self._usage_tokens
-        cdef TokenRec* grown
-        cdef TokenRec* rec
         if agg._usage is not usage_before:  # this chunk carried usage
             usage = _completion_tokens(agg._usage)
             if usage >= 0:
                 self._usage_tokens = usage
         if not kind or self._nreads == 0:
             return 0
-        if self._ntoks == self._toks_cap:
-            grown = <TokenRec*>PyMem_Realloc(self._toks, (self._toks_cap * 2 + 64) * sizeof(TokenRec))
-            if grown is NULL:
-                raise MemoryError()
-            self._toks = grown
-            self._toks_cap = self._toks_cap * 2 + 64
-        rec = &self._toks[self._ntoks]
-        self._ntoks += 1
-        rec.read = self._nreads - 1
-        rec.kind = kind
         if before >= 0 and usage > before:
-            rec.count = usage - before
-        else:
-            rec.count = entries if entries > 0 else 1
-        return 0
+            return self._token(kind, usage - before)
+        return self._token(kind, entries if entries > 0 else 1)
 
     def timing(self) -> Timing | None:
         """The timing record so far (a new ``fastsse.Timing`` dict on every call), or None when
         the stream was made without ``timing=True``. Its request stamps (``queued``, ``started``,
         ``sent``, ``end``) are None: a client fills them in."""
-        cdef Py_ssize_t i
-        if not self._timed:
-            return None
-        reads = [self._reads[i] for i in range(self._nreads)]
-        token_reads = [self._toks[i].read for i in range(self._ntoks)]
-        tokens = [self._toks[i].count for i in range(self._ntoks)]
-        kinds = [self._toks[i].kind for i in range(self._ntoks)]
-        return build_timing(reads, token_reads, tokens, kinds, list(self._anchor))
-
-    @cython.binding(False)  # a plain method descriptor: ~8 ns less per call than a cyfunction
-    def write(self, data: bytes | bytearray | memoryview, /) -> int | None:
-        """Scan, parse and fold the next bytes: None to go on, 0 once the stream has stopped.
-
-        It raises what ``on_chunk`` raised, EventTooLarge, TypeError and RuntimeError as
-        described on the class.
-        """
-        if self._finished or self._closed:
-            return 0
-        self._begin()
-        try:
-            self._feed_object(data)
-        except BaseException as exc:
-            if self._finished:  # on_chunk raised: the stream stopped on it
-                self._exception = exc
-            raise
-        finally:
-            self._writing = False
-        return 0 if self._end() else None
-
-    cdef int _begin(self) except -1:
-        if self._writing:
-            raise UsageError("ChatStream.write() called again from inside on_chunk")
-        if self._timed:
-            self._stamp()
-        self._writing = True
-        self._overflowed = False
-        return 0
-
-    cdef int _end(self) except -1:
-        # After a write: raise EventTooLarge for an event past the bound; 1 once the stream stopped.
-        if self._overflowed:
-            self._too_large = True
-            self._finished = True
-            self._exception = too_large(self._limit, [])
-            raise self._exception
-        return 1 if self._finished else 0
-
-    cdef int _write(self, const char* p, Py_ssize_t n) except -1:
-        # ``write`` from a pointer (Feed, for the compiled driver): the same checks, no bytes
-        # object, no call
-        if self._finished or self._closed:
-            return 0
-        self._begin()
-        try:
-            self._scan(p, n)
-        except BaseException as exc:
-            if self._finished:
-                self._exception = exc
-            raise
-        finally:
-            self._writing = False
-        return 0 if self._end() else 1
+        arrays = self._timing_arrays()
+        return None if arrays is None else build_timing(*arrays)
 
     def feed(self, data: bytes | bytearray | memoryview, /) -> list[Event]:
         """``write`` under the Decoder's name: chunks are folded, so it returns ``[]``."""
-        self.write(data)
+        self._write_object(data)
         return []
 
     def close(self, *, truncated: bool = False) -> list[Event]:
         """Mark the end of the byte stream; returns ``[]`` (chunks are folded, not returned).
         ``truncated=True`` says the transfer broke (then only ``[DONE]`` makes the answer complete)."""
-        if not self._closed:
-            self._closed = True
-            Decoder.close(self)
-            # Bytes we never scanned because we stopped the stream do not make it truncated.
-            self._eof_truncated = (self._truncated or truncated) and not self._finished
+        self._close(truncated)
         return []
 
     def result(self) -> dict[str, Any]:
         """The folded ``chat.completion`` so far, with ``"verdict"``: a new dict on every call."""
-        return self._agg._result(self._aborted, self._too_large, self._eof_truncated, self._closed)
+        cdef ChatAggregator agg = <ChatAggregator>self._agg
+        return agg._result(self._aborted, self._too_large, self._eof_truncated, self._closed)
 
     @property
     def verdict(self) -> ChatVerdict:
         """How complete the stream is so far (``complete``, ``done``, ``finish_reasons``, ...)."""
-        return self._agg._verdict(self._aborted, self._too_large, self._eof_truncated, self._closed)
+        cdef ChatAggregator agg = <ChatAggregator>self._agg
+        return agg._verdict(self._aborted, self._too_large, self._eof_truncated, self._closed)
 
     @property
     def aggregator(self) -> ChatAggregator:
@@ -1510,7 +1390,7 @@ Scans, parses and folds a chat stream in one pass, for pycurl's ``WRITEFUNCTION`
         return self._exception
 
     cdef int _on_event(self, const char* data, Py_ssize_t n, const char* etype, Py_ssize_t tn) except -1:
-        cdef ChatAggregator agg = self._agg
+        cdef ChatAggregator agg = <ChatAggregator>self._agg
         cdef object payload
         cdef object chunk
         cdef int stop

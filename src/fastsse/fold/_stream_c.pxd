@@ -1,11 +1,12 @@
 # cython: language_level=3
-# The layout both fused format streams share (ResponsesStream and MessagesStream subclass it) and
+# The layout both fused format streams share (ResponsesStream and MessagesStream subclass it: the
+# plumbing is FusedStream's, in sse/_decoder_c.pxd, which ChatStream shares) and
 # the small byte helpers of their event hook, inline so each fold module gets its own copy.
 
 from cpython.bytes cimport PyBytes_FromStringAndSize
 from libc.string cimport memcmp
 
-from ..sse._decoder_c cimport Decoder
+from ..sse._decoder_c cimport FusedStream
 from .._native.reader cimport Span
 
 
@@ -51,24 +52,9 @@ cdef class FoldCounters:
     cdef object _verdict(self, bint aborted, bint too_big, bint truncated)
 
 
-cdef class FoldStream(Decoder):
-    cdef object _agg           # the format's aggregator, set by the subclass
-    cdef object _on_chunk
-    cdef bint _finished
-    cdef bint _aborted
-    cdef bint _too_large
-    cdef bint _closed
-    cdef bint _eof_truncated
-    cdef bint _writing
-    cdef bint _timed
-    cdef list _anchor
-    cdef list _reads
-    cdef list _token_reads
-    cdef list _tokens
-    cdef list _token_kinds
+cdef class FoldStream(FusedStream):
     cdef FoldSink _sink
 
-    cdef int _token(self, int kind) except -1
     cdef int _deliver(self, object event) except -1
     # A format overrides Decoder._on_event (its hot path stays one call deep) and these:
     cdef int _kind(self, object event) except -1

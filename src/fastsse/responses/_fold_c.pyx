@@ -662,14 +662,14 @@ Scans, parses and folds an OpenAI Responses stream in one pass, for pycurl's
             taken = agg._fast(data, n, etype, tn if event_name_given(etype, tn) else 0, NULL)
             if taken:
                 if self._timed and taken > 1:
-                    self._token(taken - 1)
+                    self._token(taken - 1, 1)
                 return 0
         elif self._sink is not None:
             if self._sink.ready():
                 taken = agg._fast(data, n, etype, tn if event_name_given(etype, tn) else 0, &delta)
                 if taken:
                     if self._timed and taken > 1:
-                        self._token(taken - 1)
+                        self._token(taken - 1, 1)
                     self._sink.take(&delta)
                     return 0
             self._sink.flush()

@@ -1,7 +1,7 @@
 # cython: language_level=3
-# The compiled decoder's layout, so ``chat._fold_c`` can subclass it (ChatStream folds inside
-# ``_on_event`` with no Event object per chunk), and the one C entry point of every stream the
-# compiled driver feeds.
+# The compiled decoder's layout, so the fused streams can subclass it (they fold inside
+# ``_on_event`` with no Event object per chunk), the one C entry point of every stream the
+# compiled driver feeds (Feed), and the plumbing the fused streams share (FusedStream).
 
 cdef struct Buf:
     char* ptr
@@ -48,3 +48,38 @@ cdef class Decoder(Feed):
     cdef void _reset_event(self) noexcept
     cdef void _reset_stream(self) noexcept
     cdef void _overflow(self, bint partial) noexcept
+
+
+cdef struct TokenRec:
+    Py_ssize_t read   # index into the reads array
+    long long count
+    int kind
+
+
+cdef class FusedStream(Decoder):
+    # What the fused streams share (ChatStream, and FoldStream for ResponsesStream and
+    # MessagesStream): write/feed/close and the C entry point, the checks and the stamp around each
+    # scan, the flags, the exception that stopped the stream and the timing record, in C arrays.
+    # A stream supplies its aggregator, its ``_on_event`` and its sink.
+    cdef object _agg
+    cdef object _on_chunk
+    cdef bint _finished  # stopped by abort, error payload, exception or oversized event
+    cdef bint _aborted
+    cdef bint _too_large
+    cdef bint _closed
+    cdef bint _eof_truncated
+    cdef bint _writing
+    # the timing record: C arrays, grown by doubling, handed out by timing()
+    cdef bint _timed
+    cdef list _anchor
+    cdef long long* _reads
+    cdef Py_ssize_t _nreads
+    cdef Py_ssize_t _reads_cap
+    cdef TokenRec* _toks
+    cdef Py_ssize_t _ntoks
+    cdef Py_ssize_t _toks_cap
+    cdef object _exception
+
+    cdef int _write_object(self, object data) except -1  # write(): 1 to go on, 0 once stopped
+    cdef int _token(self, int kind, long long count) except -1  # a token of the last read
+    cdef int _close(self, bint truncated) except -1
