@@ -1432,9 +1432,10 @@ Scans, parses and folds a chat stream in one pass, for pycurl's ``WRITEFUNCTION`
                 if answer is not None and not answer:
                     self._aborted = True
                     stop = 1
-            except BaseException:
+            except BaseException as exc:
                 self._aborted = True
                 self._finished = True
+                self._exception = exc  # the stream stopped on it (ChatStream.exception)
                 raise
         if stop:
             self._finished = True

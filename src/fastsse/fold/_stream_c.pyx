@@ -129,9 +129,10 @@ The base of ``ResponsesStream`` and ``MessagesStream``; not used on its own."""
                 if answer is not None and not answer:
                     self._aborted = True
                     stop = True
-            except BaseException:
+            except BaseException as exc:
                 self._aborted = True
                 self._finished = True
+                self._exception = exc
                 raise
         if stop:
             self._finished = True

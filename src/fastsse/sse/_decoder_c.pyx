@@ -501,11 +501,7 @@ cdef inline int _write_from(FusedStream self, const char* p, Py_ssize_t n, objec
             self._scan(p, n)
         else:
             self._feed_object(data)
-    except BaseException as exc:
-        if self._finished:  # on_chunk raised: the stream stopped on it
-            self._exception = exc
-        raise
-    finally:
+    finally:  # an on_chunk that raised is kept in _exception where it is caught
         self._writing = False
     if self._overflowed:
         self._too_large = True
