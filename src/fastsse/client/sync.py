@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from ..sse import Event
     from ._options import CallOptions, ClientOptions, SourceOptions
 
-__all__ = ["ChunkStream", "Client", "EventSource", "create_stream", "curl_failure"]
+__all__ = ["ChunkStream", "Client", "EventSource", "create_stream"]
 
 
 def create_stream(
@@ -99,14 +99,6 @@ def create_stream(
 
 create_stream.__signature__ = call_signature()  # type: ignore[attr-defined]
 create_stream.__doc__ = (create_stream.__doc__ or "") + options_doc(CALL)
-
-
-def curl_failure(url: str, err: BaseException) -> tuple[str, int | None]:
-    """The one wording of a failed transfer, ``URL: curl's message (curl error N)``, and curl's code."""
-    args: tuple[Any, ...] = err.args
-    code = args[0] if args and isinstance(args[0], int) else None
-    message = args[1] if len(args) > 1 else str(err)
-    return (f"{url}: {message} (curl error {code})" if code is not None else f"{url}: {message}"), code
 
 
 Outcome = dict[str, Any] | BaseException
