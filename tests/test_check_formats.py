@@ -385,3 +385,17 @@ def test_recorded_streams_have_no_unknown_event() -> None:
             assert ("done-sentinel" in found) == (path.stem == "r18-openrouter-data-only-reasoning-text")
             seen += 1
     assert seen >= 40
+
+
+@pytest.mark.parametrize(
+    ("api", "stream"),
+    [("chat", "a chat stream"), ("responses", "a Responses stream"), ("messages", "a Messages stream")],
+)
+def test_a_stray_field_is_named_in_the_streams_own_api(api: str, stream: str) -> None:
+    # The framing rules are shared, but a finding speaks of the stream it was found in: a
+    # Responses stream's id: line was reported as a field "in a chat stream".
+    lint = checker(api)
+    lint.feed(b'id: 7\ndata: {"x":1}\n\n')
+    lint.close()
+    [message] = [f.message for f in lint.findings if f.code == "non-data-field"]
+    assert message.startswith(f"a 'id' field in {stream} (")

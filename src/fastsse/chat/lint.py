@@ -132,6 +132,7 @@ class StreamChecker(FramingChecker):
     """
 
     codes = CODES
+    stream = "a chat stream"
 
     def __init__(self, *, expect_usage: bool = False, max_event_bytes: int | None = None) -> None:
         super().__init__(max_event_bytes=max_event_bytes)

@@ -84,6 +84,7 @@ class MessagesChecker(GrammarChecker):
     types = _MESSAGES_TYPES
     done_effect = "the anthropic SDK skips an event with no event: line and fastsse's fold skips it"
     codes = CODES
+    stream = "a Messages stream"
 
     def __init__(self, *, max_event_bytes: int | None = None) -> None:
         super().__init__(max_event_bytes=max_event_bytes)

@@ -154,6 +154,7 @@ class ResponsesChecker(GrammarChecker):
     types = _RESPONSES_TYPES
     done_effect = "the openai SDK stops reading there and fastsse's fold skips it"
     codes = CODES
+    stream = "a Responses stream"
 
     def __init__(self, *, max_event_bytes: int | None = None) -> None:
         super().__init__(max_event_bytes=max_event_bytes)

@@ -51,7 +51,7 @@ CODES: Final[dict[str, CodeInfo]] = {
     "crlf-line-endings": CodeInfo(WARNING, "lines end in CRLF instead of LF"),
     "data-without-space": CodeInfo(WARNING, "a data: field has no space after the colon"),
     "multi-line-data": CodeInfo(WARNING, "one event's payload is spread over several data: lines"),
-    "non-data-field": CodeInfo(WARNING, "an event:, id:, retry: or unknown field in a chat stream"),
+    "non-data-field": CodeInfo(WARNING, "an event:, id:, retry: or unknown field the API never sends"),
     "field-only-event": CodeInfo(ERROR, "a block of fields with no data: line, ended by a blank line"),
     "invalid-utf8": CodeInfo(ERROR, "a payload is not valid UTF-8"),
     "missing-final-blank-line": CodeInfo(
@@ -428,6 +428,7 @@ class FramingChecker(_Framer):
     """
 
     codes: dict[str, CodeInfo] = CODES  # the API's table, looked up first; never mutated
+    stream: str = "an SSE stream"  # what the messages call the stream: each API names its own
 
     def __init__(self, *, max_event_bytes: int | None = None) -> None:
         super().__init__(max_event_bytes=event_limit(max_event_bytes, type(self).__name__))
@@ -587,7 +588,7 @@ class FramingChecker(_Framer):
             else ""
         )
         self._report_once(
-            "non-data-field", offset, f"a {short(label)} field in a chat stream{hint}", key=label
+            "non-data-field", offset, f"a {short(label)} field in {self.stream}{hint}", key=label
         )
 
     def on_fields(self, offset: int, names: list[bytes]) -> None:
