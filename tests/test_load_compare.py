@@ -104,8 +104,10 @@ def test_repeat_gives_an_interval_for_every_metric(server: Any, tmp_path: Path, 
         assert len(values) == 3, key
         assert row["mean"] == pytest.approx(sum(values) / 3), key
         assert row["low"] <= row["mean"] <= row["high"], key
+    # every run's TTFT p50 is at least the server's scripted 30 ms; the interval's low end is a
+    # statistic of three runs (t with 2 degrees of freedom), which one noisy run takes below it
     ttft = metrics["ttft_ms.p50"]
-    assert 30.0 <= ttft["low"] <= ttft["mean"] <= ttft["high"]
+    assert min(ttft["values"]) >= 30.0 and ttft["low"] <= ttft["mean"] <= ttft["high"]
     # two repeats are compared run by run (Welch), each row on its own
     comparison = _load_compare.compare([doc, doc], ["a", "b"])
     assert rows(comparison)["requests_per_s"]["tests"][1]["test"] == "welch"
