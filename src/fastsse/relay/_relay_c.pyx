@@ -71,6 +71,9 @@ cdef enum:
     U_END = 0
     U_KEEP
     U_DROP
+    C_ANY = 0
+    C_INT
+    C_OTHER
 
 
 cdef struct Edit:
@@ -98,13 +101,6 @@ cdef bint _same(Span s, object held) except -1:
             and memcmp(PyUnicode_DATA(held), s.p, s.n) == 0
         )
     return decode(s) == held
-
-
-cdef inline bint _same_int(long long value, object held) noexcept:
-    cdef int overflow = 0
-    if not PyLong_CheckExact(held):
-        return False
-    return PyLong_AsLongLongAndOverflow(held, &overflow) == value and not overflow
 
 
 cdef inline int _add_edit(Edit* edits, int* n, const char* start, const char* end, int what) noexcept nogil:
@@ -144,6 +140,7 @@ Upstream bytes in, compliant bytes out, folded on the way: one per proxied strea
     cdef object _agg
     cdef object _core
     cdef dict _seen  # the core's choices: the indexes it has repaired a first chunk of
+    cdef unsigned long long _seen_bits  # which of the indexes 0-63 were found in _seen (it only grows)
     cdef bint _comments
     cdef bint _fast           # the fast path may run (no on_chunk, no field it cannot see to drop)
     cdef bint _drop_any
@@ -155,6 +152,8 @@ Upstream bytes in, compliant bytes out, folded on the way: one per proxied strea
     cdef bint _force_model
     cdef object _head_id
     cdef object _head_created
+    cdef int _created_kind    # the head's created: C_ANY (none), C_INT (in _created), C_OTHER
+    cdef long long _created
     cdef object _head_model
     cdef bytes _id_json
     cdef bytes _model_json
@@ -163,6 +162,7 @@ Upstream bytes in, compliant bytes out, folded on the way: one per proxied strea
     cdef bint _too_large
     cdef bint _eof_truncated
     cdef bint _writing
+    cdef bint _in_core        # a call into the core has not returned (on_chunk may have stopped it)
 
     def __dealloc__(self):
         out_free(&self._out)
@@ -209,8 +209,10 @@ Upstream bytes in, compliant bytes out, folded on the way: one per proxied strea
             self._feed_object(data)
         finally:
             self._writing = False
-            if not self._halt and self._core.stopped:  # on_chunk raised
-                self._halt = True
+            if self._in_core:  # the core raised (on_chunk did): it may have stopped
+                self._in_core = False
+                if not self._halt and self._core.stopped:
+                    self._halt = True
         out = self._take()
         if self._overflowed:
             self._too_large = True
@@ -291,6 +293,7 @@ Upstream bytes in, compliant bytes out, folded on the way: one per proxied strea
 
     cdef int _sync(self) except -1:
         # After the core handled an event: whether it stopped, and the head it settled on.
+        cdef int overflow = 0
         core = self._core
         self._halt = core.stopped
         self._capped = core.capped
@@ -298,6 +301,11 @@ Upstream bytes in, compliant bytes out, folded on the way: one per proxied strea
             self._has_head = True
             self._head_id = core.head_id
             self._head_created = core.head_created
+            self._created_kind = C_ANY if self._head_created is None else C_OTHER
+            if PyLong_CheckExact(self._head_created):
+                self._created = PyLong_AsLongLongAndOverflow(self._head_created, &overflow)
+                if not overflow:
+                    self._created_kind = C_INT
             self._head_model = core.head_model
             self._id_json = None if self._head_id is None else orjson.dumps(self._head_id)
             self._model_json = None if self._head_model is None else orjson.dumps(self._head_model)
@@ -321,9 +329,11 @@ Upstream bytes in, compliant bytes out, folded on the way: one per proxied strea
         if self._fast and not is_error and self._ndata <= 1 and self._has_head:
             if _read(data, n, &plan) and self._forward(data, n, &plan):
                 return 0
+        self._in_core = True
         out = self._core.event(PyBytes_FromStringAndSize(data, n), is_error, self._ndata > 1)
         self._put(PyBytes_AS_STRING(out), PyBytes_GET_SIZE(out))
         self._sync()
+        self._in_core = False
         return 1 if self._halt else 0
 
     cdef int _forward(self, const char* data, Py_ssize_t n, Plan* plan) except -1:
@@ -351,7 +361,9 @@ Upstream bytes in, compliant bytes out, folded on the way: one per proxied strea
             _span_is(plan.object, b"chat.completion.chunk", 21) or _span_is(plan.object, b"text_completion", 15)
         ):
             return 0
-        if plan.has_created and self._head_created is not None and not _same_int(plan.created, self._head_created):
+        if plan.has_created and self._created_kind != C_ANY and (
+            self._created_kind == C_OTHER or plan.created != self._created
+        ):
             return 0
         if self._head_id is not None:
             if plan.id.p == NULL:
@@ -371,7 +383,7 @@ Upstream bytes in, compliant bytes out, folded on the way: one per proxied strea
             cp = &plan.choices[i]
             if cp.index < 0 or not cp.has_delta:
                 continue  # the core leaves a choice without an index or a delta as it is
-            if cp.role.p != NULL or cp.index not in self._seen:
+            if cp.role.p != NULL or not self._was_seen(cp.index):
                 return 0  # a role to check, or the choice's first delta: the core adds the role
             if cp.finish.p != NULL:
                 if cp.finish.n:
@@ -459,6 +471,16 @@ Upstream bytes in, compliant bytes out, folded on the way: one per proxied strea
         self._put(at, stop - at)
         self._put(b"\n\n", 2)
         return 1
+
+    cdef inline bint _was_seen(self, long long index) except -1:
+        # ``index in self._seen``, remembered for 0-63 once true (the core never forgets a choice)
+        if index < 64 and self._seen_bits & (<unsigned long long>1 << index):
+            return True
+        if index not in self._seen:
+            return False
+        if index < 64:
+            self._seen_bits |= <unsigned long long>1 << index
+        return True
 
     cdef bint _has_other(self, Plan* plan, int op) noexcept:
         cdef int j
