@@ -346,3 +346,76 @@ def test_an_answer_that_ends_while_the_socket_is_full_still_finishes(stream_back
         assert b"".join(chunks) == b"".join(sent) and ended
 
     run(body)
+
+
+def test_a_relay_stream_reaches_the_wire_as_the_relay_wrote_it(stream_backend: SimpleNamespace) -> None:
+    """The relay's stream with the sink as its ``on_chunk`` (the compiled BytesStream over the
+    compiled Relay frames the relay's output in the relay, one copy): the transport gets each
+    piece a lone Relay returns as one chunk, while ``direct`` is set, after the ``first``
+    detector has seen its pieces, and whatever the piece's size; ``slow`` gets the others as
+    they are; the stamps and counts are the sink's own; the bytes before an oversized event
+    still go out."""
+    from fastsse import ChatChunkEncoder
+    from fastsse._errors import EventTooLarge
+    from fastsse.client._streams import new_sink, new_stream
+
+    enc = ChatChunkEncoder(id="chatcmpl-1", model="m", created=1)
+    reads = [enc.role(), b": keep-alive\n\n", enc.content("a")]
+    reads += [enc.content(word * size) for word, size in (("b", 1), ("c", 300), ("d", 5000), ("e", 70000))]
+    whole = enc.content("f") + enc.content("g")
+    reads += [whole[:9], whole[9:40], whole[40:], enc.content("y") + b"data: " + b"h" * 200_000 + b"\n\n"]
+    reference = stream_backend.Relay(max_event_bytes=100_000)
+    expected = [reference.write(read) for read in reads[:-1]]
+    slow: list[bytes] = []
+    out: list[bytes] = []
+    seen: list[bytes] = []
+    sink = new_sink(lambda piece: slow.append(piece))
+    sink.write = out.append
+    stream = new_stream("relay", sink, api="chat", max_event_bytes=100_000, timing=False, direct=True)
+    stream.write(reads[0])  # not direct yet: the owner's path
+    sink.direct = True
+    sink.first = lambda piece: seen.append(piece) or len(seen) == 2
+    for read in reads[1:-1]:
+        stream.write(read)
+    with pytest.raises(EventTooLarge):
+        stream.write(reads[-1])
+    sent = [piece for piece in expected if piece]
+    assert slow == sent[:1]
+    assert seen == sent[1:3]
+    chunks, ended = dechunk(b"".join(out))
+    assert chunks == [*sent[1:], reads[-1][: reads[-1].index(b"\n\n") + 2]] and not ended
+    assert sink.relayed == sum(map(len, chunks))
+    assert sum(sink.gaps) == len(sent) and sink.first_ns <= sink.last_ns
+
+
+def test_a_relay_stream_whose_sink_turns_slow_or_fails(stream_backend: SimpleNamespace) -> None:
+    """A sink that stops being direct, is gone, or whose transport raises while a relay writes
+    to it: the piece goes to ``slow`` (unframed) or ``lost()`` says what the transfer does."""
+    from fastsse import ChatChunkEncoder
+    from fastsse.client._streams import new_sink, new_stream
+
+    enc = ChatChunkEncoder(id="chatcmpl-1", model="m", created=1)
+    role, a, b, c = enc.role(), enc.content("a"), enc.content("b"), enc.content("c")
+    slow: list[bytes] = []
+    out: list[bytes] = []
+    sink = new_sink(lambda piece: slow.append(piece))
+    sink.write = out.append
+    sink.direct = True
+    stream = new_stream("relay", sink, api="chat", max_event_bytes=None, timing=False, direct=True)
+    stream.write(role)
+    sink.direct = False
+    stream.write(a)
+    sink.direct = True
+    sink.gone = True
+    stream.write(b)
+    assert dechunk(b"".join(out))[0] == [role]
+    assert slow == [a, b]
+    sink.gone = False
+
+    def refuse(data: bytes) -> None:
+        raise RuntimeError("unable to perform operation: the handler is closed")
+
+    sink.write = refuse
+    sink.lost = lambda: False
+    assert stream.write(c) == 0  # lost() said stop: the transfer stops
+    assert not sink.direct

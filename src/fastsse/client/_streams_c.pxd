@@ -14,7 +14,7 @@ cdef class BytesStream(Feed):
     cdef bint _relay  # EventTooLarge carries what came before (a Relay) instead of close() giving it
 
     cdef object _take(self, object data)
-    cdef bint _deliver(self, object piece) except -1
+    cdef bint _deliver(self, object piece, bint framed=*) except -1
 
 
 # The caller's socket as a transfer's on_bytes (gateway.Downstream's fast path): BytesStream calls
@@ -32,3 +32,4 @@ cdef class WireSink:
     cdef long long _gaps[64]
 
     cdef object put(self, object data)
+    cdef object put_framed(self, bytes framed)

@@ -13,6 +13,7 @@ from cpython.list cimport PyList_Append
 from libc.string cimport memcpy
 
 from .._native.clock cimport fastsse_monotonic_ns
+from ..relay._relay_c cimport relay_write_framed
 
 from time import monotonic_ns as _monotonic_ns
 
@@ -69,10 +70,19 @@ cdef class BytesStream:
 
     cdef object _take(self, object data):
         # after the stamp: the writer, then on_bytes; None to go on, 0 to stop
+        cdef WireSink sink
+        cdef bint framed = False
         if self._stopped:
             return 0
         try:
-            out = self._writer.write(data)
+            if self._relay and type(self._send) is WireSink:
+                sink = <WireSink>self._send
+                if sink.direct and not sink.gone and sink.first is None:
+                    # the relay frames its output itself: one bytes object, one copy
+                    out = relay_write_framed(self._writer, data)  # None: not the compiled Relay
+                    framed = out is not None
+            if not framed:
+                out = self._writer.write(data)
         except EventTooLarge as exc:
             self._stopped = True
             if self._relay:
@@ -80,15 +90,18 @@ cdef class BytesStream:
             else:
                 self._deliver(self._writer.close(truncated=True))
             raise
-        if out and not self._deliver(out):
+        if out and not self._deliver(out, framed):
             self._stopped = True
             return 0
         return None
 
-    cdef bint _deliver(self, object piece) except -1:
+    cdef bint _deliver(self, object piece, bint framed=False) except -1:
+        # framed: ``piece`` came from relay_write_framed and ``_send`` is a WireSink
         if not piece or self._send is None:
             return True
-        if type(self._send) is WireSink:  # the caller's socket, from C: no Python frame
+        if framed:
+            answer = (<WireSink>self._send).put_framed(piece)
+        elif type(self._send) is WireSink:  # the caller's socket, from C: no Python frame
             answer = (<WireSink>self._send).put(piece)
         else:
             answer = self._send(piece)
@@ -230,20 +243,13 @@ cdef class WireSink:
         return self.put(data)
 
     cdef object put(self, object data):
-        cdef long long now, gap
         cdef Py_ssize_t n, digits, size
         cdef bytes framed
         cdef char* out
         cdef Py_ssize_t i
         if self.gone:
             return self.slow(data)
-        now = fastsse_monotonic_ns()
-        if self.last_ns:
-            gap = now - self.last_ns
-            self._gaps[_bit_length(<unsigned long long>gap) if gap > 0 else 0] += 1
-        else:
-            self.first_ns = now
-        self.last_ns = now
+        _stamp(self)
         if self.first is not None and self.first(data):
             self.first = None
         if not self.direct or type(data) is not bytes:
@@ -274,3 +280,35 @@ cdef class WireSink:
             return self.lost() if self.lost is not None else False
         self.relayed += n
         return None
+
+    cdef object put_framed(self, bytes framed):
+        # put() of the piece that ``framed`` frames (a Relay's framed write): the same stamps, and
+        # no second copy when it goes to ``write``
+        cdef const char* p = PyBytes_AS_STRING(framed)
+        cdef Py_ssize_t head = 0
+        cdef Py_ssize_t n
+        while p[head] != 13:
+            head += 1
+        head += 2
+        n = PyBytes_GET_SIZE(framed) - head - 2
+        if self.gone or self.first is not None or not self.direct:
+            return self.put(PyBytes_FromStringAndSize(p + head, n))
+        _stamp(self)
+        try:
+            self.write(framed)
+        except Exception:
+            self.direct = False
+            return self.lost() if self.lost is not None else False
+        self.relayed += n
+        return None
+
+
+cdef inline void _stamp(WireSink sink) noexcept:
+    cdef long long now = fastsse_monotonic_ns()
+    cdef long long gap
+    if sink.last_ns:
+        gap = now - sink.last_ns
+        sink._gaps[_bit_length(<unsigned long long>gap) if gap > 0 else 0] += 1
+    else:
+        sink.first_ns = now
+    sink.last_ns = now

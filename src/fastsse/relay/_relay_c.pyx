@@ -16,7 +16,7 @@ cimport cython
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.long cimport PyLong_AsLongLongAndOverflow, PyLong_CheckExact
 from cpython.unicode cimport PyUnicode_CheckExact, PyUnicode_DATA, PyUnicode_GET_LENGTH
-from libc.string cimport memcmp
+from libc.string cimport memcmp, memcpy
 
 from ..chat._fold_c cimport (
     K_ARGUMENTS,
@@ -46,7 +46,7 @@ from ..chat._fold_c cimport (
 )
 from ..sse._decoder_c cimport Decoder
 from .._native.reader cimport F_ESC, Span, decode
-from .._native.outbuf cimport OutBuf, out_free, out_put, out_reserve, out_take
+from .._native.outbuf cimport KEEP_CAPACITY, OutBuf, out_free, out_put, out_reserve, out_take
 
 from typing import Any
 
@@ -74,6 +74,9 @@ cdef enum:
     C_ANY = 0
     C_INT
     C_OTHER
+
+
+cdef const char* _HEX = b"0123456789abcdef"
 
 
 cdef struct Edit:
@@ -198,6 +201,10 @@ Upstream bytes in, compliant bytes out, folded on the way: one per proxied strea
     @cython.binding(False)
     def write(self, data: bytes | bytearray | memoryview, /) -> bytes:
         """Relay the next upstream bytes; returns the bytes to send downstream now."""
+        return self._relay(data, False)
+
+    cdef bytes _relay(self, object data, bint framed):
+        # write(); ``framed``: what it returns as one HTTP/1.1 chunk (b"" stays b"")
         cdef bytes out
         if self._closed:
             raise UsageError("write() after close(): a Relay forwards one stream")
@@ -213,14 +220,14 @@ Upstream bytes in, compliant bytes out, folded on the way: one per proxied strea
                 self._in_core = False
                 if not self._halt and self._core.stopped:
                     self._halt = True
-        out = self._take()
         if self._overflowed:
+            out = self._take()
             self._too_large = True
             self._halt = True
             self._core.stopped = True
             self._stopped = True
             raise too_large(self._limit, [out])
-        return out
+        return self._take_framed() if framed else self._take()
 
     def close(self, *, truncated: bool = False) -> bytes:
         """End the upstream; returns the tail: the held usage chunk and ``[DONE]`` when the answer
@@ -283,6 +290,36 @@ Upstream bytes in, compliant bytes out, folded on the way: one per proxied strea
 
     cdef bytes _take(self):
         return out_take(&self._out)
+
+    cdef bytes _take_framed(self):
+        # _take()'s bytes framed as one HTTP/1.1 chunk (``<hex size>\r\n`` bytes ``\r\n``): one
+        # object and one copy, the header written in front
+        cdef Py_ssize_t n = self._out.len
+        cdef Py_ssize_t digits = 1
+        cdef Py_ssize_t size = n
+        cdef Py_ssize_t i
+        cdef bytes framed
+        cdef char* p
+        if n == 0:
+            return out_take(&self._out)
+        while size >= 16:
+            size >>= 4
+            digits += 1
+        framed = PyBytes_FromStringAndSize(NULL, digits + 2 + n + 2)
+        p = PyBytes_AS_STRING(framed)
+        size = n
+        for i in range(digits - 1, -1, -1):
+            p[i] = _HEX[size & 15]
+            size >>= 4
+        p[digits] = 13
+        p[digits + 1] = 10
+        memcpy(p + digits + 2, self._out.ptr, n)
+        p[digits + 2 + n] = 13
+        p[digits + 3 + n] = 10
+        self._out.len = 0
+        if self._out.cap > KEEP_CAPACITY:
+            out_free(&self._out)
+        return framed
 
     cdef inline int _put(self, const char* p, Py_ssize_t n) except -1:
         if n <= 0:
@@ -488,3 +525,9 @@ Upstream bytes in, compliant bytes out, folded on the way: one per proxied strea
             if (plan.others[j].where == W_CALL or plan.others[j].where == W_FUNCTION) and plan.others[j].op == op:
                 return True
         return False
+
+
+cdef bytes relay_write_framed(object relay, object data):
+    if type(relay) is not Relay:
+        return None
+    return (<Relay>relay)._relay(data, True)
