@@ -347,6 +347,42 @@ def test_fast_reader_matches_orjson_and_the_fold(name: str, payload: bytes, fast
     assert _observe(c_agg) == _observe(py_agg)
 
 
+# What a string may hold that is not plain ASCII, valid or not: the reader skips plain ASCII 8 bytes
+# at a time, so each goes at every offset in and around a word, in strings of every length.
+STRING_PARTS = [
+    b'"',
+    b"\\",
+    b"\\n",
+    b"\\x",
+    b"\\u00e9",
+    b"\\ud83d\\ude00",
+    b"\\ud83d",
+    b"\x01",
+    b"\x1f",
+    b"\t",
+    b"\x7f",
+    b"\xc3\xa9",
+    b"\xe2\x82\xac",
+    b"\xf0\x9f\x98\x80",
+    b"\xc3",
+    b"\xed\xa0\x80",
+    b"\xff",
+]
+
+
+@pytest.mark.parametrize("part", STRING_PARTS)
+def test_fast_reader_finds_a_non_plain_byte_anywhere_in_a_string(part: bytes) -> None:
+    for before in range(18):
+        for after in (0, 1, 7, 8, 9):
+            payload = _content(b'"' + b"a" * before + part + b"b" * after + b'"')
+            c_agg = fastsse.get_backend("cython").ChatAggregator()
+            py_agg = fastsse.get_backend("python").ChatAggregator()
+            _feed_all(c_agg, SETUP)
+            _feed_all(py_agg, SETUP)
+            assert c_agg.feed_data(payload) == py_agg.feed_data(payload), payload
+            assert _observe(c_agg) == _observe(py_agg), payload
+
+
 def _is_utf8(data: bytes) -> bool:
     try:
         data.decode("utf-8")

@@ -10,7 +10,8 @@
 
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from cpython.unicode cimport PyUnicode_DecodeASCII, PyUnicode_DecodeUTF8
-from libc.string cimport memcmp
+from libc.stdint cimport uint64_t
+from libc.string cimport memcmp, memcpy
 
 
 cdef enum:
@@ -112,32 +113,49 @@ cdef inline const char* read_escape(const char* p, const char* end) noexcept nog
     return u_escape(p, end, &cp)
 
 
+cdef inline bint _plain8(const char* p) noexcept nogil:
+    # None of the 8 bytes at p is a quote, a backslash, a control character or non-ASCII. Each
+    # test is exact in "some byte is": a borrow starts only at a byte the test looks for.
+    cdef uint64_t ones = 0x0101010101010101
+    cdef uint64_t x, q, b
+    memcpy(&x, p, 8)
+    q = x ^ (ones * 0x22)
+    b = x ^ (ones * 0x5C)
+    return ((((x - ones * 0x20) & ~x) | ((q - ones) & ~q) | ((b - ones) & ~b) | x) & (ones * 0x80)) == 0
+
+
 cdef inline const char* read_string(const char* p, const char* end, Span* s) noexcept nogil:
-    # p is at an opening quote: past the closing quote of a valid JSON string, or NULL.
+    # p is at an opening quote: past the closing quote of a valid JSON string, or NULL. Plain
+    # ASCII is skipped 8 bytes at a time; the 8 bytes that hold anything else go one by one.
     cdef int flags = 0
     cdef unsigned char c
+    cdef const char* word
     if p >= end or p[0] != c'"':
         return NULL
     p += 1
     s.p = p
     while p < end:
-        c = <unsigned char>p[0]
-        if c == c'"':
-            s.n = p - s.p
-            s.flags = flags
-            return p + 1
-        if c == c'\\':
-            flags |= F_ESC
-            p = read_escape(p, end)
-        elif c >= 0x80:
-            flags |= F_UTF8
-            p = utf8_char(p, end)
-        elif c < 0x20:
-            return NULL
-        else:
-            p += 1
-        if p == NULL:
-            return NULL
+        while end - p >= 8 and _plain8(p):
+            p += 8
+        word = p + 8 if end - p > 8 else end
+        while p < word:
+            c = <unsigned char>p[0]
+            if c == c'"':
+                s.n = p - s.p
+                s.flags = flags
+                return p + 1
+            if c == c'\\':
+                flags |= F_ESC
+                p = read_escape(p, end)
+            elif c >= 0x80:
+                flags |= F_UTF8
+                p = utf8_char(p, end)
+            elif c < 0x20:
+                return NULL
+            else:
+                p += 1
+            if p == NULL:
+                return NULL
     return NULL
 
 
