@@ -8,7 +8,9 @@ chunks; divide a round by the ``chunks`` in ``extra_info`` for the CPU per chunk
   usage value on every chunk, empty content in the role chunk and the final; every chunk needs a
   repair.
 
-Contenders: ``Relay`` on each backend; the pure-Python ``Normalizer`` it replaced followed by a
+Contenders: ``Relay`` on each backend; ``relay-wire-cython``, the gateway's direct path on the
+compiled backend: the relay's compiled ``BytesStream`` into a ``WireSink`` that frames each piece
+as an HTTP/1.1 chunk for a transport's ``write`` (here a list's ``append``); the pure-Python ``Normalizer`` it replaced followed by a
 ``ChatStream`` on its output (two passes, as a gateway needed before); the LiteLLM-style path
 (the openai SDK's SSE decoder and chunk parsing, the chunk validated into a pydantic model,
 ``model_dump_json``, SSE framing; LiteLLM's own model classes are stood in for by the SDK's); and
@@ -62,6 +64,16 @@ def _payloads(events: list[bytes]) -> list[bytes]:
     return [e[6:-2] for e in events if e != b"data: [DONE]\n\n"]
 
 
+def _dechunk(data: bytes) -> bytes:
+    out, at = [], 0
+    while at < len(data):
+        end = data.index(b"\r\n", at)
+        size = int(data[at:end], 16)
+        out.append(data[end + 2 : end + 2 + size])
+        at = end + 2 + size + 2
+    return b"".join(out)
+
+
 # contenders: each takes the list of reads and returns (downstream bytes, folded content)
 
 
@@ -74,6 +86,29 @@ def _relay(backend: str) -> Any:
         out = [write(read) for read in reads]
         out.append(r.close())
         return b"".join(out), r.text()
+
+    return run
+
+
+def _relay_wire() -> Any:
+    from fastsse import _backend
+    from fastsse.client import new_sink
+    from fastsse.client._streams import new_stream
+
+    if _backend.current.name != "cython":
+        pytest.skip("the compiled backend is not the current one")
+
+    def run(reads: list[bytes]) -> tuple[bytes, str]:
+        wire: list[bytes] = []
+        sink = new_sink(wire.append)
+        sink.write = wire.append
+        sink.direct = True
+        stream = new_stream("relay", sink, api="chat", max_event_bytes=None, timing=False, direct=True)
+        write = stream.write
+        for read in reads:
+            write(read)
+        stream.close()
+        return b"".join(wire), stream.relay.text()
 
     return run
 
@@ -147,6 +182,7 @@ def _floor(reads: list[bytes]) -> tuple[bytes, str]:
 CONTENDERS = {
     "relay-cython": lambda: _relay("cython"),
     "relay-python": lambda: _relay("python"),
+    "relay-wire-cython": _relay_wire,
     "normalizer+chatstream": lambda: _normalizer_chatstream,
     "litellm-style": _litellm_style,
     "orjson.loads": lambda: _floor,
@@ -172,6 +208,8 @@ def test_relay(benchmark: Any, quick: bool, stream: str, name: str) -> None:
         benchmark(floor)
         return
     out, text = benchmark(run, reads)
+    if name == "relay-wire-cython":
+        out = _dechunk(out)
     expected = "".join(WORDS[i % len(WORDS)] for i in range(n))
     assert text == expected
     if name.startswith("relay") or name == "normalizer+chatstream":
