@@ -1489,3 +1489,7 @@ cdef dict fold_choices(object agg):
 
 cdef object fold_verdict(object agg, bint aborted, bint too_large, bint truncated, bint ended):
     return (<ChatAggregator>agg)._verdict(aborted, too_large, truncated, ended)
+
+
+cdef dict fold_result(object agg, bint aborted, bint too_large, bint truncated, bint ended):
+    return (<ChatAggregator>agg)._result(aborted, too_large, truncated, ended)

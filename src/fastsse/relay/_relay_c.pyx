@@ -41,6 +41,7 @@ from ..chat._fold_c cimport (
     fast_apply,
     fix_top,
     fold_choices,
+    fold_result,
     fold_usage,
     fold_verdict,
 )
@@ -53,7 +54,7 @@ from typing import Any
 import orjson
 
 from ..chat._fold_c import ChatAggregator
-from ..chat import ChatVerdict, verdict_dict
+from ..chat import ChatVerdict
 from .._errors import UsageError, too_large
 from ._core import READER_FIELDS, RelayCore, check_options
 
@@ -250,9 +251,9 @@ Upstream bytes in, compliant bytes out, folded on the way: one per proxied strea
 
     def result(self) -> dict[str, Any]:
         """The folded ``chat.completion`` of what was forwarded, with ``"verdict"``: a new dict per call."""
-        out = self._agg.result()
-        out["verdict"] = verdict_dict(self.verdict)
-        return out
+        core = self._core
+        # the fold's result with the relay's verdict, built once (not the fold's own, then replaced)
+        return fold_result(self._agg, core.aborted, self._too_large, self._eof_truncated or core.lost, self._closed)
 
     @property
     def verdict(self) -> ChatVerdict:
@@ -285,8 +286,14 @@ Upstream bytes in, compliant bytes out, folded on the way: one per proxied strea
     # Internals
 
     cdef bint _answered(self) except -1:
-        reasons = fold_verdict(self._agg, False, False, False, False).finish_reasons
-        return bool(reasons) and None not in reasons
+        # every choice finished (a verdict's finish_reasons, without building the verdict)
+        choices = fold_choices(self._agg)
+        if not choices:
+            return False
+        for choice in choices.values():
+            if choice.finish_reason is None:
+                return False
+        return True
 
     cdef bytes _take(self):
         return out_take(&self._out)

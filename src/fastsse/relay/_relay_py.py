@@ -11,7 +11,7 @@ from collections.abc import Collection
 from typing import Any, NoReturn
 
 from .._errors import UsageError, too_large
-from ..chat import ChatVerdict, verdict_dict
+from ..chat import ChatVerdict
 from ..chat._fold_py import ChatAggregator
 from ..sse._decoder_py import Decoder, as_bytes
 from ._core import OnChunk, RelayCore, check_options
@@ -104,9 +104,11 @@ class Relay(Decoder):
 
     def result(self) -> dict[str, Any]:
         """The folded ``chat.completion`` of what was forwarded, with ``"verdict"``: a new dict per call."""
-        out = self._agg.result()
-        out["verdict"] = verdict_dict(self.verdict)
-        return out
+        core = self._core
+        # the fold's result with the relay's verdict, built once (not the fold's own, then replaced)
+        return self._agg._result(
+            core.aborted, self._too_large, self._eof_truncated or core.lost, self._closed
+        )
 
     @property
     def verdict(self) -> ChatVerdict:
@@ -150,8 +152,9 @@ class Relay(Decoder):
         self._stopped = True
 
     def _answered(self) -> bool:
-        reasons = self._agg._verdict(False, False, False, False).finish_reasons
-        return bool(reasons) and None not in reasons
+        # every choice finished (a verdict's finish_reasons, without building the verdict)
+        choices = self._agg._choices
+        return bool(choices) and all(c.finish_reason is not None for c in choices.values())
 
     def _on_event(self, data: bytes, event_type: bytes | None) -> bool:
         if self._overflowed:
