@@ -383,6 +383,66 @@ def test_fast_reader_finds_a_non_plain_byte_anywhere_in_a_string(part: bytes) ->
             assert _observe(c_agg) == _observe(py_agg), payload
 
 
+# The field names the reader knows in each object it walks (chat/_chunk_reader.pxd), and a payload
+# with a slot for one more member in that object ("top-last": the payload's last member, so the
+# key ends in the reader's last 8 bytes). The reader finds a key's end 8 bytes at a time, then
+# classifies the key by its length and bytes.
+TOP_NAMES = (b"id", b"choices", b"created", b"model", b"usage", b"error", b"object", b"system_fingerprint")
+TOP_NAMES += (b"service_tier", b"obfuscation")
+DELTA_NAMES = (b"content", b"refusal", b"role", b"tool_calls", b"reasoning_content", b"reasoning_details")
+DELTA_NAMES += (b"reasoning", b"annotations", b"function_call", b"audio")
+KEY_SLOTS = {
+    "top": (b'{"id":"c1",%s,"choices":[{"index":0,"delta":{"content":"a"}}]}', TOP_NAMES),
+    "top-last": (b'{"id":"c1","choices":[{"index":0,"delta":{"content":"a"}}],%s}', TOP_NAMES),
+    "choice": (
+        b'{"id":"c1","choices":[{"index":0,%s,"delta":{"content":"a"}}]}',
+        (b"delta", b"index", b"finish_reason", b"logprobs", b"message", b"text"),
+    ),
+    "delta": (b'{"id":"c1","choices":[{"index":0,"delta":{"content":"a",%s}}]}', DELTA_NAMES),
+    "call": (
+        _calls(b'[{"index":0,%s,"function":{"arguments":"a"}}]'),
+        (b"index", b"id", b"function", b"type"),
+    ),
+    "function": (_calls(b'[{"index":0,"function":{"arguments":"a",%s}}]'), (b"arguments", b"name")),
+}
+
+
+def _near_keys(name: bytes) -> list[tuple[bytes, bool]]:
+    """Keys that share a prefix, a suffix or the length with a known name, and the name itself
+    escaped or with a byte that is not plain ASCII: (key as written, taken by the fast reader,
+    which only ever takes a plain ASCII key that is not a known name of its object)."""
+    plain = [name[:-1], name[1:], name + b"s", b"_" + name, name + b"a" * (8 - len(name) % 8)]
+    plain += [name[:i] + b"X" + name[i + 1 :] for i in range(len(name))]
+    other = [name[:i] + b"\\u%04x" % name[i] + name[i + 1 :] for i in range(len(name))]
+    other += [name + b"\\n", b"\\/" + name, name[:-1] + b"\xc3\xa9", name + b"\x01", name + b"\x7f\x80"]
+    return [(k, True) for k in plain] + [(k, False) for k in other]
+
+
+@pytest.mark.parametrize("slot", list(KEY_SLOTS))
+def test_fast_reader_tells_a_known_key_from_a_near_one(slot: str) -> None:
+    template, names = KEY_SLOTS[slot]
+    keys = [k for name in names for k in _near_keys(name)]
+    # and keys of every length, with each kind of byte that is not plain at every offset
+    for part in (b"\\u0061", b'\\"', b"\xc3\xa9", b"\x01", b"\t", b'"', b"\x7f"):
+        keys += [
+            (b"k" * before + part + b"k" * after, part == b"\x7f")
+            for before in range(18)
+            for after in (0, 1, 7, 8)
+        ]
+    for key, plain in keys:
+        for value in (b'"zz"', b"0"):
+            payload = template % (b'"%s":%s' % (key, value))
+            c_agg = fastsse.get_backend("cython").ChatAggregator()
+            py_agg = fastsse.get_backend("python").ChatAggregator()
+            _feed_all(c_agg, SETUP)
+            _feed_all(py_agg, SETUP)
+            before = c_agg._fast_folds
+            assert c_agg.feed_data(payload) == py_agg.feed_data(payload), payload
+            assert _observe(c_agg) == _observe(py_agg), payload
+            if key not in names:
+                assert (c_agg._fast_folds - before == 1) is plain, payload
+
+
 def _is_utf8(data: bytes) -> bool:
     try:
         data.decode("utf-8")

@@ -113,62 +113,96 @@ cdef inline const char* read_escape(const char* p, const char* end) noexcept nog
     return u_escape(p, end, &cp)
 
 
-cdef inline bint _plain8(const char* p) noexcept nogil:
-    # None of the 8 bytes at p is a quote, a backslash, a control character or non-ASCII. Each
-    # test is exact in "some byte is": a borrow starts only at a byte the test looks for.
+# A word loaded little-endian holds the byte first in memory in its lowest bits, where no borrow
+# from another byte reaches: only there does the lowest marked byte of _special8 tell where the
+# first byte that is not plain is. Elsewhere the word that holds one goes one byte at a time.
+cdef extern from *:
+    """
+    #if (defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__) || defined(_MSC_VER)
+    #define FASTSSE_LITTLE_ENDIAN 1
+    #else
+    #define FASTSSE_LITTLE_ENDIAN 0
+    #endif
+    """
+    enum: FASTSSE_LITTLE_ENDIAN
+
+
+cdef inline uint64_t _special8(const char* p) noexcept nogil:
+    # The high bit set in each of the 8 bytes at p that is a quote, a backslash, a control
+    # character or non-ASCII, and maybe in bytes above one that is: a borrow starts only at a byte
+    # a test looks for, so the lowest byte of the word marked is always the lowest such byte.
     cdef uint64_t ones = 0x0101010101010101
     cdef uint64_t x, q, b
     memcpy(&x, p, 8)
     q = x ^ (ones * 0x22)
     b = x ^ (ones * 0x5C)
-    return ((((x - ones * 0x20) & ~x) | ((q - ones) & ~q) | ((b - ones) & ~b) | x) & (ones * 0x80)) == 0
+    return (((x - ones * 0x20) & ~x) | ((q - ones) & ~q) | ((b - ones) & ~b) | x) & (ones * 0x80)
+
+
+cdef inline const char* _skip_plain(const char* p, const char* end) noexcept nogil:
+    # Past the plain ASCII at p, 8 bytes at a time: at the first byte that is not plain, or in the
+    # last 7 bytes before end (the caller goes on one byte at a time), or, unless the machine is
+    # little-endian, at the start of the word that holds the first byte that is not plain.
+    cdef uint64_t m
+    cdef uint64_t positions = 0x0001020304050607
+    while end - p >= 8:
+        m = _special8(p)
+        if m:
+            if FASTSSE_LITTLE_ENDIAN:
+                # the first marked byte's position: its bit alone, shifted to the byte's lowest
+                # bit, shifts the constant so that its top byte is that position
+                return p + <Py_ssize_t>((((m & (~m + 1)) >> 7) * positions) >> 56)
+            return p
+        p += 8
+    return p
 
 
 cdef inline const char* read_string(const char* p, const char* end, Span* s) noexcept nogil:
     # p is at an opening quote: past the closing quote of a valid JSON string, or NULL. Plain
-    # ASCII is skipped 8 bytes at a time; the 8 bytes that hold anything else go one by one.
+    # ASCII is skipped 8 bytes at a time; anything else goes one byte at a time.
     cdef int flags = 0
     cdef unsigned char c
-    cdef const char* word
     if p >= end or p[0] != c'"':
         return NULL
     p += 1
     s.p = p
-    while p < end:
-        while end - p >= 8 and _plain8(p):
-            p += 8
-        word = p + 8 if end - p > 8 else end
-        while p < word:
-            c = <unsigned char>p[0]
-            if c == c'"':
-                s.n = p - s.p
-                s.flags = flags
-                return p + 1
-            if c == c'\\':
-                flags |= F_ESC
-                p = read_escape(p, end)
-            elif c >= 0x80:
-                flags |= F_UTF8
-                p = utf8_char(p, end)
-            elif c < 0x20:
-                return NULL
-            else:
-                p += 1
-            if p == NULL:
-                return NULL
-    return NULL
+    while True:
+        p = _skip_plain(p, end)
+        if p >= end:
+            return NULL
+        c = <unsigned char>p[0]
+        if c == c'"':
+            s.n = p - s.p
+            s.flags = flags
+            return p + 1
+        if c == c'\\':
+            flags |= F_ESC
+            p = read_escape(p, end)
+        elif c >= 0x80:
+            flags |= F_UTF8
+            p = utf8_char(p, end)
+        elif c < 0x20:
+            return NULL
+        else:
+            p += 1
+        if p == NULL:
+            return NULL
 
 
 cdef inline const char* read_key(const char* p, const char* end, Span* key) noexcept nogil:
     # p is at a member's opening quote: past the colon, or NULL. Keys must be plain ASCII (an
-    # escaped or non-ASCII key goes the slow way, where orjson decodes it).
+    # escaped or non-ASCII key goes the slow way, where orjson decodes it), so the first byte
+    # that is not plain ends the key, as its closing quote or as a reason to give up.
     cdef unsigned char c
     if p >= end or p[0] != c'"':
         return NULL
     p += 1
     key.p = p
     key.flags = 0
-    while p < end:
+    while True:
+        p = _skip_plain(p, end)
+        if p >= end:
+            return NULL
         c = <unsigned char>p[0]
         if c == c'"':
             key.n = p - key.p
@@ -179,7 +213,6 @@ cdef inline const char* read_key(const char* p, const char* end, Span* key) noex
         if c == c'\\' or c < 0x20 or c >= 0x80:
             return NULL
         p += 1
-    return NULL
 
 
 cdef inline const char* read_plain(const char* p, const char* end, Span* s) noexcept nogil:
