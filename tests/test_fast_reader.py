@@ -184,6 +184,11 @@ CASES: list[tuple[str, bytes, bool]] = [
     ),
     ("duplicate-id", b'{"id":"a","id":"b"}', False),
     ("duplicate-choices", b'{"choices":[],"choices":[{"index":0,"delta":{"content":"a"}}]}', False),
+    # bytes below a space that JSON does not count as whitespace, where whitespace may stand
+    ("form-feed-after-key", b'{"id"\x0c:"c1"}', False),
+    ("vertical-tab-after-colon", b'{"id":\x0b"c1"}', False),
+    ("nul-after-value", b'{"id":"c1"\x00}', False),
+    ("nul-before-object", b'\x00{"id":"c1"}', False),
     ("trailing-garbage", _content(b'"a"') + b"x", False),
     ("two-objects", b"{}{}", False),
     ("trailing-comma-object", b'{"id":"c1",}', False),

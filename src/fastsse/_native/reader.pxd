@@ -28,7 +28,11 @@ cdef struct Span:
 
 
 cdef inline const char* skip_ws(const char* p, const char* end) noexcept nogil:
-    while p < end and (p[0] == c' ' or p[0] == c'\n' or p[0] == c'\r' or p[0] == c'\t'):
+    # Every whitespace byte is at most a space: the byte after a token, almost never whitespace,
+    # is told apart in one test.
+    while p < end and <unsigned char>p[0] <= c' ' and (
+        p[0] == c' ' or p[0] == c'\n' or p[0] == c'\r' or p[0] == c'\t'
+    ):
         p += 1
     return p
 
