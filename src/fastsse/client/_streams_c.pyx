@@ -12,6 +12,7 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes
 from cpython.list cimport PyList_Append
 from libc.string cimport memcpy
 
+from .._native.chunked cimport frame_chunk
 from .._native.clock cimport fastsse_monotonic_ns
 from ..relay._relay_c cimport relay_write_framed
 
@@ -195,7 +196,6 @@ cdef inline int _bit_length(unsigned long long x) noexcept nogil:
     return b + <int>x
 
 
-cdef char* _HEX = b"0123456789abcdef"
 
 
 @cython.final
@@ -243,10 +243,8 @@ cdef class WireSink:
         return self.put(data)
 
     cdef object put(self, object data):
-        cdef Py_ssize_t n, digits, size
+        cdef Py_ssize_t n
         cdef bytes framed
-        cdef char* out
-        cdef Py_ssize_t i
         if self.gone:
             return self.slow(data)
         _stamp(self)
@@ -257,22 +255,7 @@ cdef class WireSink:
         n = PyBytes_GET_SIZE(data)
         if n == 0:
             return None
-        digits = 1
-        size = n
-        while size >= 16:
-            size >>= 4
-            digits += 1
-        framed = PyBytes_FromStringAndSize(NULL, digits + 2 + n + 2)
-        out = PyBytes_AS_STRING(framed)
-        size = n
-        for i in range(digits - 1, -1, -1):
-            out[i] = _HEX[size & 15]
-            size >>= 4
-        out[digits] = 13
-        out[digits + 1] = 10
-        memcpy(out + digits + 2, PyBytes_AS_STRING(data), n)
-        out[digits + 2 + n] = 13
-        out[digits + 3 + n] = 10
+        framed = frame_chunk(PyBytes_AS_STRING(data), n)
         try:
             self.write(framed)
         except Exception:

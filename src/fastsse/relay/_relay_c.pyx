@@ -48,6 +48,7 @@ from ..chat._fold_c cimport (
 from ..sse._decoder_c cimport Decoder
 from .._native.reader cimport F_ESC, Span, decode
 from .._native.outbuf cimport KEEP_CAPACITY, OutBuf, out_free, out_put, out_reserve, out_take
+from .._native.chunked cimport frame_chunk
 
 from typing import Any
 
@@ -77,7 +78,6 @@ cdef enum:
     C_OTHER
 
 
-cdef const char* _HEX = b"0123456789abcdef"
 
 
 cdef struct Edit:
@@ -299,30 +299,11 @@ Upstream bytes in, compliant bytes out, folded on the way: one per proxied strea
         return out_take(&self._out)
 
     cdef bytes _take_framed(self):
-        # _take()'s bytes framed as one HTTP/1.1 chunk (``<hex size>\r\n`` bytes ``\r\n``): one
-        # object and one copy, the header written in front
-        cdef Py_ssize_t n = self._out.len
-        cdef Py_ssize_t digits = 1
-        cdef Py_ssize_t size = n
-        cdef Py_ssize_t i
+        # _take()'s bytes framed as one HTTP/1.1 chunk: one object and one copy
         cdef bytes framed
-        cdef char* p
-        if n == 0:
+        if self._out.len == 0:
             return out_take(&self._out)
-        while size >= 16:
-            size >>= 4
-            digits += 1
-        framed = PyBytes_FromStringAndSize(NULL, digits + 2 + n + 2)
-        p = PyBytes_AS_STRING(framed)
-        size = n
-        for i in range(digits - 1, -1, -1):
-            p[i] = _HEX[size & 15]
-            size >>= 4
-        p[digits] = 13
-        p[digits + 1] = 10
-        memcpy(p + digits + 2, self._out.ptr, n)
-        p[digits + 2 + n] = 13
-        p[digits + 3 + n] = 10
+        framed = frame_chunk(self._out.ptr, self._out.len)
         self._out.len = 0
         if self._out.cap > KEEP_CAPACITY:
             out_free(&self._out)
