@@ -100,9 +100,11 @@ class AsyncClient:
         closed before the answer ends.
         """
         job = self._engine.make_job(input, on_chunk, options)
-        return await self._run(job)
+        result: dict[str, Any] = await self._run(job)
+        return result
 
-    async def _run(self, job: _Job) -> dict[str, Any]:
+    async def _run(self, job: _Job) -> Any:
+        # the job's outcome (a result dict, a Reply) once it ended; its exception raised
         engine = self._engine
         loop = engine.bind()
         job.waiter = loop.create_future()
@@ -115,7 +117,6 @@ class AsyncClient:
         outcome = job.result
         if isinstance(outcome, BaseException):
             raise outcome
-        assert isinstance(outcome, dict)
         return outcome
 
     def stream(self, input: Mapping[str, Any], /, **options: Unpack[CallOptions]) -> AsyncChunkStream:
@@ -228,7 +229,8 @@ class AsyncClient:
         job = self._engine.plain_job(
             "GET", path, b"", headers=headers, timeout=timeout, max_body_bytes=max_body_bytes, on_body=on_body
         )
-        return await self._plain(job)
+        reply: Reply = await self._run(job)
+        return reply
 
     async def post(
         self,
@@ -252,23 +254,8 @@ class AsyncClient:
             max_body_bytes=max_body_bytes,
             on_body=on_body,
         )
-        return await self._plain(job)
-
-    async def _plain(self, job: _Job) -> Reply:
-        engine = self._engine
-        loop = engine.bind()
-        job.waiter = loop.create_future()
-        engine.submit(job)
-        try:
-            await job.waiter
-        except asyncio.CancelledError:
-            engine.cancel(job)
-            raise
-        outcome = job.result
-        if isinstance(outcome, BaseException):
-            raise outcome
-        assert isinstance(outcome, Reply)
-        return outcome
+        reply: Reply = await self._run(job)
+        return reply
 
     async def close(self) -> None:
         """Cancel every transfer, close every connection and the multi handle."""

@@ -141,11 +141,8 @@ class Client:
         ``on_chunk``, ClientClosed on a closed client, and KeyboardInterrupt on Ctrl-C (the
         transfer is cancelled first).
         """
-        engine = self._engine
-        job = engine.make_job(input, on_chunk, options)
-        for _ in engine.drive([job], 1):
-            pass
-        return _outcome(job)
+        result: dict[str, Any] = self._one(self._engine.make_job(input, on_chunk, options))
+        return result
 
     def stream(self, input: Mapping[str, Any], /, **options: Unpack[CallOptions]) -> ChunkStream:
         """``client.stream(input, /, **options) -> ChunkStream``: ``with client.stream(request) as
@@ -233,7 +230,8 @@ class Client:
         job = self._engine.plain_job(
             "GET", path, b"", headers=headers, timeout=timeout, max_body_bytes=max_body_bytes, on_body=on_body
         )
-        return self._plain(job)
+        reply: Reply = self._one(job)
+        return reply
 
     def post(
         self,
@@ -259,16 +257,14 @@ class Client:
             max_body_bytes=max_body_bytes,
             on_body=on_body,
         )
-        return self._plain(job)
+        reply: Reply = self._one(job)
+        return reply
 
-    def _plain(self, job: _Job) -> Reply:
+    def _one(self, job: _Job) -> Any:
+        # one job driven to its end: its outcome (a result dict, a Reply), or its exception raised
         for _ in self._engine.drive([job], 1):
             pass
-        outcome = job.result
-        if isinstance(outcome, BaseException):
-            raise outcome
-        assert isinstance(outcome, Reply)
-        return outcome
+        return _outcome(job)
 
     def close(self) -> None:
         """Close every connection and the multi handle."""
@@ -286,11 +282,11 @@ Client.create_stream.__signature__ = with_self(call_signature())  # type: ignore
 Client.__doc__ = (Client.__doc__ or "") + options_doc(CLIENT)
 
 
-def _outcome(job: _Job) -> dict[str, Any]:
+def _outcome(job: _Job) -> Any:
+    """The outcome of a job that ended (a result dict, a ``Reply``); its exception raised."""
     outcome = job.result
     if isinstance(outcome, BaseException):
         raise outcome
-    assert isinstance(outcome, dict)
     return outcome
 
 
