@@ -13,6 +13,25 @@ import ssl
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
+
+# The variables curl reads a proxy from: a developer's or CI's proxy must not carry loopback
+# test traffic, nor a test's own proxy be bypassed by no_proxy.
+PROXY_VARIABLES = (
+    "http_proxy",
+    "https_proxy",
+    "HTTPS_PROXY",
+    "all_proxy",
+    "ALL_PROXY",
+    "no_proxy",
+    "NO_PROXY",
+)
+
+
+def clear_proxies(monkeypatch: Any) -> None:
+    """Unset every proxy variable curl reads, for the test (``monkeypatch`` puts them back)."""
+    for name in PROXY_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
 
 
 class RawServer:

@@ -23,7 +23,7 @@ openai = pytest.importorskip("openai")
 pytest.importorskip("pycurl")
 
 from _gateway_process import GatewayProcess  # noqa: E402
-from _raw_server import RawServer  # noqa: E402
+from _raw_server import RawServer, clear_proxies  # noqa: E402
 from fastsse.load import scripted_text, serve_scripted_in_thread  # noqa: E402
 
 KEY = "sk-control-test"
@@ -498,8 +498,7 @@ def answering(status: int, body: bytes) -> Any:
 
 
 def test_models_go_through_the_upstreams_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("http_proxy", "all_proxy", "ALL_PROXY", "no_proxy", "NO_PROXY"):
-        monkeypatch.delenv(name, raising=False)
+    clear_proxies(monkeypatch)
     with RawServer(answering(200, MODEL_LIST)) as proxy:
         upstream = {
             "name": "behind",

@@ -15,23 +15,14 @@ import pytest
 pycurl = pytest.importorskip("pycurl")
 
 import fastsse  # noqa: E402
-from _raw_server import RawServer  # noqa: E402
+from _raw_server import RawServer, clear_proxies  # noqa: E402
 
 LIST = b'{"object":"list","data":[{"id":"m1","object":"model","created":0,"owned_by":"x"}]}'
 
 
 @pytest.fixture(autouse=True)
 def no_proxy_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in (
-        "http_proxy",
-        "https_proxy",
-        "HTTPS_PROXY",
-        "all_proxy",
-        "ALL_PROXY",
-        "no_proxy",
-        "NO_PROXY",
-    ):
-        monkeypatch.delenv(name, raising=False)
+    clear_proxies(monkeypatch)
 
 
 def answer(status: int, body: bytes, *, chunked: bool = False, kind: bytes = b"application/json") -> Any:

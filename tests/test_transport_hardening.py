@@ -33,7 +33,7 @@ import pytest
 import fastsse
 from _chat_helpers import not_a_stream
 from _pki import make_pki, tls_server
-from _raw_server import RawServer
+from _raw_server import RawServer, clear_proxies
 
 # every test here runs on both engine drivers (the compiled libcurl driver and pycurl)
 pytestmark = pytest.mark.usefixtures("driver")
@@ -102,17 +102,7 @@ def content(result: dict[str, Any]) -> str | None:
 
 @pytest.fixture(autouse=True)
 def no_proxy_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    # curl follows these; a developer's or CI's proxy must not carry loopback test traffic.
-    for name in (
-        "http_proxy",
-        "https_proxy",
-        "HTTPS_PROXY",
-        "all_proxy",
-        "ALL_PROXY",
-        "no_proxy",
-        "NO_PROXY",
-    ):
-        monkeypatch.delenv(name, raising=False)
+    clear_proxies(monkeypatch)
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
 
