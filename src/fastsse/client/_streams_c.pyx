@@ -256,13 +256,7 @@ cdef class WireSink:
         if n == 0:
             return None
         framed = frame_chunk(PyBytes_AS_STRING(data), n)
-        try:
-            self.write(framed)
-        except Exception:
-            self.direct = False
-            return self.lost() if self.lost is not None else False
-        self.relayed += n
-        return None
+        return _send(self, framed, n)
 
     cdef object put_framed(self, bytes framed):
         # put() of the piece that ``framed`` frames (a Relay's framed write): the same stamps, and
@@ -277,13 +271,19 @@ cdef class WireSink:
         if self.gone or self.first is not None or not self.direct:
             return self.put(PyBytes_FromStringAndSize(p + head, n))
         _stamp(self)
-        try:
-            self.write(framed)
-        except Exception:
-            self.direct = False
-            return self.lost() if self.lost is not None else False
-        self.relayed += n
-        return None
+        return _send(self, framed, n)
+
+
+cdef inline object _send(WireSink sink, bytes framed, Py_ssize_t n):
+    # ``framed`` (the chunk of ``n`` body bytes) to the caller's transport: a write that fails
+    # ends the direct path and reports the caller lost
+    try:
+        sink.write(framed)
+    except Exception:
+        sink.direct = False
+        return sink.lost() if sink.lost is not None else False
+    sink.relayed += n
+    return None
 
 
 cdef inline void _stamp(WireSink sink) noexcept:
