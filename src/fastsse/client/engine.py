@@ -106,6 +106,47 @@ def left(job: _Job) -> dict[str, Any] | None:
     return out
 
 
+def open_stream(job: _Job, *, direct: bool) -> tuple[Any, Response]:
+    """The stream and the ``Response`` of one attempt of ``job``, whatever drives its transfer
+    (curl, or the gateway's upstream leg on the event loop): a new gate per attempt (what a failed
+    attempt held is dropped), the job's format's stream (``direct``: a byte-out format is the
+    compiled ``BytesStream`` a driver feeds from C), a resumed fold going on, a plain body. A
+    byte-out stream's holds reach the ``Response`` (``holder``)."""
+    options, spec = job.options, job.spec
+    on_chunk = options["on_chunk"]
+    if options.get("gate"):
+        job.gate = _retry.Gate(on_chunk, _retry.gate_test(options["format"], spec.api))
+        on_chunk = job.gate
+    stream: Any
+    if spec.api == PLAIN:
+        stream = BodyStream(on_chunk, limit=options["limit"])
+    elif job.resume is not None:  # a resume: the same fold goes on with the next bytes
+        stream = job.resume
+        stream.restart()
+    else:
+        stream = _streams.new_stream(
+            options["format"],
+            on_chunk,
+            api=spec.api,
+            max_event_bytes=spec.max_event_bytes,
+            timing=job.timing,
+            decoder=options.get("decoder"),
+            direct=direct and not options.get("resumable"),
+            keep_text=options.get("keep_text", True),
+        )
+        if options.get("resumable"):
+            stream = Resumable(stream)
+    response = Response(spec, stream)
+    if spec.api == PLAIN:  # every body byte is the answer's, whatever its status or type
+        response.mode = "sse"
+        stream.holder = response
+    else:
+        inner = stream.inner if isinstance(stream, Resumable) else stream
+        if isinstance(inner, _streams.BYTES_STREAMS):
+            inner.holder = response
+    return stream, response
+
+
 class _Job:
     """One request in the engine: its handle, stream, transfer state and timing stamps."""
 
@@ -172,6 +213,35 @@ class _Job:
         self.gate: _retry.Gate | None = None  # first_chunk_gate: this attempt's
         self.since = 0.0  # when the wait before the next attempt began (monotonic s)
         self.resume: Resumable | None = None  # a background Responses stream kept across a cut
+
+
+def settle(job: _Job, outcome: Any, sent: int | None) -> None:
+    """``job`` ended with ``outcome`` (its result dict, or the exception to raise): kept in
+    ``job.result`` with the base URL that answered and, with ``timing``, the timing record
+    (``sent``: when the request was out, ``time.monotonic_ns()``, None if unknown). A gate's
+    held chunks go to the caller on the last attempt."""
+    job.done = True
+    job.result = outcome
+    job.end = time.monotonic_ns()
+    gate = job.gate
+    if gate is not None and not gate.opened and not isinstance(outcome, BaseException):
+        with contextlib.suppress(Exception):  # the last attempt: the caller sees what it held
+            gate.release()
+    target = outcome.result if isinstance(outcome, (TransportError, HTTPStatusError)) else outcome
+    if job.bases and isinstance(target, dict) and isinstance(target.get("http"), dict):
+        target["http"]["upstream"] = job.bases[job.upstream]
+    if job.timing and job.stream is not None:
+        timing = job.stream.timing()
+        timing["queued"] = job.queued
+        timing["started"] = job.started
+        timing["end"] = job.end
+        timing["anchor"] = job.anchor
+        if sent is not None:
+            timing["sent"] = sent
+        timing["attempts"] = job.attempts
+        timing["retry_wait"] = job.waited
+        if isinstance(target, dict):
+            target["timing"] = timing
 
 
 class _Engine:
@@ -346,36 +416,10 @@ class _Engine:
         spec = job.spec
         job.handle = handle
         try:
-            on_chunk = options["on_chunk"]
-            if options.get("gate"):  # a new gate per attempt: what a failed attempt held is dropped
-                job.gate = _retry.Gate(on_chunk, _retry.gate_test(options["format"], spec.api))
-                on_chunk = job.gate
-            stream: Any
-            if spec.api == PLAIN:
-                stream = BodyStream(on_chunk, limit=options["limit"])
-            elif job.resume is not None:  # a resume: the same fold goes on with the next bytes
-                stream = job.resume
-                stream.restart()
-            else:
-                stream = _streams.new_stream(
-                    options["format"],
-                    on_chunk,
-                    api=spec.api,
-                    max_event_bytes=spec.max_event_bytes,
-                    timing=job.timing,
-                    decoder=options.get("decoder"),
-                    direct=self.driver == "compiled" and not options.get("resumable"),
-                    keep_text=options.get("keep_text", True),
-                )
-                if options.get("resumable"):
-                    stream = Resumable(stream)
-            response = Response(spec, stream)
-            if spec.api == PLAIN:  # every body byte is the answer's, whatever its status or type
-                response.mode = "sse"
-                stream.holder = response
+            stream, response = open_stream(job, direct=self.driver == "compiled")
             # reads of a compiled fold or byte-out stream go to it from C; an events or plain
             # stream's take the write callback (each Event needs Python; a body is kept)
-            elif self.driver == "compiled" and options["format"] != "events":
+            if self.driver == "compiled" and spec.api != PLAIN and options["format"] != "events":
                 response.direct = handle.direct
             transport = None if job.own_handle else spec.transport
             if transport is not None and self.applied.get(id(handle)) == transport:
@@ -387,9 +431,6 @@ class _Engine:
             self.applied.pop(id(handle), None)
             if left is not None:  # what the queue left of the call's timeout
                 handle.setopt(pycurl.TIMEOUT_MS, max(1, math.ceil(left * 1000)))
-            inner = stream.inner if isinstance(stream, Resumable) else stream
-            if isinstance(inner, _streams.BYTES_STREAMS):
-                inner.holder = response
             response.on_release = lambda job=job: self._released(job)
         except BaseException:
             self._recycle(job, handle)
@@ -485,33 +526,15 @@ class _Engine:
                 self._settle(job, exc)
 
     def _settle(self, job: _Job, outcome: Any) -> None:
-        job.done = True
-        job.result = outcome
-        job.end = time.monotonic_ns()
-        gate = job.gate
-        if gate is not None and not gate.opened and not isinstance(outcome, BaseException):
-            with contextlib.suppress(Exception):  # the last attempt: the caller sees what it held
-                gate.release()
-        target = outcome.result if isinstance(outcome, (TransportError, HTTPStatusError)) else outcome
-        if job.bases and isinstance(target, dict) and isinstance(target.get("http"), dict):
-            target["http"]["upstream"] = job.bases[job.upstream]
-        if job.timing and job.stream is not None:
-            timing = job.stream.timing()
-            timing["queued"] = job.queued
-            timing["started"] = job.started
-            timing["end"] = job.end
-            timing["anchor"] = job.anchor
-            if job.handle is not None and job.started is not None:
-                try:
-                    pretransfer = job.handle.getinfo(self.pycurl.PRETRANSFER_TIME_T)
-                except Exception:  # a handle curl never started
-                    pretransfer = 0
-                if pretransfer > 0:
-                    timing["sent"] = job.started + pretransfer * 1000
-            timing["attempts"] = job.attempts
-            timing["retry_wait"] = job.waited
-            if isinstance(target, dict):
-                target["timing"] = timing
+        sent = None
+        if job.handle is not None and job.started is not None:
+            try:
+                pretransfer = job.handle.getinfo(self.pycurl.PRETRANSFER_TIME_T)
+            except Exception:  # a handle curl never started
+                pretransfer = 0
+            if pretransfer > 0:
+                sent = job.started + pretransfer * 1000
+        settle(job, outcome, sent)
         self._finished(job)
 
     def _complete(self, handle: Any, code: int, message: str) -> None:
