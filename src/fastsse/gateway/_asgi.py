@@ -170,6 +170,10 @@ async def send_json(
     await send_whole(send, status, orjson.dumps(payload), headers)
 
 
+# Bytes of the upstream's pieces held for a flush that is due before the upstream is held too
+HELD_BYTES: Final = 256 << 10
+
+
 class Batch:
     """The answers that got pieces in this turn of the event loop, flushed once at its end: one
     loop callback per turn for every stream, not one per stream (``Gateway`` shares one)."""
@@ -248,6 +252,7 @@ class Downstream:
         "_held",
         "_keepalive",
         "_loop",
+        "_pending",
         "_ping_ns",
         "_queued",
         "_room",
@@ -292,6 +297,7 @@ class Downstream:
         self._sending = False  # a send is waiting for room: pieces are held, the upstream too
         self._queued = False  # a flush is due at the end of this turn of the loop
         self._held: list[bytes] = []
+        self._pending = 0  # bytes held for the flush that is due
         self._room: asyncio.Future[None] | None = None
         self._flushed: asyncio.Future[None] | None = None
         self._loop = asyncio.get_running_loop()
@@ -342,18 +348,23 @@ class Downstream:
             self.dropped = True
             return False  # stop the transfer: nobody to send to
         self._held.append(data)
-        if self._sending:
-            room = self._room
-            if room is None:
-                room = self._room = self._loop.create_future()
-            return room
-        if not self._queued:
-            self._queued = True
-            if self._batch is not None:
-                self._batch.add(self)
-            else:
-                self._loop.call_soon(self._flush)
-        return None
+        if not self._sending:
+            if not self._queued:
+                self._queued = True
+                self._pending = 0
+                if self._batch is not None:
+                    self._batch.add(self)
+                else:
+                    self._loop.call_soon(self._flush)
+            self._pending += len(data)
+            if self._pending <= HELD_BYTES:
+                return None
+            # a driver that reads many times in one turn of the loop (libuv reads a socket up to
+            # 32 times per wake-up): the upstream waits for the flush rather than piling up here
+        room = self._room
+        if room is None:
+            room = self._room = self._loop.create_future()
+        return room
 
     def _direct(self) -> None:
         """Let the sink write to the caller's socket itself while nothing of ours waits."""
@@ -404,6 +415,8 @@ class Downstream:
                 return
         self._send(data)
         self._direct()
+        if not self._sending:
+            self._settle()  # a hold taken while the flush was due ends with it
 
     def _send(self, data: bytes) -> None:
         self.sink.relayed += len(data)
