@@ -40,7 +40,7 @@ from .._formats import api_format
 from .._timing import Timing, anchor_pair, build_timing
 from .._verdict import Verdict
 from ..apis import NAMES
-from ._streams_py import BytesStream, PassThrough, WireSink
+from ._streams_py import BytesStream, PassThrough, ReadRoute, WireSink
 
 # The compiled twins of BytesStream, PassThrough and WireSink (the Python ones are in _streams_py),
 # for the compiled driver's direct feed
@@ -169,6 +169,16 @@ def new_sink(slow: Callable[[bytes], Any], /) -> Any:
     if _streams_c is not None and _backend.current.name == "cython":
         return _streams_c.WireSink(slow)
     return WireSink(slow)
+
+
+def new_route(
+    on_write: Callable[[bytes], Any], on_pause: Callable[[], Any], on_stop: Callable[[], Any], /
+) -> Any:
+    """A ``ReadRoute`` of the current backend (the compiled one, which feeds a compiled stream
+    from C, when it is selected)."""
+    if _streams_c is not None and _backend.current.name == "cython":
+        return _streams_c.ReadRoute(on_write, on_pause, on_stop)
+    return ReadRoute(on_write, on_pause, on_stop)
 
 
 # What the engine hands its Response to as ``holder``: either twin of the byte-out stream

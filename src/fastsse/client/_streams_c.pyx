@@ -15,6 +15,7 @@ from libc.string cimport memcpy
 from .._native.chunked cimport frame_chunk
 from .._native.clock cimport fastsse_monotonic_ns
 from ..relay._relay_c cimport relay_write_framed
+from ..sse._decoder_c cimport Feed
 
 from time import monotonic_ns as _monotonic_ns
 
@@ -170,6 +171,92 @@ cdef class PassThrough:
 
     def result(self):
         return self._fold.result()
+
+
+# libcurl's CURL_WRITEFUNC_PAUSE, which Response.write answers a held read with
+cdef long _PAUSE = 0x10000001
+
+
+@cython.final
+cdef class ReadRoute:
+    """ReadRoute(on_write, on_pause, on_stop)
+--
+
+    Where each read of an answer's body goes when the event loop drives the transfer (the
+    gateway's upstream leg; the twin of ``ReadRoute`` in ``client/_streams_py.py``): the HTTP
+    parser's ``on_body``. By default to ``on_write`` (``Response.write``), whose answer it acts
+    on: None goes on; ``WRITEFUNC_PAUSE`` (the consumer holds the transfer) keeps the read in
+    ``held`` and calls ``on_pause()``; anything else stops. Once ``direct(stream, response)`` is
+    set (``Response.write`` asks for it once the answer is an event stream), each read goes to the
+    compiled stream's ``Feed._write`` from C, with no Python frame, its time kept in
+    ``last_read``; a stop or an exception there is set on the response as ``Response.write``
+    would. ``direct(None)`` goes back to ``on_write``. While ``held`` is a list, reads are added
+    to it in order (the owner gives them back once the hold ends); after a stop (``on_stop()``
+    called once, ``stopped`` set) reads are dropped."""
+
+    cdef Feed _feed
+    cdef object _sink
+    cdef public object on_write
+    cdef public object on_pause
+    cdef public object on_stop
+    cdef public object held
+    cdef public double last_read
+    cdef public bint stopped
+
+    def __init__(self, on_write, on_pause, on_stop, /):
+        self.on_write = on_write
+        self.on_pause = on_pause
+        self.on_stop = on_stop
+        self.held = None
+        self.last_read = 0.0
+        self.stopped = False
+
+    def direct(self, stream, response=None):
+        """Feed ``stream`` from C (True), or go back to ``on_write`` for None; False for a stream
+        that is not a compiled ``Feed``."""
+        if stream is None:
+            self._feed = None
+            self._sink = None
+            return True
+        if not isinstance(stream, Feed):
+            return False
+        self._feed, self._sink = stream, response
+        return True
+
+    def __call__(self, data, /):
+        if self.stopped:
+            return None
+        if self.held is not None:
+            self.held.append(data)
+            return None
+        cdef Feed feed = self._feed  # held: a hold taken inside the feed clears _feed
+        cdef object sink
+        if feed is not None and type(data) is bytes:
+            self.last_read = fastsse_monotonic_ns() / 1e9
+            sink = self._sink
+            try:
+                if feed._write(PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data)):
+                    return None
+                sink.stopped = True
+            except BaseException as exc:  # re-raised by Response.finish once the transfer ends
+                sink.exc = exc
+                sink.stopped = True
+            self._stop()
+            return None
+        answer = self.on_write(data)
+        if answer is None:
+            return None
+        if answer == _PAUSE:
+            self.held = [data]
+            self.on_pause()
+            return None
+        self._stop()
+        return None
+
+    cdef void _stop(self) except *:
+        self.stopped = True
+        self._feed = self._sink = None
+        self.on_stop()
 
 
 cdef inline int _bit_length(unsigned long long x) noexcept nogil:

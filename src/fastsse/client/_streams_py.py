@@ -198,3 +198,48 @@ class WireSink:
             return self.lost() if self.lost is not None else False
         self.relayed += len(data)
         return None
+
+
+# libcurl's CURL_WRITEFUNC_PAUSE, which Response.write answers a held read with
+_PAUSE = 0x10000001
+
+
+class ReadRoute:
+    """Where each read of an answer's body goes when the event loop drives the transfer (the
+    gateway's upstream leg): the HTTP parser's ``on_body``, to ``on_write`` (``Response.write``),
+    whose answer it acts on: None goes on; ``WRITEFUNC_PAUSE`` (the consumer holds the transfer)
+    keeps the read in ``held`` and calls ``on_pause()``; anything else stops (``on_stop()`` once,
+    ``stopped`` set; later reads are dropped). While ``held`` is a list, reads are added to it in
+    order. ``direct`` is the compiled twin's way past ``Response.write``: a Python stream is never
+    fed from C, so it answers False."""
+
+    __slots__ = ("held", "last_read", "on_pause", "on_stop", "on_write", "stopped")
+
+    def __init__(
+        self, on_write: Callable[[bytes], Any], on_pause: Callable[[], Any], on_stop: Callable[[], Any], /
+    ) -> None:
+        self.on_write = on_write
+        self.on_pause = on_pause
+        self.on_stop = on_stop
+        self.held: list[bytes] | None = None
+        self.last_read = 0.0
+        self.stopped = False
+
+    def direct(self, stream: Any, response: Any = None) -> bool:
+        return stream is None
+
+    def __call__(self, data: bytes, /) -> None:
+        if self.stopped:
+            return
+        if self.held is not None:
+            self.held.append(data)
+            return
+        answer = self.on_write(data)
+        if answer is None:
+            return
+        if answer == _PAUSE:
+            self.held = [data]
+            self.on_pause()
+            return
+        self.stopped = True
+        self.on_stop()

@@ -1,0 +1,584 @@
+"""The upstream leg on the event loop: an ``AsyncClient``'s streamed requests over plain
+``http://`` HTTP/1.1 sent and read by the loop itself (uvloop's or asyncio's transports, the answer
+parsed by llhttp through ``httptools``), not by libcurl. This is the gateway's data plane: once an
+answer's head is in, the connection's ``data_received`` is the parser's ``feed_data`` and the
+parser's ``on_body`` a ``ReadRoute`` that hands each read to the compiled stream from C, so a
+relayed chunk goes from the upstream's socket to the caller's without a Python frame, with one
+read and one write per chunk.
+
+``LoopLeg(client)`` takes what it can and hands the rest to the client (libcurl): it takes a
+request whose URL is ``http://`` without user info, with no proxy (none set, none in the
+environment for its host), no HTTP/2, no retries, fallbacks, first-chunk gate or resume, no
+``curl=`` handle, and no header line libcurl reads its own way (``Name;`` sends an empty header;
+``Host:`` and ``Content-Length:`` replace or remove libcurl's own). ``Name:`` with no value,
+which removes a header libcurl would add (the client's ``Expect:``), is left out, as nothing is
+added here. What it takes behaves as the client would: the same
+options checked the same way, the same stream (``open_stream``), the same ``Response`` (status,
+headers, the body's mode, holds), the same result and errors with libcurl's codes (7: no
+connection, 28: a timeout, 52: no answer, 18 / 56: a cut answer, 23: stopped by ``on_chunk``, 8:
+not HTTP), and the same timing record. A kept-alive connection the server closed while it was
+idle is replaced once, before anything of the answer was read, as libcurl does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import os
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Mapping
+from typing import Any, Final
+
+from .._errors import ClientClosed, TransportError
+from . import _streams
+from ._plain import PLAIN
+from ._response import Response
+from .engine import _Job, _silence_limit, open_stream, settle
+
+httptools: Any
+try:
+    import httptools
+except ImportError:  # pragma: no cover - the gateway extra installs it
+    httptools = None
+
+# libcurl's result codes, for the same failures (TransportError.code)
+COULDNT_RESOLVE: Final = 6
+COULDNT_CONNECT: Final = 7
+WEIRD_REPLY: Final = 8
+PARTIAL: Final = 18
+WRITE_ERROR: Final = 23
+TIMED_OUT: Final = 28
+GOT_NOTHING: Final = 52
+RECV_ERROR: Final = 56
+
+_PROXY_VARIABLES: Final = ("http_proxy", "all_proxy", "ALL_PROXY")  # libcurl ignores HTTP_PROXY
+
+
+def _proxied(host: str) -> bool:
+    """Whether libcurl would send a request to ``host`` through the environment's proxy."""
+    if not any(os.environ.get(name) for name in _PROXY_VARIABLES):
+        return False
+    no_proxy = os.environ.get("no_proxy") or os.environ.get("NO_PROXY") or ""
+    if no_proxy.strip() == "*":
+        return False
+    bypass = getattr(urllib.request, "proxy_bypass_environment")  # noqa: B009 - not in the stubs
+    return not bypass(host, {"no": no_proxy})
+
+
+class _Target:
+    """Where a URL's requests go: the address, and the request line and Host header."""
+
+    __slots__ = ("host", "line", "port")
+
+    def __init__(self, url: str) -> None:
+        parts = urllib.parse.urlsplit(url)
+        self.host = parts.hostname or ""
+        self.port = parts.port or 80
+        target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        self.line = f"POST {target} HTTP/1.1\r\nHost: {parts.netloc}\r\n".encode("latin-1")
+
+
+class LoopLeg:
+    """``LoopLeg(client)``: ``client`` (an ``AsyncClient``) with its streamed requests over plain
+    ``http://`` driven by the event loop (the module's docstring says which). ``create_stream``
+    is the client's; every other name is the client's own."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+        engine = client._engine
+        self._engine = engine
+        self._max = engine.max_connections
+        self._busy = 0
+        self._waiting: collections.deque[asyncio.Future[None]] = collections.deque()
+        self._idle: dict[tuple[str, int], list[_Connection]] = {}
+        self._targets: dict[str, _Target | None] = {}
+        self._transfers: set[_Transfer] = set()
+        self._closed = False
+        self.taken = 0  # requests this leg drove (the rest went to libcurl)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.client, name)
+
+    def _target(self, job: _Job) -> _Target | None:
+        """The target of ``job`` if this leg takes it, else None (libcurl takes it)."""
+        spec, options = job.spec, job.options
+        if (
+            httptools is None
+            or spec.method != "POST"
+            or spec.http2
+            or job.retries
+            or len(job.specs) > 1
+            or options.get("gate")
+            or options.get("resumable")
+            or options.get("curl") is not None
+            or options["format"] == "events"
+            or spec.api == PLAIN
+            or spec.proxy
+        ):
+            return None
+        url = spec.url
+        if url in self._targets:
+            target = self._targets[url]
+        else:
+            target = None
+            parts = urllib.parse.urlsplit(url)
+            if parts.scheme.lower() == "http" and "@" not in parts.netloc and parts.hostname:
+                target = _Target(url)
+            if len(self._targets) < 1024:
+                self._targets[url] = target
+        if target is None or (spec.proxy is None and _proxied(target.host)):
+            return None
+        for line in spec.headers:
+            text = line if isinstance(line, str) else line.decode("utf-8", "replace")
+            name, colon, _ = text.partition(":")
+            if not colon or name.strip().lower() in ("host", "content-length", "transfer-encoding"):
+                return None
+        return target
+
+    async def create_stream(
+        self, input: Mapping[str, Any], /, on_chunk: Any = None, **options: Any
+    ) -> dict[str, Any]:
+        """``AsyncClient.create_stream``, on the loop where the request allows it."""
+        client = self.client
+        job = self._engine.make_job(input, on_chunk, options)
+        target = self._target(job)
+        if target is None or self._closed:
+            result: dict[str, Any] = await client._run(job)
+            return result
+        self.taken += 1
+        transfer = _Transfer(self, job, target)
+        self._transfers.add(transfer)
+        try:
+            outcome = await transfer.run()
+        finally:
+            self._transfers.discard(transfer)
+        if isinstance(outcome, BaseException):
+            raise outcome
+        out: dict[str, Any] = outcome
+        return out
+
+    async def close(self) -> None:
+        """Cut every transfer, close every kept connection, then close the client."""
+        self._closed = True
+        for transfer in list(self._transfers):
+            transfer.fail(ClientClosed("the client is closed"))
+        for pool in self._idle.values():
+            for connection in pool:
+                connection.close()
+        self._idle.clear()
+        for waiter in self._waiting:
+            if not waiter.done():
+                waiter.set_exception(ClientClosed("the client is closed"))
+        await self.client.close()
+
+    # the bound on connections in use (the client's max_connections)
+
+    async def _slot(self, job: _Job, deadline: float | None) -> None:
+        if self._busy < self._max and not self._waiting:
+            self._busy += 1
+            return
+        waiter = asyncio.get_running_loop().create_future()
+        self._waiting.append(waiter)
+        try:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            await asyncio.wait_for(asyncio.shield(waiter), left)
+        except asyncio.TimeoutError:
+            if waiter.done() and not waiter.cancelled() and waiter.exception() is None:
+                self._free()  # the slot came as the wait ran out: pass it on
+            raise self._engine._queue_timeout(job) from None
+        except BaseException:
+            if waiter.done() and not waiter.cancelled() and waiter.exception() is None:
+                self._free()
+            raise
+        finally:
+            if not waiter.done():
+                waiter.cancel()
+            if waiter in self._waiting:
+                self._waiting.remove(waiter)
+
+    def _free(self) -> None:
+        while self._waiting:
+            waiter = self._waiting.popleft()
+            if not waiter.done():
+                waiter.set_result(None)  # the slot passes to it: _busy stays
+                return
+        self._busy -= 1
+
+    # kept-alive connections
+
+    def _kept(self, target: _Target) -> _Connection | None:
+        pool = self._idle.get((target.host, target.port))
+        while pool:
+            connection = pool.pop()
+            if not connection.transport.is_closing():
+                return connection
+        return None
+
+    def _keep(self, connection: _Connection) -> None:
+        if self._closed or connection.transport.is_closing():
+            connection.close()
+            return
+        pool = self._idle.setdefault(connection.key, [])
+        if len(pool) >= self._max:
+            connection.close()
+            return
+        connection.idle(self)
+        pool.append(connection)
+
+    def _forget(self, connection: _Connection) -> None:
+        pool = self._idle.get(connection.key)
+        if pool is not None and connection in pool:
+            pool.remove(connection)
+
+
+class _Connection(asyncio.Protocol):
+    """One connection to an upstream. Idle (in its leg's pool): any byte or the end closes it.
+    During a transfer its reads go to the transfer: through ``on_data`` (Python) until the answer's
+    head is in, then to the parser's ``feed_data`` itself."""
+
+    def __init__(self, key: tuple[str, int]) -> None:
+        self.key = key
+        self.transport: Any = None
+        self.transfer: _Transfer | None = None
+        self.leg: LoopLeg | None = None  # set while idle in its pool
+        self.made: asyncio.Future[None] | None = None
+
+    def connection_made(self, transport: Any) -> None:
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        transfer = self.transfer
+        if transfer is None:  # bytes no request asked for, on an idle connection
+            self.close()
+            return
+        transfer.on_data(data)
+
+    def eof_received(self) -> bool | None:
+        return None  # the transport closes; connection_lost says the rest
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        transfer, self.transfer = self.transfer, None
+        if self.leg is not None:
+            self.leg._forget(self)
+            self.leg = None
+        if transfer is not None:
+            transfer.lost(exc)
+
+    def listen(self, data_received: Any) -> None:
+        """Hand the next reads to ``data_received`` (None: back to this protocol's method)."""
+        if data_received is None:
+            self.__dict__.pop("data_received", None)
+        else:
+            self.data_received = data_received  # type: ignore[method-assign]
+        self.transport.set_protocol(self)  # uvloop keeps the bound method it finds here
+
+    def idle(self, leg: LoopLeg) -> None:
+        self.transfer = None
+        self.leg = leg
+        self.listen(None)
+        self.transport.resume_reading()
+
+    def close(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
+
+
+class _Transfer:
+    """One request on the loop: its connection, parser, response and the checks of its timeouts."""
+
+    def __init__(self, leg: LoopLeg, job: _Job, target: _Target) -> None:
+        self.leg = leg
+        self.job = job
+        self.target = target
+        self.loop = asyncio.get_running_loop()
+        self.done: asyncio.Future[Any] = self.loop.create_future()
+        self.connection: _Connection | None = None
+        self.response: Response | None = None
+        self.route: Any = None
+        self.parser: Any = None
+        self.sent: int | None = None
+        self.got = False  # a byte of the answer arrived
+        self.headed = False  # the answer's head is in (its body's reads go to the parser)
+        self.complete = False
+        self.framed = False  # the answer says how its body ends (a length, or chunks)
+        self.reused = False
+        self.timer: asyncio.TimerHandle | None = None
+        self.deadline: float | None = None
+        self.held_reads = False  # the connection's reading is paused for a hold
+        self.on_body: Any = None  # the route, for the parser
+
+    # the transfer
+
+    async def run(self) -> Any:
+        job, leg = self.job, self.leg
+        spec = job.spec
+        self.deadline = time.monotonic() + spec.timeout_ms / 1000 if spec.timeout_ms else None
+        try:
+            await leg._slot(job, self.deadline)
+        except TransportError as exc:
+            settle(job, exc, None)
+            return exc
+        try:
+            job.started = time.monotonic_ns()
+            stream, response = open_stream(job, direct=True)
+            self.response = response
+            job.stream, job.response = stream, response
+            self.route = _streams.new_route(response.write, self._pause, self._stopped)
+            response.direct = self.route.direct
+            response.on_release = self._released
+            self._arm(time.monotonic())
+            await self._connect()
+            if not self.done.done():
+                self._send()
+            return await self.done
+        except asyncio.CancelledError:
+            self._abandon()
+            raise
+        finally:
+            if self.timer is not None:
+                self.timer.cancel()
+            leg._free()
+
+    async def _connect(self, fresh: bool = False) -> None:
+        leg, target, spec = self.leg, self.target, self.job.spec
+        connection = None if fresh else leg._kept(target)
+        self.reused = connection is not None
+        if connection is None:
+            limit = spec.connect_timeout_ms / 1000 if spec.connect_timeout_ms else None
+            if self.deadline is not None:
+                left = max(0.001, self.deadline - time.monotonic())
+                limit = left if limit is None else min(limit, left)
+            key = (target.host, target.port)
+            try:
+                _, connection = await asyncio.wait_for(
+                    self.loop.create_connection(lambda: _Connection(key), target.host, target.port),
+                    limit,
+                )
+            except asyncio.TimeoutError:
+                ms = round((limit or 0) * 1000)
+                self.finish(TIMED_OUT, f"Connection timed out after {ms} milliseconds")
+                return
+            except OSError as exc:
+                import socket
+
+                if isinstance(exc, socket.gaierror):
+                    self.finish(COULDNT_RESOLVE, f"Could not resolve host: {target.host}")
+                else:
+                    words = exc.strerror or str(exc)
+                    self.finish(
+                        COULDNT_CONNECT, f"Failed to connect to {target.host} port {target.port}: {words}"
+                    )
+                return
+        assert connection is not None
+        if self.done.done():  # failed or cut while connecting
+            leg._keep(connection)
+            return
+        connection.transfer = self
+        connection.leg = None
+        self.connection = connection
+        self.on_body = self.route  # read once by the parser: each body read goes to the route
+        self.parser = httptools.HttpResponseParser(self)
+
+    def _send(self) -> None:
+        spec, connection = self.job.spec, self.connection
+        assert connection is not None
+        head = [self.target.line]
+        for line in spec.headers:
+            raw = line.encode("latin-1") if isinstance(line, str) else line
+            if raw.endswith(b":"):  # libcurl's "leave this header out" ("Expect:"): not sent
+                continue
+            head.append(raw)
+            head.append(b"\r\n")
+        body = spec.body
+        head.append(b"Content-Length: %d\r\n\r\n" % len(body))
+        self.sent = time.monotonic_ns()
+        connection.transport.write(b"".join(head) + body)
+
+    # the parser's callbacks (the head, and a head's end)
+
+    def on_data(self, data: bytes) -> None:
+        # a read before the head's end: through Python, so a parse error is caught here
+        self.got = True
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            self.finish(WEIRD_REPLY, "the upstream switched protocols")
+        except httptools.HttpParserError as exc:
+            if not self.done.done():
+                what = "answer" if self.headed else "answer's head"
+                self.finish(WEIRD_REPLY if not self.headed else RECV_ERROR, f"the {what} is not HTTP ({exc})")
+
+    def on_status(self, reason: bytes) -> None:
+        assert self.response is not None
+        status = self.parser.get_status_code()
+        self.response.header(b"HTTP/1.1 %d %s" % (status, reason))
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        assert self.response is not None
+        self.response.header(name + b": " + value)
+        lower = name.lower()
+        if lower == b"content-length" or (lower == b"transfer-encoding" and b"chunked" in value.lower()):
+            self.framed = True
+
+    def on_headers_complete(self) -> None:
+        status = self.parser.get_status_code()
+        if status < 200:  # 100 Continue and its kind: the answer's head comes after
+            return
+        self.headed = True
+        connection = self.connection
+        if connection is not None and not self.done.done():
+            connection.listen(self.parser.feed_data)  # the body's reads: no Python frame
+
+    def on_message_complete(self) -> None:
+        if self.parser.get_status_code() < 200:
+            self.headed = False
+            return
+        self.complete = True
+        self.finish(0, "")
+
+    # holds, stops, cuts, timeouts
+
+    def _pause(self) -> None:
+        # a consumer holds the transfer: the connection stops reading (TCP backpressure)
+        connection = self.connection
+        self.held_reads = True
+        if connection is not None and not connection.transport.is_closing():
+            connection.transport.pause_reading()
+
+    def _released(self) -> None:
+        # the hold ended: the kept reads go first (a new hold may keep the rest), then reading
+        response, route = self.response, self.route
+        if response is None or self.done.done():
+            return
+        response.paused = False
+        response.last_activity = time.monotonic()
+        held, route.held = route.held, None
+        for data in held or ():
+            route(data)
+        if route.held is None and not route.stopped:
+            self.held_reads = False
+            connection = self.connection
+            if connection is not None and not connection.transport.is_closing():
+                connection.transport.resume_reading()
+            if self.complete:
+                self.finish(0, "")
+
+    def _stopped(self) -> None:
+        # the stream stopped (on_chunk said so, the caller left, a callback raised)
+        self.loop.call_soon(self.finish, WRITE_ERROR, "")
+
+    def lost(self, exc: BaseException | None) -> None:
+        """The connection ended before the answer did."""
+        if self.done.done():
+            return
+        self.connection = None
+        if not self.got and self.reused and self.sent is not None:
+            # a kept connection the server had closed: once more on a new one (nothing was read)
+            self.loop.create_task(self._again())
+            return
+        if self.headed and not self.framed and exc is None:  # a body that ends with the connection
+            self.complete = True
+            self.finish(0, "")
+        elif not self.got:
+            self.finish(GOT_NOTHING, "Empty reply from server")
+        elif exc is not None:
+            self.finish(RECV_ERROR, f"Recv failure: {exc}")
+        else:
+            self.finish(PARTIAL, "transfer closed with outstanding read data remaining")
+
+    async def _again(self) -> None:
+        try:
+            await self._connect(fresh=True)
+            if not self.done.done():
+                self._send()
+        except BaseException as exc:  # pragma: no cover - _connect settles its own failures
+            self.fail(exc)
+
+    def _arm(self, now: float) -> None:
+        spec, response = self.job.spec, self.response
+        assert response is not None
+        waits = []
+        limit = _silence_limit(spec, response)[0]
+        if limit is not None:
+            waits.append(limit)
+        if self.deadline is not None:
+            waits.append(max(0.0, self.deadline - now))
+        if waits:
+            self.timer = self.loop.call_later(max(0.001, min(waits)), self._check)
+
+    def _check(self) -> None:
+        self.timer = None
+        response = self.response
+        if self.done.done() or response is None:
+            return
+        now = time.monotonic()
+        if self.deadline is not None and now >= self.deadline:
+            ms = self.job.spec.timeout_ms
+            self.finish(TIMED_OUT, f"Operation timed out after {ms} milliseconds")
+            return
+        limit, name = _silence_limit(self.job.spec, response)
+        last = max(response.last_activity, self.route.last_read)
+        if limit is not None and not response.paused and not self.held_reads and now - last >= limit:
+            what = "no answer" if name == "first_byte_timeout" else "no data"
+            self.finish(TIMED_OUT, f"{what} for {limit:g} s ({name})")
+            return
+        waits = []
+        if limit is not None:
+            waits.append(limit if (response.paused or self.held_reads) else max(0.001, last + limit - now))
+        if self.deadline is not None:
+            waits.append(self.deadline - now)
+        if waits:
+            self.timer = self.loop.call_later(max(0.001, min(waits)), self._check)
+
+    # the end
+
+    def finish(self, code: int, message: str) -> None:
+        """The transfer ended with libcurl's ``code`` (0: the answer is whole): its outcome, as the
+        engine settles a transfer."""
+        if self.done.done():
+            return
+        response, job = self.response, self.job
+        if code == 0 and self.route is not None and self.route.held is not None:
+            return  # whole, but reads are held for the consumer: the end waits for the release
+        connection, self.connection = self.connection, None
+        if connection is not None:
+            connection.transfer = None
+            keep = code == 0 and self.parser is not None and self.parser.should_keep_alive()
+            if keep:
+                self.leg._keep(connection)
+            else:
+                connection.close()
+        outcome: Any
+        assert response is not None
+        try:
+            outcome = response.finish(code, message)
+        except BaseException as exc:
+            outcome = exc
+        settle(job, outcome, self.sent)
+        self.done.set_result(outcome)
+
+    def fail(self, exc: BaseException) -> None:
+        """End the transfer with ``exc`` (the client closed)."""
+        if self.done.done():
+            return
+        connection, self.connection = self.connection, None
+        if connection is not None:
+            connection.transfer = None
+            connection.close()
+        settle(self.job, exc, self.sent)
+        self.done.set_result(exc)
+
+    def _abandon(self) -> None:
+        # the awaiting task was cancelled: the connection goes, the job ends
+        job = self.job
+        connection, self.connection = self.connection, None
+        if connection is not None:
+            connection.transfer = None
+            connection.close()
+        if not job.done:
+            job.done = True
+            job.end = time.monotonic_ns()
+        if not self.done.done():
+            self.done.cancel()
