@@ -282,6 +282,7 @@ class Gateway:
             await self.share.start(self.metrics)
 
     def _open_clients(self, plane: _Plane, reuse: Mapping[str, tuple[Upstream, Any]]) -> None:
+        from ..client._loop import LoopLeg
         from ..client.aio import AsyncClient
 
         for up in plane.config.upstreams:
@@ -289,7 +290,7 @@ class Gateway:
             if kept is not None and kept[0] == up:
                 plane.clients[up.name] = kept[1]
                 continue
-            plane.clients[up.name] = AsyncClient(
+            client = AsyncClient(
                 api=up.api,
                 base_url=up.base_url,
                 api_key=up.api_key or "",  # "": no key, never one from the environment
@@ -308,6 +309,8 @@ class Gateway:
                 keep_text=False,  # the relay's fold keeps the facts the record needs, not the text
                 **up.client,  # the upstream's other client options (proxy, ca_bundle, ...), checked
             )
+            # plain http:// streams on the event loop: no libcurl between the two sockets
+            plane.clients[up.name] = LoopLeg(client) if up.transport == "auto" else client
 
     async def shutdown(self) -> None:
         """Close the upstream clients (a transfer still running is cancelled) and the shared state."""

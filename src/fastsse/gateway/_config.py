@@ -23,6 +23,7 @@ _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z")
 _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+\Z")
 _GLOB = re.compile(r"[*?\[]")
 _KEY = re.compile(r"[\x21-\x7e]+\Z")  # what a header can carry: no space, no control character
+TRANSPORTS: Final = ("auto", "curl")
 BALANCES: Final = ("weighted", "least_busy", "latency", "ordered")
 REDIS_SCHEMES: Final = ("redis://", "rediss://", "unix://")
 
@@ -61,6 +62,9 @@ class Upstream:
     max_connections: int = UPSTREAM_DEFAULTS["max_connections"]
     first_chunk_gate: bool = False
     http2: bool = False
+    # "auto": streams over plain http:// on the event loop (fastsse.client._loop) where the
+    # upstream's options allow it, libcurl otherwise; "curl": libcurl always
+    transport: str = "auto"
     headers: Mapping[str, str] = dataclasses.field(default_factory=dict)
     weight: float = 1.0
     eject_after: int = 3
@@ -319,6 +323,10 @@ def upstream_config(index: int, given: Mapping[str, Any], environ: Mapping[str, 
             out[name] = _positive(table, name, value, float)
         elif name in ("first_chunk_gate", "http2"):
             out[name] = _typed(table, name, value, bool)
+        elif name == "transport":
+            if value not in TRANSPORTS:
+                raise ConfigError(f"{table}.transport must be one of {', '.join(TRANSPORTS)}, not {value!r}")
+            out[name] = value
         elif name == "headers":
             if not isinstance(value, Mapping) or not all(
                 isinstance(k, str) and isinstance(v, str) for k, v in value.items()
