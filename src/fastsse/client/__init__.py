@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from .aio import AsyncChunkStream as AsyncChunkStream
     from .aio import AsyncClient as AsyncClient
     from .aio import AsyncEventSource as AsyncEventSource
+    from ._loop import LoopLeg as LoopLeg
 
 _ASYNC = ("AsyncClient", "AsyncChunkStream", "AsyncEventSource")
 
@@ -73,4 +74,8 @@ def __getattr__(name: str) -> Any:
         from . import aio
 
         return getattr(aio, name)
+    if name == "LoopLeg":  # the gateway's upstream leg on the event loop (httptools, when used)
+        from ._loop import LoopLeg
+
+        return LoopLeg
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -282,7 +282,7 @@ class Gateway:
             await self.share.start(self.metrics)
 
     def _open_clients(self, plane: _Plane, reuse: Mapping[str, tuple[Upstream, Any]]) -> None:
-        from ..client._loop import LoopLeg
+        from ..client import LoopLeg
         from ..client.aio import AsyncClient
 
         for up in plane.config.upstreams:
