@@ -244,6 +244,70 @@ def settle(job: _Job, outcome: Any, sent: int | None) -> None:
             target["timing"] = timing
 
 
+def new_job(
+    defaults: RequestOptions,
+    prepare: Preparer,
+    drives: str,
+    request: Mapping[str, Any],
+    on_chunk: Any,
+    options: Mapping[str, Any],
+    index: int = 0,
+) -> _Job:
+    """One request of a client whose options are ``defaults`` (``prepare`` its ``Preparer``,
+    ``drives`` its driver) with its own ``options`` (per-call keywords, ``DEFAULT`` where not
+    given), checked now, before anything is queued: TypeError / InvalidRequest as
+    ``create_stream``."""
+    given = check_options(options, CALL_NAMES, "create_stream()") if options else {}
+    own = {"on_chunk": on_chunk, "format": given.pop("format", None), "curl": given.pop("curl", None)}
+    driver = given.pop("driver", None)
+    if driver is not None and driver != drives:
+        raise InvalidRequest(
+            f"driver={driver!r}: this client drives {drives!r}; the driver is the client's "
+            f"(make a Client(driver={driver!r}))"
+        )
+    merged = defaults.replace(given) if given else defaults
+    spec = prepare(request, merged)
+    own["format"] = _streams.format_for(spec.api, own["format"])
+    if own["curl"] is not None and drives != "pycurl":
+        raise TypeError(
+            "curl= (a pycurl handle of your own) needs the pycurl driver: make the client with "
+            "driver='pycurl' (fastsse.create_stream(curl=...) does)"
+        )
+    if own["curl"] is not None and merged.client_cert is not None:
+        # pycurl cannot unset a certificate, so it would outlive the request on the caller's handle
+        raise InvalidRequest("client_cert cannot be used with curl=: set SSLCERT / SSLKEY on your own handle")
+    job = _Job(spec, own, index)
+    job.timing = merged.timing
+    job.retries = merged.max_retries
+    own["gate"] = merged.first_chunk_gate
+    own["keep_text"] = merged.keep_text
+    own["resumable"] = (
+        merged.resume
+        and spec.api == "responses"
+        and own["format"] in ("responses", "to-chat")
+        and request.get("background") is True
+    )
+    if merged.fallbacks:
+        specs = [spec]
+        for base, key in merged.fallbacks:
+            other = merged.replace({"base_url": base, "fallbacks": None, **({"api_key": key} if key else {})})
+            specs.append(prepare(request, other))
+        job.specs = tuple(specs)
+    # result["http"]["upstream"]: the base URL that answered (the first, or a fallback)
+    bases = [merged.base_url or spec.display_url] + [base for base, _ in merged.fallbacks or ()]
+    job.bases = tuple(redact(base) for base in bases)
+    return job
+
+
+def queue_timeout(spec: RequestSpec, max_connections: int) -> TransportError:
+    """The failure of a request whose ``timeout`` ran out while it waited for a free connection."""
+    return TransportError(
+        f"{spec.display_url}: timed out after {spec.timeout_ms / 1000:g} s waiting for a free "
+        f"connection (timeout; max_connections={max_connections}) (curl error 28)",
+        code=28,
+    )
+
+
 class _Engine:
     """The multi handle, its pool of easy handles, the queue of requests waiting for a slot."""
 
@@ -475,12 +539,7 @@ class _Engine:
         self.pool.append(handle)
 
     def _queue_timeout(self, job: _Job) -> TransportError:
-        spec = job.spec
-        return TransportError(
-            f"{spec.display_url}: timed out after {spec.timeout_ms / 1000:g} s waiting for a free "
-            f"connection (timeout; max_connections={self.max_connections}) (curl error 28)",
-            code=self.pycurl.E_OPERATION_TIMEDOUT,
-        )
+        return queue_timeout(job.spec, self.max_connections)
 
     def expire_waiting(self) -> None:
         """Fail the queued requests whose ``timeout`` passed before a connection was free."""
