@@ -35,10 +35,10 @@ from .iterators import ChunkIterator, aiter_chunks, aiter_events, iter_chunks, i
 from .sync import ChunkStream, Client, EventSource, create_stream
 
 if TYPE_CHECKING:
+    from ._loop import LoopLeg as LoopLeg
     from .aio import AsyncChunkStream as AsyncChunkStream
     from .aio import AsyncClient as AsyncClient
     from .aio import AsyncEventSource as AsyncEventSource
-    from ._loop import LoopLeg as LoopLeg
 
 _ASYNC = ("AsyncClient", "AsyncChunkStream", "AsyncEventSource")
 

@@ -33,9 +33,11 @@ from typing import Any, Final
 
 from .._errors import ClientClosed, TransportError
 from . import _streams
+from ._options import client_options
 from ._plain import PLAIN
+from ._request import Preparer
 from ._response import Response
-from .engine import _Job, _silence_limit, open_stream, settle
+from .engine import DEFAULT_MAX_CONNECTIONS, _Job, _silence_limit, new_job, open_stream, queue_timeout, settle
 
 httptools: Any
 try:
@@ -81,15 +83,25 @@ class _Target:
 
 
 class LoopLeg:
-    """``LoopLeg(client)``: ``client`` (an ``AsyncClient``) with its streamed requests over plain
+    """``LoopLeg(client)`` or ``LoopLeg(**options)``: an ``AsyncClient`` (``client``, or one made
+    from ``options`` the first time libcurl is needed) with its streamed requests over plain
     ``http://`` driven by the event loop (the module's docstring says which). ``create_stream``
-    is the client's; every other name is the client's own."""
+    and ``close`` are the leg's; every other name is the client's own. Made from ``options``, the
+    leg checks them at once as the client would, and a gateway whose requests all go on the loop
+    never loads libcurl."""
 
-    def __init__(self, client: Any) -> None:
-        self.client = client
-        engine = client._engine
-        self._engine = engine
-        self._max = engine.max_connections
+    def __init__(self, client: Any = None, /, **options: Any) -> None:
+        if client is not None and options:
+            raise TypeError("LoopLeg() takes a client or its options, not both")
+        self._client = client
+        self._options = options
+        if client is not None:
+            engine = client._engine
+            self._defaults, self._prepare, self._max = engine.defaults, engine.prepare, engine.max_connections
+        else:
+            self._defaults, own = client_options(options, "LoopLeg()")
+            self._prepare = Preparer(self._defaults)
+            self._max = own.get("max_connections", DEFAULT_MAX_CONNECTIONS)
         self._busy = 0
         self._waiting: collections.deque[asyncio.Future[None]] = collections.deque()
         self._idle: dict[tuple[str, int], list[_Connection]] = {}
@@ -98,7 +110,18 @@ class LoopLeg:
         self._closed = False
         self.taken = 0  # requests this leg drove (the rest went to libcurl)
 
+    @property
+    def client(self) -> Any:
+        """The ``AsyncClient`` behind the leg (made now if it was not)."""
+        if self._client is None:
+            from .aio import AsyncClient
+
+            self._client = AsyncClient(**self._options)
+        return self._client
+
     def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
         return getattr(self.client, name)
 
     def _target(self, job: _Job) -> _Target | None:
@@ -141,11 +164,13 @@ class LoopLeg:
         self, input: Mapping[str, Any], /, on_chunk: Any = None, **options: Any
     ) -> dict[str, Any]:
         """``AsyncClient.create_stream``, on the loop where the request allows it."""
-        client = self.client
-        job = self._engine.make_job(input, on_chunk, options)
+        if options.get("driver") is not None or options.get("curl") is not None:
+            delegated: dict[str, Any] = await self.client.create_stream(input, on_chunk, **options)
+            return delegated
+        job = new_job(self._defaults, self._prepare, "loop", input, on_chunk, options)
         target = self._target(job)
         if target is None or self._closed:
-            result: dict[str, Any] = await client._run(job)
+            result: dict[str, Any] = await self.client._run(job)
             return result
         self.taken += 1
         transfer = _Transfer(self, job, target)
@@ -171,7 +196,8 @@ class LoopLeg:
         for waiter in self._waiting:
             if not waiter.done():
                 waiter.set_exception(ClientClosed("the client is closed"))
-        await self.client.close()
+        if self._client is not None:
+            await self._client.close()
 
     # the bound on connections in use (the client's max_connections)
 
@@ -187,7 +213,7 @@ class LoopLeg:
         except asyncio.TimeoutError:
             if waiter.done() and not waiter.cancelled() and waiter.exception() is None:
                 self._free()  # the slot came as the wait ran out: pass it on
-            raise self._engine._queue_timeout(job) from None
+            raise queue_timeout(job.spec, self._max) from None
         except BaseException:
             if waiter.done() and not waiter.cancelled() and waiter.exception() is None:
                 self._free()

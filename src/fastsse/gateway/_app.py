@@ -290,7 +290,7 @@ class Gateway:
             if kept is not None and kept[0] == up:
                 plane.clients[up.name] = kept[1]
                 continue
-            client = AsyncClient(
+            options = dict(
                 api=up.api,
                 base_url=up.base_url,
                 api_key=up.api_key or "",  # "": no key, never one from the environment
@@ -309,8 +309,9 @@ class Gateway:
                 keep_text=False,  # the relay's fold keeps the facts the record needs, not the text
                 **up.client,  # the upstream's other client options (proxy, ca_bundle, ...), checked
             )
-            # plain http:// streams on the event loop: no libcurl between the two sockets
-            plane.clients[up.name] = LoopLeg(client) if up.transport == "auto" else client
+            # plain http:// streams on the event loop: no libcurl between the two sockets (nor
+            # loaded, while no request needs it)
+            plane.clients[up.name] = LoopLeg(**options) if up.transport == "auto" else AsyncClient(**options)
 
     async def shutdown(self) -> None:
         """Close the upstream clients (a transfer still running is cancelled) and the shared state."""
