@@ -70,16 +70,32 @@ def _proxied(host: str) -> bool:
 
 
 class _Target:
-    """Where a URL's requests go: the address, and the request line and Host header."""
+    """Where a request goes: the address, and the head of its request (the request line, Host and
+    the spec's header lines) up to its Content-Length."""
 
-    __slots__ = ("host", "line", "port")
+    __slots__ = ("head", "host", "port")
 
-    def __init__(self, url: str) -> None:
-        parts = urllib.parse.urlsplit(url)
-        self.host = parts.hostname or ""
-        self.port = parts.port or 80
-        target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-        self.line = f"POST {target} HTTP/1.1\r\nHost: {parts.netloc}\r\n".encode("latin-1")
+    def __init__(self, host: str, port: int, head: bytes) -> None:
+        self.host, self.port, self.head = host, port, head
+
+
+def _target(url: str, headers: tuple[str | bytes, ...]) -> _Target | None:
+    """The target of a request to ``url`` with ``headers`` (libcurl's header lines), or None when
+    libcurl must send it (not plain http://, user info, a header line libcurl reads its own way)."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme.lower() != "http" or "@" in parts.netloc or not parts.hostname:
+        return None
+    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    head = [f"POST {path} HTTP/1.1\r\nHost: {parts.netloc}\r\n".encode("latin-1")]
+    for line in headers:
+        raw = line.encode("latin-1") if isinstance(line, str) else line
+        name, colon, value = raw.partition(b":")
+        if not colon or name.strip().lower() in (b"host", b"content-length", b"transfer-encoding"):
+            return None
+        if not value.strip():  # libcurl's "leave this header out" ("Expect:"): nothing to leave out
+            continue
+        head.append(raw + b"\r\n")
+    return _Target(parts.hostname, parts.port or 80, b"".join(head))
 
 
 class LoopLeg:
@@ -105,7 +121,8 @@ class LoopLeg:
         self._busy = 0
         self._waiting: collections.deque[asyncio.Future[None]] = collections.deque()
         self._idle: dict[tuple[str, int], list[_Connection]] = {}
-        self._targets: dict[str, _Target | None] = {}
+        # (url, header lines) -> its target: the gateway's requests share a few
+        self._targets: dict[tuple[str, tuple[str | bytes, ...]], _Target | None] = {}
         self._transfers: set[_Transfer] = set()
         self._closed = False
         self.taken = 0  # requests this leg drove (the rest went to libcurl)
@@ -141,23 +158,15 @@ class LoopLeg:
             or spec.proxy
         ):
             return None
-        url = spec.url
-        if url in self._targets:
-            target = self._targets[url]
+        key = (spec.url, spec.headers)
+        if key in self._targets:
+            target = self._targets[key]
         else:
-            target = None
-            parts = urllib.parse.urlsplit(url)
-            if parts.scheme.lower() == "http" and "@" not in parts.netloc and parts.hostname:
-                target = _Target(url)
+            target = _target(spec.url, spec.headers)
             if len(self._targets) < 1024:
-                self._targets[url] = target
+                self._targets[key] = target
         if target is None or (spec.proxy is None and _proxied(target.host)):
             return None
-        for line in spec.headers:
-            text = line if isinstance(line, str) else line.decode("utf-8", "replace")
-            name, colon, _ = text.partition(":")
-            if not colon or name.strip().lower() in ("host", "content-length", "transfer-encoding"):
-                return None
         return target
 
     async def create_stream(
@@ -408,19 +417,10 @@ class _Transfer:
         self.parser = httptools.HttpResponseParser(self)
 
     def _send(self) -> None:
-        spec, connection = self.job.spec, self.connection
+        body, connection = self.job.spec.body, self.connection
         assert connection is not None
-        head = [self.target.line]
-        for line in spec.headers:
-            raw = line.encode("latin-1") if isinstance(line, str) else line
-            if raw.endswith(b":"):  # libcurl's "leave this header out" ("Expect:"): not sent
-                continue
-            head.append(raw)
-            head.append(b"\r\n")
-        body = spec.body
-        head.append(b"Content-Length: %d\r\n\r\n" % len(body))
         self.sent = time.monotonic_ns()
-        connection.transport.write(b"".join(head) + body)
+        connection.transport.write(b"%sContent-Length: %d\r\n\r\n%s" % (self.target.head, len(body), body))
 
     # the parser's callbacks (the head, and a head's end)
 
