@@ -10,7 +10,9 @@ process CPU time (user + system, its whole process tree) over the run, divided b
 chunks the client received; "added" figures are the gateway run's percentile minus the direct
 run's (the client straight to the upstream), both from the load client's own records.
 
-The contenders: ``fastsse`` (the command, default options), ``httpx`` (a Starlette app over one
+The contenders: ``fastsse`` (the command, default options: its upstream leg on the event loop),
+``fastsse-curl`` (the same command with ``transport = "curl"``: the upstream leg through libcurl,
+as before the loop's), ``httpx`` (a Starlette app over one
 ``httpx.AsyncClient``, bytes passed through, uvicorn), ``aiohttp`` (``aiohttp.web`` over one
 ``ClientSession``, bytes passed through), ``loop`` (a prototype of the next data plane: the upstream
 leg on uvloop with llhttp and the compiled relay, ``_gateway_peers.loop_main``) and ``litellm`` (``litellm --config`` with callbacks and
@@ -175,6 +177,10 @@ def contender(name: str, upstream: str, work: pathlib.Path) -> Iterator[tuple[st
     log = work / f"{name}.log"
     if name == "fastsse":
         argv = [PY, "-m", "fastsse", "gateway", "--upstream", upstream, "--port", str(port)]
+    elif name == "fastsse-curl":  # the same gateway with its upstream leg through libcurl
+        config = work / "fastsse-curl.toml"
+        config.write_text(f'[[upstream]]\nname = "upstream"\nbase_url = "{upstream}"\ntransport = "curl"\n')
+        argv = [PY, "-m", "fastsse", "gateway", "--config", str(config), "--port", str(port)]
     elif name in ("httpx", "aiohttp", "loop", "loop-raw"):
         argv = [PY, str(HERE / "_gateway_peers.py"), name, upstream, str(port)]
     elif name == "nginx":
@@ -348,7 +354,7 @@ def _importable(module: str) -> bool:
 
 
 def _contenders(quick: bool) -> list[str]:
-    names = ["fastsse", "httpx", "aiohttp"]
+    names = ["fastsse", "fastsse-curl", "httpx", "aiohttp"]
     if fastsse.BACKEND == "cython" and _importable("uvloop") and _importable("httptools"):
         names.append("loop")  # the prototype of the next data plane (needs the compiled relay)
         if not quick:
