@@ -37,7 +37,16 @@ from ._options import client_options
 from ._plain import PLAIN
 from ._request import Preparer
 from ._response import Response
-from .engine import DEFAULT_MAX_CONNECTIONS, _Job, _silence_limit, new_job, open_stream, queue_timeout, settle
+from .engine import (
+    DEFAULT_MAX_CONNECTIONS,
+    _Job,
+    _silence_limit,
+    new_job,
+    open_stream,
+    queue_timeout,
+    settle,
+    unhook,
+)
 
 httptools: Any
 try:
@@ -583,7 +592,18 @@ class _Transfer:
         except BaseException as exc:
             outcome = exc
         settle(job, outcome, self.sent)
+        self._unhook()
         self.done.set_result(outcome)
+
+    def _unhook(self) -> None:
+        # the transfer's parts point at each other (the route at the response and this transfer,
+        # the parser at this transfer's callbacks): cut, so they go when the answer does
+        route, self.route = self.route, None
+        if route is not None:
+            route.direct(None)
+            route.stopped = True  # a read after the end (bytes past the answer) is dropped
+            route.on_write = route.on_pause = route.on_stop = None
+        self.parser = self.on_body = None
 
     def fail(self, exc: BaseException) -> None:
         """End the transfer with ``exc`` (the client closed)."""
@@ -594,6 +614,7 @@ class _Transfer:
             connection.transfer = None
             connection.close()
         settle(self.job, exc, self.sent)
+        self._unhook()
         self.done.set_result(exc)
 
     def _abandon(self) -> None:
@@ -606,5 +627,7 @@ class _Transfer:
         if not job.done:
             job.done = True
             job.end = time.monotonic_ns()
+        unhook(job)
+        self._unhook()
         if not self.done.done():
             self.done.cancel()

@@ -242,6 +242,22 @@ def settle(job: _Job, outcome: Any, sent: int | None) -> None:
         timing["retry_wait"] = job.waited
         if isinstance(target, dict):
             target["timing"] = timing
+    unhook(job)
+
+
+def unhook(job: _Job) -> None:
+    """Cut the links an attempt's parts keep to each other once it ended (the stream's ``holder``,
+    the response's ``on_release`` and ``direct``), so that its stream, fold and response are freed
+    as the last reference goes, not by the cyclic collector: an answer that lived through a few
+    collections sits in the oldest generation, which is collected rarely, with its buffers."""
+    response, stream = job.response, job.stream
+    if response is not None:
+        response.on_release = None
+        response.direct = None
+    while stream is not None:
+        if hasattr(stream, "holder"):
+            stream.holder = None
+        stream = getattr(stream, "inner", None)
 
 
 def new_job(
@@ -522,6 +538,7 @@ class _Engine:
 
     def _recycle(self, job: _Job, handle: Any) -> None:
         self.idle_jobs.discard(job)
+        unhook(job)
         spec = job.spec
         if job.own_handle:
             reset(handle, spec)  # the key, the body and the callbacks never outlive the request
