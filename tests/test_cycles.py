@@ -59,3 +59,25 @@ def test_an_answer_leaves_no_cycle(
     found = asyncio.run(main())
     # before the parts were unhooked at the end: ~40 objects an answer (the fold, its buffers...)
     assert found < ANSWERS, f"{found} objects in cycles after {ANSWERS} answers"
+
+
+def test_a_closed_downstream_leaves_no_cycle(stream_backend: Any, collector_off: None) -> None:
+    from fastsse.gateway import Downstream
+
+    async def main() -> int:
+        sent: list[dict[str, Any]] = []
+
+        async def send(message: dict[str, Any]) -> None:
+            sent.append(message)
+
+        for _ in range(ANSWERS):
+            down = Downstream(send, [(b"content-type", b"text/event-stream")])
+            down.piece(b"data: {}\n\n")
+            await down.flush()
+            await down.finish()
+            down.close()
+            assert down.piece(b"data: late\n\n") is False  # a piece after close stops its transfer
+        return gc.collect()
+
+    found = asyncio.run(main())
+    assert found < ANSWERS, f"{found} objects in cycles after {ANSWERS} answers"

@@ -523,6 +523,11 @@ class Downstream:
         timer, self._timer = self._timer, None
         if timer is not None:
             timer.cancel()
+        # the sink points back here (its slow path, its lost and first callbacks): cut, so the
+        # answer's parts go when it does rather than at the next full collection; a piece that
+        # still comes stops its transfer
+        sink = self.sink
+        sink.slow, sink.lost, sink.first = _stop, None, None
 
     def _tick(self) -> None:
         """The keep-alive timer: a comment if nothing went out for ``keepalive`` seconds."""
@@ -577,6 +582,11 @@ class Downstream:
             self.leave()
         else:
             self._sent(None)
+
+
+def _stop(data: bytes) -> bool:
+    """A closed answer's sink's slow path: stop the transfer."""
+    return False
 
 
 def stream_error(caller: str, status: int, error: object) -> bytes:
