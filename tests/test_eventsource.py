@@ -157,7 +157,7 @@ def test_a_stream_cut_every_3_events_delivers_each_once_in_order(stream_backend:
 def test_headers_and_a_known_last_event_id_go_out_from_the_first_connection(
     stream_backend: Any, mode: str
 ) -> None:
-    with RawServer(replies(HEAD + event(41, "old") + event(42), NO_CONTENT)) as raw:
+    with RawServer(replies(HEAD + b"retry: 10\n\n" + event(41, "old") + event(42), NO_CONTENT)) as raw:
         events, error, source = read(
             mode,
             url(raw),
