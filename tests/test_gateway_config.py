@@ -204,6 +204,27 @@ def test_otel_spans_one_per_answer(monkeypatch: pytest.MonkeyPatch) -> None:
     assert second["attributes"]["gen_ai.usage.output_tokens"] == 5 and "status" not in second
 
 
+def test_an_upstreams_transport_picks_the_event_loop_or_libcurl() -> None:
+    # "auto" (the default): plain http:// streams on the event loop (a LoopLeg over the client);
+    # "curl": every request through libcurl; any other value stops the start
+    import asyncio
+
+    from fastsse.client import AsyncClient, LoopLeg
+    from fastsse.gateway import Gateway
+
+    config = config_from({"upstream": [UP, {**UP, "name": "second", "transport": "curl"}]}, {})
+    assert [up.transport for up in config.upstreams] == ["auto", "curl"]
+    gateway = Gateway(config)
+    asyncio.run(gateway.startup())
+    try:
+        clients = gateway._plane.clients
+        assert type(clients["primary"]) is LoopLeg and type(clients["second"]) is AsyncClient
+    finally:
+        asyncio.run(gateway.shutdown())
+    with pytest.raises(ConfigError, match=r"^upstream\[0\]\.transport must be one of auto, curl, not 'uv'"):
+        config_from({"upstream": [{**UP, "transport": "uv"}]}, {})
+
+
 def test_an_upstream_takes_every_client_option_with_the_clients_checks(tmp_path: pathlib.Path) -> None:
     # proxy, ca_bundle, client_cert, path, driver...: what the library lets a client set, an
     # [[upstream]] sets too, checked by the same option table; the gateway's client gets them

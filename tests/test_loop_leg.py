@@ -1,0 +1,842 @@
+"""``LoopLeg`` against libcurl: every scenario is run once by an ``AsyncClient`` (libcurl, the
+oracle) and once by ``LoopLeg(AsyncClient(...))`` (the event loop's own HTTP/1.1), and the two
+outcomes are compared (the result without its timing record, or the exception's class, code,
+status, message and partial result, and the bytes ``on_chunk`` saw), beside what the scenario
+itself says must happen.
+
+A threaded server in this file answers by the request's ``model`` (``KIND-ARG``), on kept-alive
+connections where the answer allows it, counting the connections it accepts. Every wait is
+bounded: the clients' timeouts, the server's socket timeouts and ``asyncio.wait_for``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+import socket
+import socketserver
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import orjson
+import pytest
+
+import fastsse
+from fastsse.client import LoopLeg
+
+SSE = b"Content-Type: text/event-stream\r\n"
+CHUNKED = b"Transfer-Encoding: chunked\r\n"
+
+
+def chunk(text: str | None = None, finish: str | None = None, role: bool = False) -> bytes:
+    delta: dict[str, Any] = {}
+    if role:
+        delta["role"] = "assistant"
+    if text is not None:
+        delta["content"] = text
+    body = {"id": "x", "object": "chat.completion.chunk", "created": 1, "model": "m"}
+    body["choices"] = [{"index": 0, "delta": delta, "finish_reason": finish}]
+    return b"data: " + orjson.dumps(body) + b"\n\n"
+
+
+END = chunk(finish="stop") + b"data: [DONE]\n\n"
+
+
+def events(texts: list[str]) -> list[bytes]:
+    """The events of a streamed answer whose content is ``texts`` joined."""
+    return [chunk(texts[0], role=True)] + [chunk(t) for t in texts[1:]] + [END]
+
+
+WORDS = ["Hello", ",", " loop", " leg", "!"]
+BODY = b"".join(events(WORDS))
+
+
+def framed(piece: bytes) -> bytes:
+    return b"%x\r\n%b\r\n" % (len(piece), piece)
+
+
+def head(status: str, *lines: bytes) -> bytes:
+    return b"HTTP/1.1 " + status.encode() + b"\r\n" + b"".join(lines) + b"\r\n"
+
+
+def length(body: bytes) -> bytes:
+    return b"Content-Length: %d\r\n" % len(body)
+
+
+# the scenarios: (connection, server, argument, n-th request on this connection) -> keep it open
+
+
+def _chunked(conn: socket.socket, srv: Upstream, arg: str, nth: int) -> bool:
+    conn.sendall(head("200 OK", SSE, CHUNKED))
+    for piece in events(WORDS):
+        conn.sendall(framed(piece))
+    conn.sendall(b"0\r\n\r\n")
+    return True
+
+
+def _length(conn: socket.socket, srv: Upstream, arg: str, nth: int) -> bool:
+    conn.sendall(head("200 OK", SSE, length(BODY)) + BODY)
+    return True
+
+
+def _close(conn: socket.socket, srv: Upstream, arg: str, nth: int) -> bool:
+    conn.sendall(head("200 OK", SSE, b"Connection: close\r\n"))
+    for piece in events(WORDS):
+        conn.sendall(piece)
+    return False
+
+
+def _status(status: str, body: bytes, *lines: bytes) -> Callable[..., bool]:
+    def scenario(conn: socket.socket, srv: Upstream, arg: str, nth: int) -> bool:
+        conn.sendall(head(status, *lines, length(body)) + body)
+        return True
+
+    return scenario
+
+
+RATE = orjson.dumps({"error": {"message": "slow down", "type": "rate_limit_error"}})
+HTML = b"<html><body><h1>500 Internal Server Error</h1></body></html>"
+WHOLE = orjson.dumps(
+    {
+        "id": "x",
+        "object": "chat.completion",
+        "created": 1,
+        "model": "m",
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": "whole"}, "finish_reason": "stop"}
+        ],
+    }
+)
+
+
+def _r204(conn: socket.socket, srv: Upstream, arg: str, nth: int) -> bool:
+    conn.sendall(head("204 No Content"))
+    return True
+
+
+def _cut(conn: socket.socket, srv: Upstream, arg: str, nth: int) -> bool:
+    conn.sendall(head("200 OK", SSE, CHUNKED))
+    for piece in events(WORDS)[:3]:
+        conn.sendall(framed(piece))
+    return False  # closed: the answer's last chunk never comes
+
+
+def _empty(conn: socket.socket, srv: Upstream, arg: str, nth: int) -> bool:
+    return False
+
+
+OK_SSE = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+
+# answers sent as they are, then the close: (the bytes, what both ways make of them)
+RAW: dict[str, tuple[bytes, Any]] = {
+    "header": (b"HTTP/1.1 200 OK\r\nbad header line\r\nContent-Length: 0\r\n\r\n", 8),
+    "chunksize": (OK_SSE + b"Transfer-Encoding: chunked\r\n\r\nzz\r\nabc", 56),
+    "twolengths": (OK_SSE + b"Content-Length: 5\r\nContent-Length: 6\r\n\r\nabcde", 8),
+    "short": (OK_SSE + b"Content-Length: 5\r\n\r\nab", 18),
+    "continue": (b"HTTP/1.1 100 Continue\r\n\r\n" + OK_SSE + length(BODY) + b"\r\n" + BODY, 200),
+    "http10": (b"HTTP/1.0 200 OK\r\nContent-Type: text/event-stream\r\n\r\n" + BODY, 200),
+    "odd": (b"HTTP/1.1 599 Odd\r\nContent-Length: 0\r\n\r\n", 599),
+}
+
+
+def _raw(conn: socket.socket, srv: Upstream, arg: str, nth: int) -> bool:
+    conn.sendall(RAW[arg][0])
+    return False
+
+
+def _slowhead(conn: socket.socket, srv: Upstream, arg: str, nth: int) -> bool:
+    srv.quiet(conn, float(arg))
+    return False
+
+
+def _idle(conn: socket.socket, srv: Upstream, arg: str, nth: int) -> bool:
+    conn.sendall(head("200 OK", SSE, b"Connection: close\r\n") + chunk("a", role=True))
+    srv.quiet(conn, float(arg))
+    return False
+
+
+def _long(conn: socket.socket, srv: Upstream, arg: str, nth: int) -> bool:
+    conn.sendall(head("200 OK", SSE, b"Connection: close\r\n") + chunk("a", role=True))
+    for _ in range(int(arg)):
+        time.sleep(0.1)
+        conn.sendall(chunk("a"))
+    conn.sendall(END)
+    return False
+
+
+def _big(conn: socket.socket, srv: Upstream, arg: str, nth: int) -> bool:
+    # many events, as fast as the socket takes them, recording how far the server got
+    model = f"big-{arg}"
+    conn.sendall(head("200 OK", SSE, b"Connection: close\r\n"))
+    count = 0
+    for piece in big_events(int(arg)):
+        conn.sendall(piece)
+        count += len(piece)
+        srv.sent[model] = count
+    srv.sent[model] = -1  # all written
+    return False
+
+
+def big_events(n: int) -> list[bytes]:
+    return events([f" w{i:06d}" + "x" * 200 for i in range(n)])
+
+
+def _huge(conn: socket.socket, srv: Upstream, arg: str, nth: int) -> bool:
+    body = b"".join(events(["a" * int(arg), "b"]))
+    conn.sendall(head("200 OK", SSE, length(body)) + body)
+    return True
+
+
+def _gate(conn: socket.socket, srv: Upstream, arg: str, nth: int) -> bool:
+    # the first event, then the rest once the test opens gate ARG; a client that leaves first is seen
+    conn.sendall(head("200 OK", SSE, CHUNKED) + framed(chunk("one", role=True)))
+    srv.started(arg).set()
+    gate = srv.gate(arg)
+    conn.settimeout(0.02)
+    deadline = time.monotonic() + 10
+    while not gate.is_set() and time.monotonic() < deadline:
+        try:
+            if not conn.recv(65536):
+                srv.eof(arg).set()
+                return False
+        except TimeoutError:
+            pass
+    conn.settimeout(10)
+    conn.sendall(framed(chunk(" two")) + framed(END) + b"0\r\n\r\n")
+    return True
+
+
+def _keep_then_close(conn: socket.socket, srv: Upstream, arg: str, nth: int) -> bool:
+    # a kept-alive answer, then the connection closed while idle
+    conn.sendall(head("200 OK", SSE, length(BODY)) + BODY)
+    time.sleep(0.05)
+    return False
+
+
+def _drop_kept(conn: socket.socket, srv: Upstream, arg: str, nth: int) -> bool:
+    # a request that comes on a kept connection is met with the close (the race a server's idle
+    # close makes); on a new connection it is answered
+    if nth > 1:
+        return False
+    return _length(conn, srv, arg, nth)
+
+
+SCENARIOS: dict[str, Callable[[socket.socket, Upstream, str, int], bool]] = {
+    "chunked": _chunked,
+    "length": _length,
+    "close": _close,
+    "r429": _status(
+        "429 Too Many Requests", RATE, b"Content-Type: application/json\r\n", b"Retry-After: 7\r\n"
+    ),
+    "r500": _status("500 Internal Server Error", HTML, b"Content-Type: text/html\r\n"),
+    "r302": _status("302 Found", b"", b"Location: http://example.invalid/v1/chat/completions\r\n"),
+    "r204": _r204,
+    "json": _status("200 OK", WHOLE, b"Content-Type: application/json\r\n"),
+    "untyped": _status("200 OK", BODY),
+    "cut": _cut,
+    "empty": _empty,
+    "raw": _raw,
+    "slowhead": _slowhead,
+    "idle": _idle,
+    "long": _long,
+    "big": _big,
+    "huge": _huge,
+    "gate": _gate,
+    "keepclose": _keep_then_close,
+    "dropkept": _drop_kept,
+}
+
+
+class Upstream(socketserver.ThreadingTCPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self.lock = threading.Lock()
+        self.accepts = 0
+        self.sent: dict[str, int] = {}
+        self.events: dict[str, threading.Event] = {}
+        self.base_url = f"http://127.0.0.1:{self.server_address[1]}/v1"
+
+    def _event(self, name: str) -> threading.Event:
+        with self.lock:
+            return self.events.setdefault(name, threading.Event())
+
+    def gate(self, name: str) -> threading.Event:
+        return self._event(f"gate:{name}")
+
+    def started(self, name: str) -> threading.Event:
+        return self._event(f"started:{name}")
+
+    def eof(self, name: str) -> threading.Event:
+        return self._event(f"eof:{name}")
+
+    def quiet(self, conn: socket.socket, seconds: float) -> None:
+        """Send nothing for ``seconds``, or until the client closes."""
+        conn.settimeout(seconds)
+        with contextlib.suppress(TimeoutError):
+            conn.recv(65536)
+        conn.settimeout(10)
+
+
+class _Handler(socketserver.BaseRequestHandler):
+    def handle(self) -> None:
+        conn: socket.socket = self.request
+        conn.settimeout(10)
+        server: Upstream = self.server  # type: ignore[assignment]
+        with server.lock:
+            server.accepts += 1
+        data = b""
+        nth = 0
+        with contextlib.suppress(OSError):
+            while True:
+                while b"\r\n\r\n" not in data:
+                    more = conn.recv(65536)
+                    if not more:
+                        return
+                    data += more
+                top, _, data = data.partition(b"\r\n\r\n")
+                size = next(
+                    (
+                        int(x.split(b":")[1])
+                        for x in top.split(b"\r\n")
+                        if x.lower().startswith(b"content-length:")
+                    ),
+                    0,
+                )
+                while len(data) < size:
+                    more = conn.recv(65536)
+                    if not more:
+                        return
+                    data += more
+                body, data = data[:size], data[size:]
+                nth += 1
+                kind, _, arg = orjson.loads(body)["model"].partition("-")
+                if not SCENARIOS[kind](conn, server, arg, nth):
+                    return
+
+
+@pytest.fixture(scope="module")
+def srv() -> Iterator[Upstream]:
+    server = Upstream()
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        for event in list(server.events.values()):
+            event.set()
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture(params=["asyncio", "uvloop"])
+def run(request: pytest.FixtureRequest) -> Callable[[Any], Any]:
+    if request.param == "uvloop":
+        uvloop = pytest.importorskip("uvloop")
+        return lambda coro: uvloop.run(coro)
+    return asyncio.run
+
+
+def req(model: str) -> dict[str, Any]:
+    return {"model": model, "messages": [{"role": "user", "content": "hi"}]}
+
+
+def content(result: dict[str, Any]) -> str:
+    return str(result["choices"][0]["message"]["content"])
+
+
+_names = iter(range(1_000_000))
+
+
+def fresh(prefix: str = "g") -> str:
+    return f"{prefix}{next(_names)}"
+
+
+def closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+# the two ways, and what is compared
+
+
+def client(srv: Upstream, **options: Any) -> fastsse.AsyncClient:
+    settings: dict[str, Any] = {
+        "base_url": srv.base_url,
+        "api_key": "x",
+        "max_retries": 0,
+        "raise_for_status": True,
+        "timing": True,
+        "timeout": 10,
+    }
+    settings.update(options)
+    return fastsse.AsyncClient(**settings)
+
+
+class Outcome:
+    """One run: the result or the exception, and the bytes ``on_chunk`` was given."""
+
+    def __init__(self, value: Any, got: list[Any]) -> None:
+        self.value = value
+        self.got = got
+
+    @property
+    def result(self) -> dict[str, Any]:
+        assert isinstance(self.value, dict), self.value
+        return self.value
+
+    @property
+    def error(self) -> BaseException:
+        assert isinstance(self.value, BaseException), self.value
+        return self.value
+
+    def joined(self) -> bytes:
+        return b"".join(self.got)
+
+
+def untimed(result: Any) -> Any:
+    if not isinstance(result, dict):
+        return result
+    out = dict(result)
+    out.pop("timing", None)
+    return out
+
+
+_DETAIL = re.compile(r"(: ).*( \(curl error \d+\))$")
+_AFTER = re.compile(r"after \d+ milliseconds.*( \(curl error 28\))$")
+
+
+def shape(outcome: Outcome) -> Any:
+    """What must be the same both ways."""
+    value = outcome.value
+    if not isinstance(value, BaseException):
+        return {"result": untimed(value), "bytes": outcome.joined() if outcome.got else None}
+    message = str(value)
+    if isinstance(value, fastsse.TransportError) and value.code in (1, 7, 8, 18, 52, 56):
+        # libcurl words these in its own way (its strerror, "after 0 ms", its parser's words);
+        # the URL and the code are the meaningful part
+        message = _DETAIL.sub(r"\1...\2", message)
+    elif isinstance(value, fastsse.TransportError) and value.code == 28:
+        # libcurl counts the bytes it received ("with 739 bytes received"); the elapsed time
+        # differs by a millisecond or so between two runs
+        message = _AFTER.sub(r"after N ms\1", message)
+    return {
+        "class": type(value),
+        "code": getattr(value, "code", None),
+        "status": getattr(value, "status", None),
+        "message": message,
+        "result": untimed(getattr(value, "result", None)),
+        "bytes": outcome.joined() if outcome.got else None,
+    }
+
+
+async def once(leg: Any, model: str, on_chunk: Any = None, collect: bool = False, **options: Any) -> Outcome:
+    got: list[Any] = []
+    callback = on_chunk
+    if collect and on_chunk is None:
+
+        def callback(piece: Any) -> None:
+            got.append(piece)
+
+    elif on_chunk is not None:
+
+        def callback(piece: Any) -> Any:
+            got.append(piece)
+            return on_chunk(piece)
+
+    try:
+        value: Any = await asyncio.wait_for(leg.create_stream(req(model), callback, **options), 15)
+    except Exception as exc:
+        value = exc
+    return Outcome(value, got)
+
+
+async def both(
+    srv: Upstream,
+    model: str | Callable[[], str],
+    *,
+    setup: dict[str, Any] | None = None,
+    taken: int = 1,
+    **options: Any,
+) -> tuple[Outcome, Outcome]:
+    """The request run by libcurl, then by a LoopLeg (asserted to have taken it)."""
+    out = []
+    for on_loop in (False, True):
+        name = model() if callable(model) else model
+        plain = client(srv, **(setup or {}))
+        leg: Any = LoopLeg(plain) if on_loop else plain
+        try:
+            out.append(await once(leg, name, **options))
+        finally:
+            await leg.close()
+        if on_loop:
+            assert leg.taken == taken
+    return out[0], out[1]
+
+
+def same(curl: Outcome, loop: Outcome) -> None:
+    assert shape(loop) == shape(curl)
+
+
+# 1. answers read whole: chunked, with a length, ended by the close; each format
+
+FORMATS = [
+    pytest.param({}, id="chat"),
+    pytest.param({"format": "passthrough", "collect": True}, id="passthrough"),
+    pytest.param({"format": "relay", "collect": True}, id="relay"),
+]
+
+
+@pytest.mark.parametrize("model", ["chunked", "length", "close", "untyped"])
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_whole_answer_is_the_same_both_ways(
+    srv: Upstream, stream_backend: Any, run: Any, model: str, fmt: dict[str, Any]
+) -> None:
+    curl, loop = run(both(srv, model, **fmt))
+    same(curl, loop)
+    result = loop.result
+    assert result["verdict"]["complete"] is True
+    assert content(result) == "".join(WORDS)
+    assert result["http"]["status"] == 200
+    if fmt.get("format") == "passthrough":
+        assert loop.joined() == BODY  # the upstream's bytes, unchanged
+    elif fmt.get("format") == "relay":
+        assert loop.joined().endswith(b"data: [DONE]\n\n") and b" loop" in loop.joined()
+
+
+def test_timing_is_recorded_both_ways(srv: Upstream, stream_backend: Any) -> None:
+    curl, loop = asyncio.run(both(srv, "chunked"))
+    assert set(loop.result["timing"]) == set(curl.result["timing"])
+    timing = loop.result["timing"]
+    assert timing["started"] <= timing["sent"] <= timing["end"]
+
+
+# 2. kept-alive connections
+
+
+def test_two_requests_in_a_row_reuse_one_connection(srv: Upstream, stream_backend: Any, run: Any) -> None:
+    async def main(on_loop: bool) -> tuple[list[str], int]:
+        plain = client(srv)
+        leg: Any = LoopLeg(plain) if on_loop else plain
+        before = srv.accepts
+        try:
+            texts = [content(await leg.create_stream(req(m))) for m in ("chunked", "length", "chunked")]
+        finally:
+            await leg.close()
+        if on_loop:
+            assert leg.taken == 3
+        return texts, srv.accepts - before
+
+    assert run(main(True)) == run(main(False)) == (["".join(WORDS)] * 3, 1)
+
+
+@pytest.mark.parametrize("second", ["keepclose", "dropkept"])
+def test_a_kept_connection_closed_by_the_server_is_replaced_once(
+    srv: Upstream, stream_backend: Any, run: Any, second: str
+) -> None:
+    # keepclose: the server closes the kept connection while it is idle (its FIN is in before the
+    # next request); dropkept: it closes it as the next request comes (nothing of an answer read)
+    async def main(on_loop: bool) -> tuple[list[str], int]:
+        plain = client(srv)
+        leg: Any = LoopLeg(plain) if on_loop else plain
+        before = srv.accepts
+        try:
+            first = content(await leg.create_stream(req(second if second == "keepclose" else "length")))
+            await asyncio.sleep(0.2)
+            then = content(await leg.create_stream(req(second)))
+        finally:
+            await leg.close()
+        if on_loop:
+            assert leg.taken == 2
+        return [first, then], srv.accepts - before
+
+    assert run(main(True)) == run(main(False)) == (["".join(WORDS)] * 2, 2)
+
+
+# 3. answers that are no stream (raise_for_status=True)
+
+
+def test_429_with_retry_after(srv: Upstream, stream_backend: Any, run: Any) -> None:
+    curl, loop = run(both(srv, "r429"))
+    same(curl, loop)
+    error = loop.error
+    assert isinstance(error, fastsse.HTTPStatusError)
+    assert error.status == 429 and error.retry_after == 7.0
+    assert error.error == {"message": "slow down", "type": "rate_limit_error"}
+    assert "slow down" in str(error)
+
+
+def test_500_with_an_html_body(srv: Upstream, stream_backend: Any, run: Any) -> None:
+    curl, loop = run(both(srv, "r500"))
+    same(curl, loop)
+    error = loop.error
+    assert isinstance(error, fastsse.HTTPStatusError)
+    assert error.status == 500 and error.body == HTML
+
+
+def test_a_redirect_is_not_followed(srv: Upstream, stream_backend: Any, run: Any) -> None:
+    curl, loop = run(both(srv, "r302"))
+    same(curl, loop)
+    error = loop.error
+    assert isinstance(error, fastsse.HTTPStatusError)
+    assert error.status == 302 and "example.invalid" in str(error)
+    assert error.result["http"]["location"] == "http://example.invalid/v1/chat/completions"
+
+
+def test_204(srv: Upstream, stream_backend: Any, run: Any) -> None:
+    curl, loop = run(both(srv, "r204"))
+    same(curl, loop)
+    assert isinstance(loop.error, fastsse.HTTPStatusError) and loop.error.status == 204
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_json_answer_is_folded_as_its_stream(
+    srv: Upstream, stream_backend: Any, run: Any, fmt: dict[str, Any]
+) -> None:
+    curl, loop = run(both(srv, "json", **fmt))
+    same(curl, loop)
+    assert content(loop.result) == "whole"
+    assert loop.result["verdict"]["complete"] is True
+
+
+# 4. failures of the transport
+
+
+def test_a_cut_answer_keeps_its_partial_result(srv: Upstream, stream_backend: Any, run: Any) -> None:
+    curl, loop = run(both(srv, "cut"))
+    same(curl, loop)
+    error = loop.error
+    assert isinstance(error, fastsse.TransportError) and error.code == 18
+    assert error.result is not None
+    assert content(error.result) == "".join(WORDS[:3])
+    assert error.result["verdict"]["complete"] is False
+
+
+def test_an_empty_reply(srv: Upstream, stream_backend: Any, run: Any) -> None:
+    curl, loop = run(both(srv, "empty"))
+    same(curl, loop)
+    assert isinstance(loop.error, fastsse.TransportError) and loop.error.code == 52
+
+
+def test_connection_refused(srv: Upstream, stream_backend: Any, run: Any) -> None:
+    port = closed_port()
+    curl, loop = run(both(srv, "chunked", setup={"base_url": f"http://127.0.0.1:{port}/v1"}))
+    same(curl, loop)
+    error = loop.error
+    assert isinstance(error, fastsse.TransportError) and error.code == 7
+    assert not isinstance(error, ValueError)
+
+
+@pytest.mark.parametrize("name", list(RAW))
+def test_an_answer_that_breaks_http(srv: Upstream, stream_backend: Any, run: Any, name: str) -> None:
+    curl, loop = run(both(srv, f"raw-{name}"))
+    same(curl, loop)
+    expected = RAW[name][1]
+    if expected == 200:
+        assert content(loop.result) == "".join(WORDS)
+    elif expected >= 300:
+        assert isinstance(loop.error, fastsse.HTTPStatusError) and loop.error.status == expected
+    else:
+        assert isinstance(loop.error, fastsse.TransportError) and loop.error.code == expected
+
+
+# 5. timeouts
+
+
+def test_first_byte_timeout(srv: Upstream, stream_backend: Any) -> None:
+    start = time.monotonic()
+    curl, loop = asyncio.run(both(srv, "slowhead-1.5", first_byte_timeout=0.3))
+    assert time.monotonic() - start < 2.5  # each well before the server's 1.5 s
+    same(curl, loop)
+    error = loop.error
+    assert isinstance(error, fastsse.TransportError) and error.code == 28
+    assert "first_byte_timeout" in str(error)
+
+
+def test_idle_timeout(srv: Upstream, stream_backend: Any) -> None:
+    curl, loop = asyncio.run(both(srv, "idle-1.5", idle_timeout=0.3))
+    same(curl, loop)
+    error = loop.error
+    assert isinstance(error, fastsse.TransportError) and error.code == 28
+    assert "idle_timeout" in str(error)
+    assert error.result is not None and content(error.result) == "a"
+
+
+def test_total_timeout(srv: Upstream, stream_backend: Any) -> None:
+    start = time.monotonic()
+    curl, loop = asyncio.run(both(srv, "long-20", timeout=0.5))
+    assert time.monotonic() - start < 3.0  # not the answer's 2 s, twice
+    same(curl, loop)
+    error = loop.error
+    assert isinstance(error, fastsse.TransportError) and error.code == 28
+    assert error.result is not None and content(error.result).startswith("a")
+
+
+# 6. on_chunk
+
+
+def test_on_chunk_returning_false_stops(srv: Upstream, stream_backend: Any, run: Any) -> None:
+    curl, loop = run(both(srv, "long-20", on_chunk=lambda piece: False, format="relay"))
+    same(curl, loop)
+    result = loop.result
+    assert result["verdict"]["complete"] is False
+    assert len(loop.got) == 1
+
+
+def test_on_chunk_raising_is_reraised(srv: Upstream, stream_backend: Any, run: Any) -> None:
+    class Boom(Exception):
+        pass
+
+    def explode(piece: Any) -> None:
+        raise Boom("on_chunk")
+
+    curl, loop = run(both(srv, "chunked", on_chunk=explode))
+    assert type(curl.value) is type(loop.value) is Boom
+    assert len(loop.got) == len(curl.got) == 1
+
+
+# 7. backpressure
+
+
+def test_a_held_relay_pauses_the_upstream(srv: Upstream, stream_backend: Any) -> None:
+    count = 60_000  # about 16 MiB: more than the loopback's socket buffers hold
+    expected = b"".join(big_events(count))
+
+    async def main(on_loop: bool) -> tuple[bytes, int, int]:
+        model = f"big-{count}"
+        srv.sent.pop(model, None)
+        loop = asyncio.get_running_loop()
+        hold: asyncio.Future[None] = loop.create_future()
+        got: list[bytes] = []
+
+        def on_chunk(piece: bytes) -> Any:
+            got.append(piece)
+            return hold if len(got) == 1 else None
+
+        plain = client(srv)
+        leg: Any = LoopLeg(plain) if on_loop else plain
+        try:
+            task = asyncio.create_task(leg.create_stream(req(model), on_chunk, format="relay"))
+            await asyncio.sleep(0.5)
+            first = srv.sent.get(model, 0)
+            await asyncio.sleep(0.3)
+            second = srv.sent.get(model, 0)
+            assert not task.done()
+            hold.set_result(None)
+            result = await asyncio.wait_for(task, 15)
+        finally:
+            await leg.close()
+        if on_loop:
+            assert leg.taken == 1
+        assert result["verdict"]["complete"] is True
+        return b"".join(got), first, second
+
+    for on_loop in (False, True):
+        got, first, second = asyncio.run(main(on_loop))
+        assert 0 < first == second < len(expected), (on_loop, first, second)  # stalled while held
+        assert got.count(b"data: [DONE]") == 1 and got.endswith(b"data: [DONE]\n\n")
+        numbers = re.findall(rb" w(\d{6})", got)
+        assert [int(n) for n in numbers] == list(range(count))  # all of it, in order
+
+
+# 8. max_event_bytes
+
+
+def test_an_event_past_max_event_bytes(srv: Upstream, stream_backend: Any, run: Any) -> None:
+    curl, loop = run(both(srv, "huge-5000", max_event_bytes=1000))
+    assert type(curl.value) is type(loop.value) is fastsse.EventTooLarge
+    assert str(loop.value) == str(curl.value)
+
+
+def test_a_1_mib_event_within_the_limit(srv: Upstream, stream_backend: Any) -> None:
+    size = (1 << 20) + 4321
+    curl, loop = asyncio.run(both(srv, f"huge-{size}", max_event_bytes=2 << 20))
+    same(curl, loop)
+    assert content(loop.result) == "a" * size + "b"
+
+
+# 9. max_connections
+
+
+def test_max_connections_bounds_the_transfers(srv: Upstream, stream_backend: Any, run: Any) -> None:
+    async def main(on_loop: bool) -> tuple[Any, ...]:
+        gate = fresh()
+        plain = client(srv, max_connections=2)
+        leg: Any = LoopLeg(plain) if on_loop else plain
+        before = srv.accepts
+        try:
+            tasks = [asyncio.create_task(leg.create_stream(req(f"gate-{gate}"))) for _ in range(3)]
+            await asyncio.sleep(0.4)
+            running = srv.accepts - before  # the third waits for a slot
+            # one more, with a timeout shorter than the wait: it fails in the queue
+            late = await once(leg, f"gate-{gate}", timeout=0.3)
+            srv.gate(gate).set()
+            results = await asyncio.wait_for(asyncio.gather(*tasks), 10)
+        finally:
+            await leg.close()
+        if on_loop:
+            assert leg.taken == 4
+        return running, srv.accepts - before, [content(r) for r in results], shape(late)
+
+    curl, loop = run(main(False)), run(main(True))
+    assert loop == curl
+    running, accepted, texts, late = loop
+    assert running == 2 and accepted == 2 and texts == ["one two"] * 3
+    assert late["class"] is fastsse.TransportError and late["code"] == 28
+    assert "max_connections=2" in late["message"]
+
+
+# 10. leaving
+
+
+def test_cancelling_closes_the_upstream_connection(srv: Upstream, stream_backend: Any, run: Any) -> None:
+    async def main(on_loop: bool) -> float:
+        gate = fresh()
+        plain = client(srv)
+        leg: Any = LoopLeg(plain) if on_loop else plain
+        try:
+            task = asyncio.create_task(leg.create_stream(req(f"gate-{gate}")))
+            await asyncio.get_running_loop().run_in_executor(None, srv.started(gate).wait, 5)
+            await asyncio.sleep(0.05)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            start = time.monotonic()
+            seen = await asyncio.get_running_loop().run_in_executor(None, srv.eof(gate).wait, 5)
+            assert seen, "the server never saw the connection close"
+            return time.monotonic() - start
+        finally:
+            await leg.close()
+
+    assert run(main(False)) < 1.0
+    assert run(main(True)) < 1.0
+
+
+# 11. what the leg hands to libcurl
+
+
+@pytest.mark.parametrize(
+    "setup",
+    [
+        pytest.param({"max_retries": 1}, id="retries"),
+        pytest.param({"proxy": "http://127.0.0.1:{port}"}, id="proxy"),
+        pytest.param({"base_url": "https://127.0.0.1:{port}/v1"}, id="https"),
+    ],
+)
+def test_what_the_leg_does_not_take_goes_to_libcurl(
+    srv: Upstream, stream_backend: Any, run: Any, setup: dict[str, Any]
+) -> None:
+    port = closed_port()
+    setup = {k: v.format(port=port) if isinstance(v, str) else v for k, v in setup.items()}
+    curl, loop = run(both(srv, "chunked", setup=setup, taken=0))
+    same(curl, loop)
+    if "max_retries" in setup:
+        assert content(loop.result) == "".join(WORDS)
+    else:
+        assert isinstance(loop.error, fastsse.TransportError)
