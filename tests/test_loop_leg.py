@@ -818,6 +818,28 @@ def test_cancelling_closes_the_upstream_connection(srv: Upstream, stream_backend
     assert run(main(True)) < 1.0
 
 
+def test_closing_the_leg_fails_the_transfers_in_flight(srv: Upstream, stream_backend: Any, run: Any) -> None:
+    # one transfer running, one waiting for the one connection allowed: both end with ClientClosed
+    async def main(on_loop: bool) -> Any:
+        gate = fresh()
+        plain = client(srv, max_connections=1)
+        leg: Any = LoopLeg(plain) if on_loop else plain
+        tasks = [asyncio.create_task(once(leg, f"gate-{gate}")) for _ in range(2)]
+        await asyncio.get_running_loop().run_in_executor(None, srv.started(gate).wait, 5)
+        await asyncio.sleep(0.05)
+        await leg.close()
+        outcomes = await asyncio.wait_for(asyncio.gather(*tasks), 5)
+        if on_loop:
+            assert leg.taken == 2
+        return [shape(outcome) for outcome in outcomes]
+
+    curl, loop = run(main(False)), run(main(True))
+    assert loop == curl
+    for outcome in loop:
+        assert outcome["class"] is fastsse.ClientClosed
+        assert outcome["message"].startswith(srv.base_url)  # which request it was
+
+
 # 11. what the leg hands to libcurl
 
 

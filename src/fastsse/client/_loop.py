@@ -205,8 +205,9 @@ class LoopLeg:
     async def close(self) -> None:
         """Cut every transfer, close every kept connection, then close the client."""
         self._closed = True
-        for transfer in list(self._transfers):
-            transfer.fail(ClientClosed("the client is closed"))
+        for transfer in list(self._transfers):  # the waiting ones too: their outcome is this
+            url = transfer.job.spec.display_url
+            transfer.fail(ClientClosed(f"{url}: the AsyncClient was closed before this answer ended"))
         for pool in self._idle.values():
             for connection in pool:
                 connection.close()
@@ -364,6 +365,10 @@ class _Transfer:
         except TransportError as exc:
             settle(job, exc, None)
             return exc
+        except ClientClosed:
+            if self.done.done():  # closed while waiting: close() failed this transfer
+                return self.done.result()
+            raise
         try:
             job.started = time.monotonic_ns()
             stream, response = open_stream(job, direct=True)
