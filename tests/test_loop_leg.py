@@ -132,6 +132,11 @@ OK_SSE = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
 
 # answers sent as they are, then the close: (the bytes, what both ways make of them)
 RAW: dict[str, tuple[bytes, Any]] = {
+    # no HTTP/1.x status line: libcurl's 1 (unsupported protocol: HTTP/0.9 is refused)
+    "nothttp": (b"\x00\x01\x02 this is not HTTP at all \xff\xfe\r\n\r\n", 1),
+    "version": (b"HTTP/9.9 200 OK\r\nContent-Length: 0\r\n\r\n", 1),
+    "status": (b"HTTP/1.1 abc\r\n\r\n", 1),
+    # a broken head or body after the status line
     "header": (b"HTTP/1.1 200 OK\r\nbad header line\r\nContent-Length: 0\r\n\r\n", 8),
     "chunksize": (OK_SSE + b"Transfer-Encoding: chunked\r\n\r\nzz\r\nabc", 56),
     "twolengths": (OK_SSE + b"Content-Length: 5\r\nContent-Length: 6\r\n\r\nabcde", 8),

@@ -12,11 +12,11 @@ environment for its host), no HTTP/2, no retries, fallbacks, first-chunk gate or
 ``curl=`` handle, and no header line libcurl reads its own way (``Name;`` sends an empty header;
 ``Host:`` and ``Content-Length:`` replace or remove libcurl's own). ``Name:`` with no value,
 which removes a header libcurl would add (the client's ``Expect:``), is left out, as nothing is
-added here. What it takes behaves as the client would: the same
-options checked the same way, the same stream (``open_stream``), the same ``Response`` (status,
-headers, the body's mode, holds), the same result and errors with libcurl's codes (7: no
-connection, 28: a timeout, 52: no answer, 18 / 56: a cut answer, 23: stopped by ``on_chunk``, 8:
-not HTTP), and the same timing record. A kept-alive connection the server closed while it was
+added here. What it takes behaves as the client would: the same options checked the same way,
+the same stream (``open_stream``), the same ``Response`` (status, headers, the body's mode,
+holds), the same result and errors with libcurl's codes (7: no connection, 28: a timeout, 52: no
+answer, 18 / 56: a cut answer, 23: stopped by ``on_chunk``, 1: no HTTP/1.x status line, 8: a
+broken head), and the same timing record. A kept-alive connection the server closed while it was
 idle is replaced once, before anything of the answer was read, as libcurl does.
 """
 
@@ -55,6 +55,7 @@ except ImportError:  # pragma: no cover - the gateway extra installs it
     httptools = None
 
 # libcurl's result codes, for the same failures (TransportError.code)
+UNSUPPORTED_PROTOCOL: Final = 1
 COULDNT_RESOLVE: Final = 6
 COULDNT_CONNECT: Final = 7
 WEIRD_REPLY: Final = 8
@@ -446,7 +447,12 @@ class _Transfer:
         except httptools.HttpParserUpgrade:
             self.finish(WEIRD_REPLY, "the upstream switched protocols")
         except httptools.HttpParserError as exc:
-            if not self.done.done():
+            if self.done.done():
+                return
+            assert self.response is not None
+            if self.response.status == 0:  # no HTTP/1.x status line: libcurl refuses the protocol
+                self.finish(UNSUPPORTED_PROTOCOL, f"the answer's status line is not HTTP/1.x ({exc})")
+            else:
                 what = "answer" if self.headed else "answer's head"
                 self.finish(WEIRD_REPLY if not self.headed else RECV_ERROR, f"the {what} is not HTTP ({exc})")
 
