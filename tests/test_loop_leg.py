@@ -144,6 +144,8 @@ RAW: dict[str, tuple[bytes, Any]] = {
     "continue": (b"HTTP/1.1 100 Continue\r\n\r\n" + OK_SSE + length(BODY) + b"\r\n" + BODY, 200),
     "http10": (b"HTTP/1.0 200 OK\r\nContent-Type: text/event-stream\r\n\r\n" + BODY, 200),
     "odd": (b"HTTP/1.1 599 Odd\r\nContent-Length: 0\r\n\r\n", 599),
+    # lines ended by a bare LF, which libcurl reads as CRLF
+    "barelf": (b"HTTP/1.1 200 OK\nContent-Type: text/event-stream\n" + length(BODY) + b"\n" + BODY, 200),
 }
 
 

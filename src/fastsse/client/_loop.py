@@ -54,6 +54,21 @@ try:
 except ImportError:  # pragma: no cover - the gateway extra installs it
     httptools = None
 
+
+def _lenient() -> bool:
+    """Whether this httptools lets a line end with a bare LF, as libcurl does (llhttp 9's
+    ``lenient_optional_cr_before_lf``; older ones cannot)."""
+    if httptools is None:
+        return False
+    try:
+        httptools.HttpResponseParser(object()).set_dangerous_leniencies(lenient_optional_cr_before_lf=True)
+    except (AttributeError, TypeError):  # pragma: no cover - an older httptools
+        return False
+    return True
+
+
+_LENIENT: Final = _lenient()
+
 # libcurl's result codes, for the same failures (TransportError.code)
 UNSUPPORTED_PROTOCOL: Final = 1
 COULDNT_RESOLVE: Final = 6
@@ -430,6 +445,8 @@ class _Transfer:
         self.connection = connection
         self.on_body = self.route  # read once by the parser: each body read goes to the route
         self.parser = httptools.HttpResponseParser(self)
+        if _LENIENT:  # a line ended by a bare LF, which libcurl reads as CRLF
+            self.parser.set_dangerous_leniencies(lenient_optional_cr_before_lf=True)
 
     def _send(self) -> None:
         body, connection = self.job.spec.body, self.connection
