@@ -148,9 +148,28 @@ RAW: dict[str, tuple[bytes, Any]] = {
     "barelf": (b"HTTP/1.1 200 OK\nContent-Type: text/event-stream\n" + length(BODY) + b"\n" + BODY, 200),
 }
 
+# answers the loop reads its own way, on purpose (test_where_the_loop_differs_on_purpose)
+OWN: dict[str, tuple[bytes, int]] = {
+    # the head cut before its end: libcurl gives a result (status 200, no choice); the loop a
+    # TransportError 18 with the partial result, as for any answer cut short, which a caller
+    # retries rather than taking an empty answer for a whole one
+    "cuthead": (b"HTTP/1.1 200 OK\r\nCont", 18),
+    # a 101 to a POST that asked for no upgrade: libcurl gives a result (status 101, "the stream
+    # was cut") even with raise_for_status; the loop says the upstream left HTTP (8)
+    "switch": (b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\nConnection: upgrade\r\n\r\nxx", 8),
+    # chunk sizes ended by a bare LF: libcurl reads them; llhttp needs the CR after a chunk size
+    # whatever its leniencies (bare-LF heads are read), and no HTTP/1.1 server sends this
+    "barelfchunks": (
+        b"HTTP/1.1 200 OK\nContent-Type: text/event-stream\nTransfer-Encoding: chunked\n\n"
+        + b"".join(b"%x\n%b\n" % (len(piece), piece) for piece in events(WORDS))
+        + b"0\n\n",
+        56,
+    ),
+}
+
 
 def _raw(conn: socket.socket, srv: Upstream, arg: str, nth: int) -> bool:
-    conn.sendall(RAW[arg][0])
+    conn.sendall(RAW[arg][0] if arg in RAW else OWN[arg][0])
     return False
 
 
@@ -651,6 +670,20 @@ def test_an_answer_that_breaks_http(srv: Upstream, stream_backend: Any, run: Any
         assert isinstance(loop.error, fastsse.HTTPStatusError) and loop.error.status == expected
     else:
         assert isinstance(loop.error, fastsse.TransportError) and loop.error.code == expected
+
+
+@pytest.mark.parametrize("name", list(OWN))
+def test_where_the_loop_differs_on_purpose(srv: Upstream, stream_backend: Any, run: Any, name: str) -> None:
+    async def main() -> Outcome:
+        leg = LoopLeg(client(srv))
+        try:
+            return await once(leg, f"raw-{name}")
+        finally:
+            await leg.close()
+
+    error = run(main()).error
+    assert isinstance(error, fastsse.TransportError) and error.code == OWN[name][1]
+    assert error.result is not None and error.result["verdict"]["complete"] is False
 
 
 # 5. timeouts
