@@ -235,6 +235,12 @@ def _gate(conn: socket.socket, srv: Upstream, arg: str, nth: int) -> bool:
     return True
 
 
+def _echo(conn: socket.socket, srv: Upstream, arg: str, nth: int) -> bool:
+    # the normal answer, with the request's head kept for the test
+    srv.heads[arg] = srv.last
+    return _length(conn, srv, arg, nth)
+
+
 def _keep_then_close(conn: socket.socket, srv: Upstream, arg: str, nth: int) -> bool:
     # a kept-alive answer, then the connection closed while idle
     conn.sendall(head("200 OK", SSE, length(BODY)) + BODY)
@@ -271,6 +277,7 @@ SCENARIOS: dict[str, Callable[[socket.socket, Upstream, str, int], bool]] = {
     "big": _big,
     "huge": _huge,
     "gate": _gate,
+    "echo": _echo,
     "keepclose": _keep_then_close,
     "dropkept": _drop_kept,
 }
@@ -285,6 +292,8 @@ class Upstream(socketserver.ThreadingTCPServer):
         self.lock = threading.Lock()
         self.accepts = 0
         self.sent: dict[str, int] = {}
+        self.heads: dict[str, tuple[bytes, bytes]] = {}
+        self.last = (b"", b"")  # the last request's head and body (only the echo scenario reads it)
         self.events: dict[str, threading.Event] = {}
         self.base_url = f"http://127.0.0.1:{self.server_address[1]}/v1"
 
@@ -340,6 +349,7 @@ class _Handler(socketserver.BaseRequestHandler):
                         return
                     data += more
                 body, data = data[:size], data[size:]
+                server.last = (top, body)
                 nth += 1
                 kind, _, arg = orjson.loads(body)["model"].partition("-")
                 if not SCENARIOS[kind](conn, server, arg, nth):
@@ -583,6 +593,22 @@ def test_a_kept_connection_closed_by_the_server_is_replaced_once(
         return [first, then], srv.accepts - before
 
     assert run(main(True)) == run(main(False)) == (["".join(WORDS)] * 2, 2)
+
+
+def test_the_request_is_the_one_libcurl_sends(srv: Upstream, stream_backend: Any, run: Any) -> None:
+    # the request line, the headers (names and values; libcurl's order is not kept) and the body
+    names = iter(("curl", "loop"))
+    curl, loop = run(both(srv, lambda: f"echo-{next(names)}", setup={"headers": {"X-Team": "a b"}}))
+    same(curl, loop)
+    heads = {}
+    for name in ("curl", "loop"):
+        top, body = srv.heads[name]
+        line, *lines = top.split(b"\r\n")
+        heads[name] = (line, sorted(lines), body.replace(b"echo-" + name.encode(), b""))
+    assert heads["loop"] == heads["curl"]
+    line, lines, _ = heads["loop"]
+    assert line == b"POST /v1/chat/completions HTTP/1.1"
+    assert b"X-Team: a b" in lines and b"Accept-Encoding: identity" in lines
 
 
 # 3. answers that are no stream (raise_for_status=True)

@@ -35,7 +35,7 @@ from .._errors import ClientClosed, TransportError
 from . import _streams
 from ._options import client_options
 from ._plain import PLAIN
-from ._request import Preparer
+from ._request import ACCEPT_ENCODING, Preparer
 from ._response import Response
 from .engine import (
     DEFAULT_MAX_CONNECTIONS,
@@ -80,6 +80,9 @@ TIMED_OUT: Final = 28
 GOT_NOTHING: Final = 52
 RECV_ERROR: Final = 56
 
+# what libcurl sends for the client's CURLOPT_ACCEPT_ENCODING (no compressed answer is asked for)
+_ACCEPT_ENCODING: Final = f"Accept-Encoding: {ACCEPT_ENCODING}\r\n".encode("latin-1")
+
 _PROXY_VARIABLES: Final = ("http_proxy", "all_proxy", "ALL_PROXY")  # libcurl ignores HTTP_PROXY
 
 
@@ -112,14 +115,18 @@ def _target(url: str, headers: tuple[str | bytes, ...]) -> _Target | None:
         return None
     path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     head = [f"POST {path} HTTP/1.1\r\nHost: {parts.netloc}\r\n".encode("latin-1")]
+    encoding = _ACCEPT_ENCODING  # libcurl's, unless a header of the request's own names one
     for line in headers:
         raw = line.encode("latin-1") if isinstance(line, str) else line
         name, colon, value = raw.partition(b":")
         if not colon or name.strip().lower() in (b"host", b"content-length", b"transfer-encoding"):
             return None
+        if name.strip().lower() == b"accept-encoding":
+            encoding = b""
         if not value.strip():  # libcurl's "leave this header out" ("Expect:"): nothing to leave out
             continue
         head.append(raw + b"\r\n")
+    head.append(encoding)
     return _Target(parts.hostname, parts.port or 80, b"".join(head))
 
 
