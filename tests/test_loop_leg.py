@@ -18,6 +18,7 @@ import socket
 import socketserver
 import threading
 import time
+import zlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -130,6 +131,36 @@ def _empty(conn: socket.socket, srv: Upstream, arg: str, nth: int) -> bool:
 
 OK_SSE = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
 
+
+def encoded(
+    coding: str,
+    data: bytes,
+    *,
+    raw: bool = False,
+    chunks: bool = False,
+    body: bytes | None = None,
+    status: str = "200 OK",
+    kind: str = "text/event-stream",
+) -> bytes:
+    """An answer with ``data`` under ``Content-Encoding: coding`` (or ``body`` as it is), each
+    event flushed on its own with ``chunks``."""
+    if body is None:
+        body = data
+        for name in (c.strip() for c in coding.split(",")):
+            wbits = 31 if name.endswith("gzip") else -15 if raw else 15
+            packer = zlib.compressobj(wbits=wbits)
+            if chunks:
+                pieces = [packer.compress(p) + packer.flush(zlib.Z_SYNC_FLUSH) for p in events(WORDS)]
+                pieces.append(packer.flush())
+                top = head(status, f"Content-Type: {kind}\r\n".encode(), CHUNKED)
+                return top.replace(b"\r\n\r\n", f"\r\nContent-Encoding: {coding}\r\n\r\n".encode()) + (
+                    b"".join(framed(p) for p in pieces if p) + b"0\r\n\r\n"
+                )
+            body = packer.compress(body) + packer.flush()
+    lines = (f"Content-Type: {kind}\r\n".encode(), f"Content-Encoding: {coding}\r\n".encode(), length(body))
+    return head(status, *lines) + body
+
+
 # answers sent as they are, then the close: (the bytes, what both ways make of them)
 RAW: dict[str, tuple[bytes, Any]] = {
     # no HTTP/1.x status line: libcurl's 1 (unsupported protocol: HTTP/0.9 is refused)
@@ -144,6 +175,17 @@ RAW: dict[str, tuple[bytes, Any]] = {
     "continue": (b"HTTP/1.1 100 Continue\r\n\r\n" + OK_SSE + length(BODY) + b"\r\n" + BODY, 200),
     "http10": (b"HTTP/1.0 200 OK\r\nContent-Type: text/event-stream\r\n\r\n" + BODY, 200),
     "odd": (b"HTTP/1.1 599 Odd\r\nContent-Length: 0\r\n\r\n", 599),
+    # compressed although identity was asked for: decoded (gzip, deflate with or without its
+    # zlib wrapper, one coding over another), or 61 (a coding not known, bytes that do not decode)
+    "gzip": (encoded("gzip", BODY), 200),
+    "xgzip": (encoded("x-gzip", BODY), 200),
+    "deflate": (encoded("deflate", BODY), 200),
+    "rawdeflate": (encoded("deflate", BODY, raw=True), 200),
+    "twice": (encoded("gzip, deflate", BODY), 200),
+    "gzipchunks": (encoded("gzip", BODY, chunks=True), 200),
+    "badgzip": (encoded("gzip", b"", body=b"this is no gzip stream"), 61),
+    "unknown": (encoded("compress", b"", body=b"xxxx"), 61),
+    "gzip500": (encoded("gzip", HTML, status="500 Internal Server Error", kind="text/html"), 500),
     # lines ended by a bare LF, which libcurl reads as CRLF
     "barelf": (b"HTTP/1.1 200 OK\nContent-Type: text/event-stream\n" + length(BODY) + b"\n" + BODY, 200),
 }
@@ -208,6 +250,16 @@ def _big(conn: socket.socket, srv: Upstream, arg: str, nth: int) -> bool:
 
 def big_events(n: int) -> list[bytes]:
     return events([f" w{i:06d}" + "x" * 200 for i in range(n)])
+
+
+def _gzipped(conn: socket.socket, srv: Upstream, arg: str, nth: int) -> bool:
+    # many events, gzipped, each flushed in a chunk of its own
+    packer = zlib.compressobj(wbits=31)
+    conn.sendall(head("200 OK", SSE, CHUNKED, b"Content-Encoding: gzip\r\n"))
+    for piece in big_events(int(arg)):
+        conn.sendall(framed(packer.compress(piece) + packer.flush(zlib.Z_SYNC_FLUSH)))
+    conn.sendall(framed(packer.flush()) + b"0\r\n\r\n")
+    return True
 
 
 def _huge(conn: socket.socket, srv: Upstream, arg: str, nth: int) -> bool:
@@ -276,6 +328,7 @@ SCENARIOS: dict[str, Callable[[socket.socket, Upstream, str, int], bool]] = {
     "long": _long,
     "big": _big,
     "huge": _huge,
+    "gzipped": _gzipped,
     "gate": _gate,
     "echo": _echo,
     "keepclose": _keep_then_close,
@@ -454,7 +507,7 @@ def shape(outcome: Outcome) -> Any:
     if not isinstance(value, BaseException):
         return {"result": untimed(value), "bytes": outcome.joined() if outcome.got else None}
     message = str(value)
-    if isinstance(value, fastsse.TransportError) and value.code in (1, 7, 8, 18, 52, 56):
+    if isinstance(value, fastsse.TransportError) and value.code in (1, 7, 8, 18, 52, 56, 61):
         # libcurl words these in its own way (its strerror, "after 0 ms", its parser's words);
         # the URL and the code are the meaningful part
         message = _DETAIL.sub(r"\1...\2", message)
@@ -694,6 +747,8 @@ def test_an_answer_that_breaks_http(srv: Upstream, stream_backend: Any, run: Any
         assert content(loop.result) == "".join(WORDS)
     elif expected >= 300:
         assert isinstance(loop.error, fastsse.HTTPStatusError) and loop.error.status == expected
+        if name == "gzip500":
+            assert loop.error.body == HTML  # decoded
     else:
         assert isinstance(loop.error, fastsse.TransportError) and loop.error.code == expected
 
@@ -809,6 +864,40 @@ def test_a_held_relay_pauses_the_upstream(srv: Upstream, stream_backend: Any) ->
         assert got.count(b"data: [DONE]") == 1 and got.endswith(b"data: [DONE]\n\n")
         numbers = re.findall(rb" w(\d{6})", got)
         assert [int(n) for n in numbers] == list(range(count))  # all of it, in order
+
+
+def test_a_held_relay_of_a_gzipped_answer(srv: Upstream, stream_backend: Any, run: Any) -> None:
+    # the read a hold refused comes back once released: decoded once, nothing lost or repeated
+    count = 3000
+
+    async def main(on_loop: bool) -> bytes:
+        loop = asyncio.get_running_loop()
+        holds: list[asyncio.Future[None]] = []
+        got: list[bytes] = []
+
+        def on_chunk(piece: bytes) -> Any:
+            got.append(piece)
+            if len(got) % 500 == 1:  # a hold now and then, each released 50 ms later
+                hold: asyncio.Future[None] = loop.create_future()
+                loop.call_later(0.05, hold.set_result, None)
+                holds.append(hold)
+                return hold
+            return None
+
+        plain = client(srv)
+        leg: Any = LoopLeg(plain) if on_loop else plain
+        try:
+            result = await asyncio.wait_for(
+                leg.create_stream(req(f"gzipped-{count}"), on_chunk, format="relay"), 10
+            )
+        finally:
+            await leg.close()
+        assert result["verdict"]["complete"] is True and len(holds) >= 2
+        return b"".join(got)
+
+    curl, loop = run(main(False)), run(main(True))
+    assert loop == curl
+    assert [int(n) for n in re.findall(rb" w(\d{6})", loop)] == list(range(count))
 
 
 # 8. max_event_bytes

@@ -16,8 +16,10 @@ added here. What it takes behaves as the client would: the same options checked 
 the same stream (``open_stream``), the same ``Response`` (status, headers, the body's mode,
 holds), the same result and errors with libcurl's codes (7: no connection, 28: a timeout, 52: no
 answer, 18 / 56: a cut answer, 23: stopped by ``on_chunk``, 1: no HTTP/1.x status line, 8: a
-broken head), and the same timing record. A kept-alive connection the server closed while it was
-idle is replaced once, before anything of the answer was read, as libcurl does.
+broken head, 61: a compressed answer that does not decode), and the same timing record. The
+request says ``Accept-Encoding: identity``; an answer compressed anyway (gzip, deflate) is decoded,
+in Python, as libcurl decodes it. A kept-alive connection the server closed while it was idle is
+replaced once, before anything of the answer was read, as libcurl does.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import os
 import time
 import urllib.parse
 import urllib.request
+import zlib
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -36,7 +39,7 @@ from . import _streams
 from ._options import client_options
 from ._plain import PLAIN
 from ._request import ACCEPT_ENCODING, Preparer
-from ._response import Response
+from ._response import WRITEFUNC_PAUSE, Response
 from .engine import (
     DEFAULT_MAX_CONNECTIONS,
     _Job,
@@ -79,6 +82,7 @@ WRITE_ERROR: Final = 23
 TIMED_OUT: Final = 28
 GOT_NOTHING: Final = 52
 RECV_ERROR: Final = 56
+BAD_CONTENT_ENCODING: Final = 61
 
 # what libcurl sends for the client's CURLOPT_ACCEPT_ENCODING (no compressed answer is asked for)
 _ACCEPT_ENCODING: Final = f"Accept-Encoding: {ACCEPT_ENCODING}\r\n".encode("latin-1")
@@ -95,6 +99,75 @@ def _proxied(host: str) -> bool:
         return False
     bypass = getattr(urllib.request, "proxy_bypass_environment")  # noqa: B009 - not in the stubs
     return not bypass(host, {"no": no_proxy})
+
+
+class _Inflate:
+    """A deflate decoder that takes the zlib stream the coding names or the bare deflate stream
+    some servers send instead, as libcurl does."""
+
+    __slots__ = ("first", "inflate")
+
+    def __init__(self) -> None:
+        self.inflate = zlib.decompressobj()
+        self.first = True
+
+    def decompress(self, data: bytes) -> bytes:
+        if self.first:
+            self.first = False
+            try:
+                return self.inflate.decompress(data)
+            except zlib.error:
+                self.inflate = zlib.decompressobj(-zlib.MAX_WBITS)
+        return self.inflate.decompress(data)
+
+
+def _decoders(coding: str) -> list[Any] | None:
+    """The decoders of a Content-Encoding list, in the order they undo it; None if one is unknown
+    (libcurl's own list may hold more: br and zstd where it was built with them)."""
+    out: list[Any] = []
+    for name in reversed(coding.split(",")):
+        name = name.strip()
+        if name in ("gzip", "x-gzip"):
+            out.append(zlib.decompressobj(16 + zlib.MAX_WBITS))
+        elif name == "deflate":
+            out.append(_Inflate())
+        elif name not in ("identity", ""):
+            return None
+    return out
+
+
+class _Decoded:
+    """``Response.write`` behind the decoders of a compressed answer, the route's ``on_write``.
+    A read the consumer refused (held) comes back from the route as it was read, so its decoded
+    bytes are kept for it rather than decoded twice."""
+
+    __slots__ = ("decoded", "decoders", "fail", "refused", "write")
+
+    def __init__(self, write: Any, decoders: list[Any], fail: Any) -> None:
+        self.write = write
+        self.decoders = decoders
+        self.fail = fail
+        self.refused: bytes | None = None
+        self.decoded = b""
+
+    def __call__(self, data: bytes) -> Any:
+        if data is self.refused:
+            out = self.decoded
+        else:
+            out = data
+            try:
+                for decoder in self.decoders:
+                    out = decoder.decompress(out)
+            except zlib.error as exc:
+                self.fail(BAD_CONTENT_ENCODING, f"Error while processing content unencoding: {exc}")
+                return 0
+        self.refused = None
+        if not out:
+            return None
+        answer = self.write(out)
+        if answer == WRITEFUNC_PAUSE:
+            self.refused, self.decoded = data, out
+        return answer
 
 
 class _Target:
@@ -497,6 +570,17 @@ class _Transfer:
         if status < 200:  # 100 Continue and its kind: the answer's head comes after
             return
         self.headed = True
+        response, route = self.response, self.route
+        assert response is not None
+        coding = response.headers.get("content-encoding", "").strip().lower()
+        if coding and coding != "identity":  # compressed although identity was asked for
+            decoders = _decoders(coding)
+            if decoders is None:
+                self.finish(BAD_CONTENT_ENCODING, "Unrecognized content encoding type")
+                route.stopped = True  # the rest of the body is dropped
+                return
+            response.direct = None  # decoded in Python: never fed from C
+            route.on_write = _Decoded(response.write, decoders, self.finish)
         connection = self.connection
         if connection is not None and not self.done.done():
             connection.listen(self.parser.feed_data)  # the body's reads: no Python frame
