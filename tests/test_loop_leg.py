@@ -431,6 +431,15 @@ def run(request: pytest.FixtureRequest) -> Callable[[Any], Any]:
     return asyncio.run
 
 
+def uvloop_run(coro: Any) -> Any:
+    """uvloop's run where it is installed (the tests that take a while run on one loop each)."""
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - the test extra installs it
+        return asyncio.run(coro)
+    return uvloop.run(coro)
+
+
 def req(model: str) -> dict[str, Any]:
     return {"model": model, "messages": [{"role": "user", "content": "hi"}]}
 
@@ -485,8 +494,11 @@ class Outcome:
         assert isinstance(self.value, BaseException), self.value
         return self.value
 
-    def joined(self) -> bytes:
-        return b"".join(self.got)
+    def joined(self) -> Any:
+        """The bytes given to ``on_chunk`` (its chunks as they are in the chat format)."""
+        if all(isinstance(piece, bytes) for piece in self.got):
+            return b"".join(self.got)
+        return self.got
 
 
 def untimed(result: Any) -> Any:
@@ -802,22 +814,29 @@ def test_total_timeout(srv: Upstream, stream_backend: Any) -> None:
 # 6. on_chunk
 
 
-def test_on_chunk_returning_false_stops(srv: Upstream, stream_backend: Any, run: Any) -> None:
-    curl, loop = run(both(srv, "long-20", on_chunk=lambda piece: False, format="relay"))
+FORMAT_NAMES = [None, "passthrough", "relay"]
+
+
+@pytest.mark.parametrize("fmt", FORMAT_NAMES)
+def test_on_chunk_returning_false_stops(
+    srv: Upstream, stream_backend: Any, run: Any, fmt: str | None
+) -> None:
+    curl, loop = run(both(srv, "long-20", on_chunk=lambda piece: False, format=fmt))
     same(curl, loop)
     result = loop.result
     assert result["verdict"]["complete"] is False
     assert len(loop.got) == 1
 
 
-def test_on_chunk_raising_is_reraised(srv: Upstream, stream_backend: Any, run: Any) -> None:
+@pytest.mark.parametrize("fmt", FORMAT_NAMES)
+def test_on_chunk_raising_is_reraised(srv: Upstream, stream_backend: Any, run: Any, fmt: str | None) -> None:
     class Boom(Exception):
         pass
 
     def explode(piece: Any) -> None:
         raise Boom("on_chunk")
 
-    curl, loop = run(both(srv, "chunked", on_chunk=explode))
+    curl, loop = run(both(srv, "chunked", on_chunk=explode, format=fmt))
     assert type(curl.value) is type(loop.value) is Boom
     assert len(loop.got) == len(curl.got) == 1
 
@@ -826,7 +845,7 @@ def test_on_chunk_raising_is_reraised(srv: Upstream, stream_backend: Any, run: A
 
 
 def test_a_held_relay_pauses_the_upstream(srv: Upstream, stream_backend: Any) -> None:
-    count = 60_000  # about 16 MiB: more than the loopback's socket buffers hold
+    count = 24_000  # about 8 MiB: the loopback's socket buffers hold about 3 of them
     expected = b"".join(big_events(count))
 
     async def main(on_loop: bool) -> tuple[bytes, int, int]:
@@ -866,7 +885,41 @@ def test_a_held_relay_pauses_the_upstream(srv: Upstream, stream_backend: Any) ->
         assert [int(n) for n in numbers] == list(range(count))  # all of it, in order
 
 
-def test_a_held_relay_of_a_gzipped_answer(srv: Upstream, stream_backend: Any, run: Any) -> None:
+def test_a_held_transfer_is_not_idle(srv: Upstream, stream_backend: Any) -> None:
+    # held for twice idle_timeout: not idle (the consumer is slow, not the upstream); then whole
+    async def main(on_loop: bool) -> Outcome:
+        loop = asyncio.get_running_loop()
+        hold: asyncio.Future[None] = loop.create_future()
+        loop.call_later(0.45, hold.set_result, None)
+        plain = client(srv, idle_timeout=0.2)
+        leg: Any = LoopLeg(plain) if on_loop else plain
+        try:
+            return await once(leg, "chunked", on_chunk=lambda piece: hold, format="relay")
+        finally:
+            await leg.close()
+
+    curl, loop = uvloop_run(main(False)), uvloop_run(main(True))
+    same(curl, loop)
+    assert loop.result["verdict"]["complete"] is True and loop.joined().endswith(b"data: [DONE]\n\n")
+
+
+def test_a_hold_past_the_timeout(srv: Upstream, stream_backend: Any) -> None:
+    # never released: the total timeout still runs
+    async def main(on_loop: bool) -> Outcome:
+        hold: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        plain = client(srv, timeout=0.3)
+        leg: Any = LoopLeg(plain) if on_loop else plain
+        try:
+            return await once(leg, "long-20", on_chunk=lambda piece: hold, format="relay")
+        finally:
+            await leg.close()
+
+    curl, loop = asyncio.run(main(False)), asyncio.run(main(True))
+    same(curl, loop)
+    assert isinstance(loop.error, fastsse.TransportError) and loop.error.code == 28
+
+
+def test_a_held_relay_of_a_gzipped_answer(srv: Upstream, stream_backend: Any) -> None:
     # the read a hold refused comes back once released: decoded once, nothing lost or repeated
     count = 3000
 
@@ -895,7 +948,7 @@ def test_a_held_relay_of_a_gzipped_answer(srv: Upstream, stream_backend: Any, ru
         assert result["verdict"]["complete"] is True and len(holds) >= 2
         return b"".join(got)
 
-    curl, loop = run(main(False)), run(main(True))
+    curl, loop = uvloop_run(main(False)), uvloop_run(main(True))
     assert loop == curl
     assert [int(n) for n in re.findall(rb" w(\d{6})", loop)] == list(range(count))
 
@@ -903,8 +956,13 @@ def test_a_held_relay_of_a_gzipped_answer(srv: Upstream, stream_backend: Any, ru
 # 8. max_event_bytes
 
 
-def test_an_event_past_max_event_bytes(srv: Upstream, stream_backend: Any, run: Any) -> None:
-    curl, loop = run(both(srv, "huge-5000", max_event_bytes=1000))
+@pytest.mark.parametrize("fmt", FORMAT_NAMES)
+@pytest.mark.parametrize("model", ["huge-5000", "json"])
+def test_an_event_past_max_event_bytes(
+    srv: Upstream, stream_backend: Any, run: Any, fmt: str | None, model: str
+) -> None:
+    # an event of 5000 bytes, or a whole JSON answer of about 200, past a limit of 100
+    curl, loop = run(both(srv, model, max_event_bytes=100, format=fmt))
     assert type(curl.value) is type(loop.value) is fastsse.EventTooLarge
     assert str(loop.value) == str(curl.value)
 
@@ -919,7 +977,7 @@ def test_a_1_mib_event_within_the_limit(srv: Upstream, stream_backend: Any) -> N
 # 9. max_connections
 
 
-def test_max_connections_bounds_the_transfers(srv: Upstream, stream_backend: Any, run: Any) -> None:
+def test_max_connections_bounds_the_transfers(srv: Upstream, stream_backend: Any) -> None:
     async def main(on_loop: bool) -> tuple[Any, ...]:
         gate = fresh()
         plain = client(srv, max_connections=2)
@@ -939,7 +997,7 @@ def test_max_connections_bounds_the_transfers(srv: Upstream, stream_backend: Any
             assert leg.taken == 4
         return running, srv.accepts - before, [content(r) for r in results], shape(late)
 
-    curl, loop = run(main(False)), run(main(True))
+    curl, loop = asyncio.run(main(False)), asyncio.run(main(True))
     assert loop == curl
     running, accepted, texts, late = loop
     assert running == 2 and accepted == 2 and texts == ["one two"] * 3
