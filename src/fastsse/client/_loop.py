@@ -83,6 +83,12 @@ TIMED_OUT: Final = 28
 GOT_NOTHING: Final = 52
 RECV_ERROR: Final = 56
 BAD_CONTENT_ENCODING: Final = 61
+TOO_LARGE: Final = 100
+
+# libcurl's bounds on an answer's head (CURL_MAX_HTTP_HEADER, MAX_HTTP_RESP_HEADER_SIZE): a line
+# past the first fails with TOO_LARGE, a head past the second with RECV_ERROR
+MAX_HEAD_LINE: Final = 100 << 10
+MAX_HEAD: Final = 300 << 10
 
 # what libcurl sends for the client's CURLOPT_ACCEPT_ENCODING (no compressed answer is asked for)
 _ACCEPT_ENCODING: Final = f"Accept-Encoding: {ACCEPT_ENCODING}\r\n".encode("latin-1")
@@ -449,6 +455,12 @@ class _Transfer:
         self.deadline: float | None = None
         self.held_reads = False  # the connection's reading is paused for a hold
         self.on_body: Any = None  # the route, for the parser
+        self.head_read = 0  # bytes of the reads that ended inside the answer's head
+        self.head_line = 0  # bytes of those reads since their last LF (a line not ended yet)
+        self.head_size = 0  # bytes of the head's lines, as the parser gave them
+        self.status_size = 0  # bytes of the status line
+        self.reason = b""  # its reason phrase, as far as it came
+        self.stated = False  # the response has the status line
 
     # the transfer
 
@@ -546,30 +558,75 @@ class _Transfer:
         except httptools.HttpParserError as exc:
             if self.done.done():
                 return
-            assert self.response is not None
-            if self.response.status == 0:  # no HTTP/1.x status line: libcurl refuses the protocol
+            if self.parser.get_status_code() == 0:  # no HTTP/1.x status line: libcurl refuses the protocol
                 self.finish(UNSUPPORTED_PROTOCOL, f"the answer's status line is not HTTP/1.x ({exc})")
             else:
+                if not self.stated:  # a status line, then a broken header: the status stands
+                    self._state()
                 what = "answer" if self.headed else "answer's head"
                 self.finish(WEIRD_REPLY if not self.headed else RECV_ERROR, f"the {what} is not HTTP ({exc})")
+            return
+        if not self.headed and not self.done.done():  # all of this read is the head's
+            self.head_read += len(data)
+            end = data.rfind(b"\n")
+            self.head_line = self.head_line + len(data) if end < 0 else len(data) - end - 1
+            within = self._bound_head(self.head_line, self.head_read)
+            if within and end >= 0 and not self.stated and self.parser.get_status_code():
+                self._state()  # the status line ended in this read
+
+    def _bound_head(self, line: int, size: int) -> bool:
+        """Whether the head is still within libcurl's bounds (else the transfer ends as libcurl
+        ends it): a hostile upstream's endless header is not kept."""
+        if line > MAX_HEAD_LINE:
+            self.finish(TOO_LARGE, "")
+        elif size > MAX_HEAD:
+            self.finish(RECV_ERROR, f"Too large response headers: {size} > {MAX_HEAD}")
+        else:
+            return True
+        return False
+
+    def on_message_begin(self) -> None:
+        self.reason = b""
+        self.status_size = 15  # "HTTP/1.1 200 " and its CRLF
+        self.head_size += 15
+        self.stated = False
 
     def on_status(self, reason: bytes) -> None:
+        # once per piece of the reason phrase (a status line split across reads comes in pieces),
+        # never for a status line without one ("HTTP/1.1 200"): the line is told once it is whole
+        self.status_size += len(reason)
+        self.head_size += len(reason)
+        if self._bound_head(self.status_size, self.head_size):
+            self.reason += reason
+
+    def _state(self) -> None:
+        # the status line is whole: the response learns it, as libcurl's header callback would
         assert self.response is not None
-        status = self.parser.get_status_code()
-        self.response.header(b"HTTP/1.1 %d %s" % (status, reason))
+        self.stated = True
+        self.response.header(b"HTTP/1.1 %d %s" % (self.parser.get_status_code(), self.reason))
 
     def on_header(self, name: bytes, value: bytes) -> None:
         assert self.response is not None
+        if not self.stated:
+            self._state()
+        line = len(name) + len(value) + 4  # ": " and CRLF
+        self.head_size += line
+        if not self._bound_head(line, self.head_size):
+            return
         self.response.header(name + b": " + value)
         lower = name.lower()
         if lower == b"content-length" or (lower == b"transfer-encoding" and b"chunked" in value.lower()):
             self.framed = True
 
     def on_headers_complete(self) -> None:
+        if not self.stated and not self.done.done():
+            self._state()
         status = self.parser.get_status_code()
         if status < 200:  # 100 Continue and its kind: the answer's head comes after
             return
         self.headed = True
+        if self.done.done():  # failed in the head
+            return
         response, route = self.response, self.route
         assert response is not None
         coding = response.headers.get("content-encoding", "").strip().lower()
@@ -577,7 +634,6 @@ class _Transfer:
             decoders = _decoders(coding)
             if decoders is None:
                 self.finish(BAD_CONTENT_ENCODING, "Unrecognized content encoding type")
-                route.stopped = True  # the rest of the body is dropped
                 return
             response.direct = None  # decoded in Python: never fed from C
             route.on_write = _Decoded(response.write, decoders, self.finish)
@@ -694,8 +750,11 @@ class _Transfer:
         if self.done.done():
             return
         response, job = self.response, self.job
-        if code == 0 and self.route is not None and self.route.held is not None:
+        route = self.route
+        if code == 0 and route is not None and route.held is not None:
             return  # whole, but reads are held for the consumer: the end waits for the release
+        if route is not None:
+            route.stopped = True  # what the parser still has of this read is dropped
         connection, self.connection = self.connection, None
         if connection is not None:
             connection.transfer = None
