@@ -656,6 +656,40 @@ def test_two_requests_in_a_row_reuse_one_connection(srv: Upstream, stream_backen
     assert run(main(True)) == run(main(False)) == (["".join(WORDS)] * 3, 1)
 
 
+@pytest.mark.parametrize(
+    ("first", "accepts"),
+    [
+        ("r429", 1),
+        ("r500", 1),
+        ("r204", 1),
+        ("r302", 1),
+        ("json", 1),
+        ("close", 2),
+        ("cut", 2),
+        ("long-20", 2),
+    ],
+)
+def test_which_answers_leave_the_connection_kept(
+    srv: Upstream, stream_backend: Any, run: Any, first: str, accepts: int
+) -> None:
+    # a whole answer with a length or chunks leaves it for the next request; one ended by the
+    # close, cut, or stopped by on_chunk (long-20) does not
+    async def main(on_loop: bool) -> tuple[Any, str, int]:
+        plain = client(srv)
+        leg: Any = LoopLeg(plain) if on_loop else plain
+        before = srv.accepts
+        try:
+            one = await once(leg, first, on_chunk=lambda piece: False)
+            then = content(await leg.create_stream(req("chunked")))
+        finally:
+            await leg.close()
+        return shape(one), then, srv.accepts - before
+
+    curl, loop = run(main(False)), run(main(True))
+    assert loop == curl
+    assert loop[1:] == ("".join(WORDS), accepts)
+
+
 @pytest.mark.parametrize("second", ["keepclose", "dropkept"])
 def test_a_kept_connection_closed_by_the_server_is_replaced_once(
     srv: Upstream, stream_backend: Any, run: Any, second: str
@@ -1024,6 +1058,33 @@ def test_max_connections_bounds_the_transfers(srv: Upstream, stream_backend: Any
     assert running == 2 and accepted == 2 and texts == ["one two"] * 3
     assert late["class"] is fastsse.TransportError and late["code"] == 28
     assert "max_connections=2" in late["message"]
+
+
+def test_a_cancelled_wait_for_a_connection_frees_nothing_it_had_not(
+    srv: Upstream, stream_backend: Any, run: Any
+) -> None:
+    # max_connections=1: the second request waits, is cancelled; the first ends; a third runs
+    async def main(on_loop: bool) -> tuple[str, str, int]:
+        gate = fresh()
+        plain = client(srv, max_connections=1)
+        leg: Any = LoopLeg(plain) if on_loop else plain
+        before = srv.accepts
+        try:
+            first = asyncio.create_task(leg.create_stream(req(f"gate-{gate}")))
+            await asyncio.get_running_loop().run_in_executor(None, srv.started(gate).wait, 5)
+            waiting = asyncio.create_task(leg.create_stream(req("chunked")))
+            await asyncio.sleep(0.05)
+            waiting.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await waiting
+            srv.gate(gate).set()
+            one = content(await asyncio.wait_for(first, 5))
+            three = content(await asyncio.wait_for(leg.create_stream(req("chunked")), 5))
+        finally:
+            await leg.close()
+        return one, three, srv.accepts - before
+
+    assert run(main(True)) == run(main(False)) == ("one two", "".join(WORDS), 1)
 
 
 # 10. leaving
