@@ -192,6 +192,11 @@ RAW: dict[str, tuple[bytes, Any]] = {
         b"HTTP/1.1 429\r\nContent-Type: application/json\r\n" + length(RATE) + b"\r\n" + RATE,
         429,
     ),
+    # a length and chunks: the chunks frame it (RFC 9112 6.3), as libcurl reads it
+    "lengthandchunks": (
+        OK_SSE + b"Content-Length: 3\r\n" + CHUNKED + b"\r\n" + framed(BODY) + b"0\r\n\r\n",
+        200,
+    ),
     # libcurl's bounds on an answer's head: 100 KiB a line (100), 300 KiB in all (56)
     "line90k": (OK_SSE + b"X-Big: " + b"a" * (90 << 10) + b"\r\n" + length(BODY) + b"\r\n" + BODY, 200),
     "line101k": (OK_SSE + b"X-Big: " + b"a" * (101 << 10) + b"\r\n" + length(BODY) + b"\r\n" + BODY, 100),
@@ -227,6 +232,11 @@ OWN: dict[str, tuple[bytes, int]] = {
         56,
     ),
 }
+
+
+def _two_frames(conn: socket.socket, srv: Upstream, arg: str, nth: int) -> bool:
+    conn.sendall(RAW["lengthandchunks"][0])
+    return True  # kept open: the client may send another request on it
 
 
 def _raw(conn: socket.socket, srv: Upstream, arg: str, nth: int) -> bool:
@@ -342,6 +352,7 @@ SCENARIOS: dict[str, Callable[[socket.socket, Upstream, str, int], bool]] = {
     "cut": _cut,
     "empty": _empty,
     "raw": _raw,
+    "twoframes": _two_frames,
     "slowhead": _slowhead,
     "idle": _idle,
     "long": _long,
@@ -688,6 +699,23 @@ def test_which_answers_leave_the_connection_kept(
     curl, loop = run(main(False)), run(main(True))
     assert loop == curl
     assert loop[1:] == ("".join(WORDS), accepts)
+
+
+def test_an_answer_framed_two_ways_leaves_no_connection_kept(
+    srv: Upstream, stream_backend: Any, run: Any
+) -> None:
+    # read by its chunks, but a connection whose answer also had a length is not used again
+    async def main() -> int:
+        leg = LoopLeg(client(srv))
+        before = srv.accepts
+        try:
+            for model in ("twoframes", "chunked"):
+                assert content(await leg.create_stream(req(model))) == "".join(WORDS)
+        finally:
+            await leg.close()
+        return srv.accepts - before
+
+    assert run(main()) == 2
 
 
 @pytest.mark.parametrize("second", ["keepclose", "dropkept"])

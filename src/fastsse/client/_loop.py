@@ -58,13 +58,17 @@ except ImportError:  # pragma: no cover - the gateway extra installs it
     httptools = None
 
 
+# What libcurl reads and llhttp refuses by default: a line ended by a bare LF, an answer with a
+# Content-Length and chunks (the chunks frame it, RFC 9112 6.3; its connection is not kept)
+_LENIENCIES: Final = {"lenient_optional_cr_before_lf": True, "lenient_chunked_length": True}
+
+
 def _lenient() -> bool:
-    """Whether this httptools lets a line end with a bare LF, as libcurl does (llhttp 9's
-    ``lenient_optional_cr_before_lf``; older ones cannot)."""
+    """Whether this httptools takes ``_LENIENCIES`` (llhttp 9's; older ones cannot)."""
     if httptools is None:
         return False
     try:
-        httptools.HttpResponseParser(object()).set_dangerous_leniencies(lenient_optional_cr_before_lf=True)
+        httptools.HttpResponseParser(object()).set_dangerous_leniencies(**_LENIENCIES)
     except (AttributeError, TypeError):  # pragma: no cover - an older httptools
         return False
     return True
@@ -450,6 +454,7 @@ class _Transfer:
         self.headed = False  # the answer's head is in (its body's reads go to the parser)
         self.complete = False
         self.framed = False  # the answer says how its body ends (a length, or chunks)
+        self.twice = False  # it says so twice (a length and chunks)
         self.reused = False
         self.timer: asyncio.TimerHandle | None = None
         self.deadline: float | None = None
@@ -537,8 +542,8 @@ class _Transfer:
         self.connection = connection
         self.on_body = self.route  # read once by the parser: each body read goes to the route
         self.parser = httptools.HttpResponseParser(self)
-        if _LENIENT:  # a line ended by a bare LF, which libcurl reads as CRLF
-            self.parser.set_dangerous_leniencies(lenient_optional_cr_before_lf=True)
+        if _LENIENT:
+            self.parser.set_dangerous_leniencies(**_LENIENCIES)
 
     def _send(self) -> None:
         body, connection = self.job.spec.body, self.connection
@@ -616,6 +621,8 @@ class _Transfer:
         self.response.header(name + b": " + value)
         lower = name.lower()
         if lower == b"content-length" or (lower == b"transfer-encoding" and b"chunked" in value.lower()):
+            if self.framed:  # a length and chunks: read by the chunks, the connection not kept
+                self.twice = True
             self.framed = True
 
     def on_headers_complete(self) -> None:
@@ -758,7 +765,9 @@ class _Transfer:
         connection, self.connection = self.connection, None
         if connection is not None:
             connection.transfer = None
-            keep = code == 0 and self.parser is not None and self.parser.should_keep_alive()
+            keep = (
+                code == 0 and not self.twice and self.parser is not None and self.parser.should_keep_alive()
+            )
             if keep:
                 self.leg._keep(connection)
             else:
