@@ -223,6 +223,15 @@ OWN: dict[str, tuple[bytes, int]] = {
     # a 101 to a POST that asked for no upgrade: libcurl gives a result (status 101, "the stream
     # was cut") even with raise_for_status; the loop says the upstream left HTTP (8)
     "switch": (b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\nConnection: upgrade\r\n\r\nxx", 8),
+    # llhttp's strictness where RFC 9112 forbids the sender (a head the loop calls broken, 8):
+    # an obs-fold continuation line, and a space between a header's name and its colon; both
+    # are read by libcurl. The parser's lenient_headers would take the fold, but also NUL and
+    # control bytes in values, which libcurl refuses
+    "fold": (OK_SSE + b"X-A: b\r\n c\r\n" + length(BODY) + b"\r\n" + BODY, 8),
+    "spacedname": (OK_SSE + b"X-A : b\r\n" + length(BODY) + b"\r\n" + BODY, 8),
+    # Transfer-Encoding: identity (gone from HTTP/1.1): libcurl fails it (61, "unsolicited"); the
+    # loop reads the body to the close, as for any answer with no length or chunks
+    "teidentity": (OK_SSE + b"Transfer-Encoding: identity\r\nConnection: close\r\n\r\n" + BODY, 200),
     # chunk sizes ended by a bare LF: libcurl reads them; llhttp needs the CR after a chunk size
     # whatever its leniencies (bare-LF heads are read), and no HTTP/1.1 server sends this
     "barelfchunks": (
@@ -857,7 +866,11 @@ def test_where_the_loop_differs_on_purpose(srv: Upstream, stream_backend: Any, r
         finally:
             await leg.close()
 
-    error = run(main()).error
+    outcome = run(main())
+    if OWN[name][1] == 200:
+        assert content(outcome.result) == "".join(WORDS)
+        return
+    error = outcome.error
     assert isinstance(error, fastsse.TransportError) and error.code == OWN[name][1]
     assert error.result is not None and error.result["verdict"]["complete"] is False
 
