@@ -494,6 +494,30 @@ def fresh(prefix: str = "g") -> str:
     return f"{prefix}{next(_names)}"
 
 
+@pytest.fixture(scope="module")
+def blackhole() -> Iterator[str]:
+    """The base URL of a port whose connections never complete: its listener's backlog is full
+    (and it never accepts), so a new SYN is dropped."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(0)
+    port = listener.getsockname()[1]
+    fillers = []
+    for _ in range(4):
+        filler = socket.socket()
+        filler.setblocking(False)
+        with contextlib.suppress(BlockingIOError):
+            filler.connect(("127.0.0.1", port))
+        fillers.append(filler)
+    time.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{port}/v1"
+    finally:
+        for filler in fillers:
+            filler.close()
+        listener.close()
+
+
 def closed_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -905,6 +929,51 @@ def test_total_timeout(srv: Upstream, stream_backend: Any) -> None:
     error = loop.error
     assert isinstance(error, fastsse.TransportError) and error.code == 28
     assert error.result is not None and content(error.result).startswith("a")
+
+
+@pytest.mark.parametrize(
+    ("options", "words"),
+    [
+        pytest.param({"connect_timeout": 0.3}, "Connection timed out after", id="connect_timeout"),
+        pytest.param({"timeout": 0.3}, "Connection timed out after", id="timeout"),
+        pytest.param({"first_byte_timeout": 0.3}, "first_byte_timeout", id="first_byte_timeout"),
+        pytest.param({"idle_timeout": 0.3}, "idle_timeout", id="idle_timeout"),
+    ],
+)
+def test_a_connection_that_never_completes(
+    srv: Upstream, blackhole: str, stream_backend: Any, options: dict[str, Any], words: str
+) -> None:
+    # each timeout counts the connect: the call ends in about 0.3 s, not the next limit's time
+    async def main(on_loop: bool) -> tuple[Outcome, float]:
+        plain = client(srv, base_url=blackhole, **{"timeout": 5, **options})
+        leg: Any = LoopLeg(plain) if on_loop else plain
+        start = time.monotonic()
+        try:
+            return await once(leg, "chunked"), time.monotonic() - start
+        finally:
+            await leg.close()
+
+    (curl, curl_took), (loop, loop_took) = asyncio.run(main(False)), asyncio.run(main(True))
+    same(curl, loop)
+    assert isinstance(loop.error, fastsse.TransportError) and loop.error.code == 28
+    assert words in str(loop.error)
+    assert loop_took < 2.0 and curl_took < 2.0, (curl_took, loop_took)
+
+
+def test_closing_the_leg_while_it_connects(srv: Upstream, blackhole: str, stream_backend: Any) -> None:
+    async def main(on_loop: bool) -> tuple[Any, float]:
+        plain = client(srv, base_url=blackhole)
+        leg: Any = LoopLeg(plain) if on_loop else plain
+        task = asyncio.create_task(once(leg, "chunked"))
+        await asyncio.sleep(0.2)
+        start = time.monotonic()
+        await leg.close()
+        outcome = await asyncio.wait_for(task, 5)
+        return shape(outcome), time.monotonic() - start
+
+    (curl, curl_took), (loop, loop_took) = uvloop_run(main(False)), uvloop_run(main(True))
+    assert loop == curl and loop["class"] is fastsse.ClientClosed
+    assert loop_took < 1.0 and curl_took < 1.0, (curl_took, loop_took)
 
 
 # 6. on_chunk

@@ -456,6 +456,7 @@ class _Transfer:
         self.framed = False  # the answer says how its body ends (a length, or chunks)
         self.twice = False  # it says so twice (a length and chunks)
         self.reused = False
+        self.connecting = False  # waiting for a new connection
         self.timer: asyncio.TimerHandle | None = None
         self.deadline: float | None = None
         self.held_reads = False  # the connection's reading is paused for a hold
@@ -513,16 +514,24 @@ class _Transfer:
                 left = max(0.001, self.deadline - time.monotonic())
                 limit = left if limit is None else min(limit, left)
             key = (target.host, target.port)
+            making = self.loop.create_task(
+                self.loop.create_connection(lambda: _Connection(key), target.host, target.port)
+            )
+            self.connecting = True
             try:
-                _, connection = await asyncio.wait_for(
-                    self.loop.create_connection(lambda: _Connection(key), target.host, target.port),
-                    limit,
-                )
-            except asyncio.TimeoutError:
+                # the transfer may end first (first_byte_timeout, idle_timeout, timeout, close()):
+                # then the connect is dropped at once, not waited for to its own limit
+                await asyncio.wait((making, self.done), timeout=limit, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                self.connecting = False
+                if not making.done():
+                    making.cancel()
+            if making.cancelled() or not making.done():
                 ms = round((limit or 0) * 1000)
                 self.finish(TIMED_OUT, f"Connection timed out after {ms} milliseconds")
                 return
-            except OSError as exc:
+            exc = making.exception()
+            if isinstance(exc, OSError):
                 import socket
 
                 if isinstance(exc, socket.gaierror):
@@ -533,6 +542,7 @@ class _Transfer:
                         COULDNT_CONNECT, f"Failed to connect to {target.host} port {target.port}: {words}"
                     )
                 return
+            _, connection = making.result()
         assert connection is not None
         if self.done.done():  # failed or cut while connecting
             leg._keep(connection)
@@ -733,7 +743,8 @@ class _Transfer:
         now = time.monotonic()
         if self.deadline is not None and now >= self.deadline:
             ms = self.job.spec.timeout_ms
-            self.finish(TIMED_OUT, f"Operation timed out after {ms} milliseconds")
+            what = "Connection" if self.connecting else "Operation"  # libcurl's words for each
+            self.finish(TIMED_OUT, f"{what} timed out after {ms} milliseconds")
             return
         limit, name = _silence_limit(self.job.spec, response)
         last = max(response.last_activity, self.route.last_read)
