@@ -1084,6 +1084,27 @@ def test_a_hold_past_the_timeout(srv: Upstream, stream_backend: Any) -> None:
     assert isinstance(loop.error, fastsse.TransportError) and loop.error.code == 28
 
 
+@pytest.mark.parametrize("model", ["cut", "close"])
+def test_an_answer_that_ends_while_held(srv: Upstream, stream_backend: Any, run: Any, model: str) -> None:
+    # the upstream is done (cut, or ended by its close) while the consumer holds the transfer:
+    # what was read before is delivered on the release, then the end is told
+    async def main(on_loop: bool) -> Outcome:
+        loop = asyncio.get_running_loop()
+        hold: asyncio.Future[None] = loop.create_future()
+        loop.call_later(0.15, hold.set_result, None)
+        plain = client(srv)
+        leg: Any = LoopLeg(plain) if on_loop else plain
+        try:
+            return await once(leg, model, on_chunk=lambda piece: hold, format="relay")
+        finally:
+            await leg.close()
+
+    curl, loop = run(main(False)), run(main(True))
+    same(curl, loop)
+    text = loop.joined()
+    assert text.count(b" loop") == 1 and (model == "cut") == (b"[DONE]" not in text)
+
+
 def test_a_held_relay_of_a_gzipped_answer(srv: Upstream, stream_backend: Any) -> None:
     # the read a hold refused comes back once released: decoded once, nothing lost or repeated
     count = 3000
