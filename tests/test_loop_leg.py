@@ -1191,6 +1191,30 @@ def test_max_connections_bounds_the_transfers(srv: Upstream, stream_backend: Any
     assert "max_connections=2" in late["message"]
 
 
+def test_many_requests_share_max_connections(srv: Upstream, stream_backend: Any, run: Any) -> None:
+    # 40 at once over 4 connections: every one whole, no more connections than allowed
+    async def main(on_loop: bool) -> tuple[list[str], bool]:
+        plain = client(srv, max_connections=4)
+        leg: Any = LoopLeg(plain) if on_loop else plain
+        before = srv.accepts
+        try:
+            models = ["chunked", "length", "r429", "json"] * 10
+            outcomes = await asyncio.wait_for(asyncio.gather(*(once(leg, m) for m in models)), 10)
+        finally:
+            await leg.close()
+        if on_loop:
+            assert leg.taken == 40
+        kinds = [
+            type(o.value).__name__ if isinstance(o.value, BaseException) else content(o.value)
+            for o in outcomes
+        ]
+        return kinds, srv.accepts - before <= 4
+
+    curl, loop = run(main(False)), run(main(True))
+    assert loop == curl
+    assert loop == (["".join(WORDS), "".join(WORDS), "HTTPStatusError", "whole"] * 10, True)
+
+
 def test_a_cancelled_wait_for_a_connection_frees_nothing_it_had_not(
     srv: Upstream, stream_backend: Any, run: Any
 ) -> None:
