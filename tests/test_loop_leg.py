@@ -763,7 +763,7 @@ def test_a_kept_connection_closed_by_the_server_is_replaced_once(
         before = srv.accepts
         try:
             first = content(await leg.create_stream(req(second if second == "keepclose" else "length")))
-            await asyncio.sleep(0.2)
+            await asyncio.sleep(0.12)
             then = content(await leg.create_stream(req(second)))
         finally:
             await leg.close()
@@ -923,7 +923,7 @@ def test_idle_timeout(srv: Upstream, stream_backend: Any) -> None:
 
 def test_total_timeout(srv: Upstream, stream_backend: Any) -> None:
     start = time.monotonic()
-    curl, loop = asyncio.run(both(srv, "long-20", timeout=0.5))
+    curl, loop = asyncio.run(both(srv, "long-20", timeout=0.3))
     assert time.monotonic() - start < 3.0  # not the answer's 2 s, twice
     same(curl, loop)
     error = loop.error
@@ -934,16 +934,15 @@ def test_total_timeout(srv: Upstream, stream_backend: Any) -> None:
 @pytest.mark.parametrize(
     ("options", "words"),
     [
-        pytest.param({"connect_timeout": 0.3}, "Connection timed out after", id="connect_timeout"),
-        pytest.param({"timeout": 0.3}, "Connection timed out after", id="timeout"),
-        pytest.param({"first_byte_timeout": 0.3}, "first_byte_timeout", id="first_byte_timeout"),
-        pytest.param({"idle_timeout": 0.3}, "idle_timeout", id="idle_timeout"),
+        pytest.param({"connect_timeout": 0.2}, "Connection timed out after", id="connect_timeout"),
+        pytest.param({"timeout": 0.2}, "Connection timed out after", id="timeout"),
+        pytest.param({"first_byte_timeout": 0.2}, "first_byte_timeout", id="first_byte_timeout"),
     ],
 )
 def test_a_connection_that_never_completes(
     srv: Upstream, blackhole: str, stream_backend: Any, options: dict[str, Any], words: str
 ) -> None:
-    # each timeout counts the connect: the call ends in about 0.3 s, not the next limit's time
+    # each timeout counts the connect: the call ends in about 0.2 s, not the next limit's time
     async def main(on_loop: bool) -> tuple[Outcome, float]:
         plain = client(srv, base_url=blackhole, **{"timeout": 5, **options})
         leg: Any = LoopLeg(plain) if on_loop else plain
@@ -1171,10 +1170,10 @@ def test_max_connections_bounds_the_transfers(srv: Upstream, stream_backend: Any
         before = srv.accepts
         try:
             tasks = [asyncio.create_task(leg.create_stream(req(f"gate-{gate}"))) for _ in range(3)]
-            await asyncio.sleep(0.4)
+            await asyncio.sleep(0.25)
             running = srv.accepts - before  # the third waits for a slot
             # one more, with a timeout shorter than the wait: it fails in the queue
-            late = await once(leg, f"gate-{gate}", timeout=0.3)
+            late = await once(leg, f"gate-{gate}", timeout=0.2)
             srv.gate(gate).set()
             results = await asyncio.wait_for(asyncio.gather(*tasks), 10)
         finally:
