@@ -16,7 +16,8 @@ added here. What it takes behaves as the client would: the same options checked 
 the same stream (``open_stream``), the same ``Response`` (status, headers, the body's mode,
 holds), the same result and errors with libcurl's codes (7: no connection, 28: a timeout, 52: no
 answer, 18 / 56: a cut answer, 23: stopped by ``on_chunk``, 1: no HTTP/1.x status line, 8: a
-broken head, 61: a compressed answer that does not decode), and the same timing record. The
+broken head, 61: a compressed answer that does not decode, 100 / 56: a head line past 100 KiB, a
+head past 300 KiB), and the same timing record. The
 request says ``Accept-Encoding: identity``; an answer compressed anyway (gzip, deflate) is decoded,
 in Python, as libcurl decodes it. A kept-alive connection the server closed while it was idle is
 replaced once, before anything of the answer was read, as libcurl does.
