@@ -226,6 +226,46 @@ def test_ttfb_and_ttft_are_two_figures(scripted: list[Any]) -> None:
         assert "gen_ai_server_time_to_first_token_seconds_bucket" in metrics
 
 
+def late_script(conn: socket.socket) -> None:
+    """Wait 0.25 s after the request, then answer a whole chat stream and close."""
+    time.sleep(0.25)
+    events = [
+        {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m", "choices": [choice]}
+        for choice in (
+            {"index": 0, "delta": {"role": "assistant", "content": "late"}, "finish_reason": None},
+            {"index": 0, "delta": {}, "finish_reason": "stop"},
+        )
+    ]
+    body = b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events) + b"data: [DONE]\n\n"
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n"
+    conn.sendall(head + b"Content-Length: %d\r\n\r\n" % len(body) + body)
+
+
+def test_latency_learns_from_streamed_answers(scripted: list[Any]) -> None:
+    # a streamed answer's time to first byte is the gateway's own stamps (no timing record is
+    # kept per upstream read), and the latency balance must still learn from it
+    late = RawServer(late_script, threaded=True, backlog=64)
+    late.thread.start()
+    try:
+        upstreams = [
+            {"name": "late", "base_url": late.base_url},
+            {"name": "soon", "base_url": scripted[0].base_url},
+        ]
+        routes = [{"model": "m", "upstreams": ["late", "soon"], "balance": "latency", "upstream_model": FAST}]
+        with GatewayProcess(upstreams, routes=routes) as gw:
+            before = len(gw.records())
+            for _ in range(12):
+                response = post(gw.url, chat("m"))
+                assert response.status_code == 200
+                assert response.text.endswith("data: [DONE]\n\n")
+            chosen = [r["upstream"] for r in gw.records()[before:]]
+            # no sample is best, so each is tried once; then the one 250 ms late loses every pair
+            assert chosen.count("late") <= 2, chosen
+    finally:
+        late.stop.set()
+        late.sock.close()
+
+
 def test_legacy_completions_pass_through_to_chat_upstreams(scripted: list[Any]) -> None:
     upstreams = [{"name": "one", "base_url": scripted[0].base_url}]
     with GatewayProcess(upstreams) as gw:

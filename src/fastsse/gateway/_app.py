@@ -739,15 +739,21 @@ class Gateway:
                 options["headers"] = {**up.headers, **extra}
             plane.router.started(up.name)
             ttfb: float | None = None
+            asked = time.monotonic_ns()
             try:
                 if down is None:
                     result = await client.create_stream(sent, **options)
                 else:
                     fmt = "passthrough" if caller == "completions" else stream_format(caller, up.api)
+                    # no timing record: the sink stamps the first piece and the first content,
+                    # and the record's one stamp per upstream read would grow with the answer
+                    options["timing"] = False
                     result = await client.create_stream(sent, on_piece or down.piece, format=fmt, **options)
                 timing = result.get("timing") or {}
                 if timing.get("first_byte") and timing.get("sent"):
                     ttfb = (timing["first_byte"] - timing["sent"]) / 1e9
+                elif down is not None and down.first_ns:  # from the request to its first piece
+                    ttfb = (down.first_ns - asked) / 1e9
                 self._succeeded(up)
                 return up, result, None
             except (HTTPStatusError, TransportError) as exc:
