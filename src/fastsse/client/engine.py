@@ -382,50 +382,7 @@ class _Engine:
     ) -> _Job:
         """Check one request and its own ``options`` (per-call keywords, ``DEFAULT`` where not
         given) now, before anything is queued: TypeError / InvalidRequest as ``create_stream``."""
-        given = check_options(options, CALL_NAMES, "create_stream()") if options else {}
-        own = {"on_chunk": on_chunk, "format": given.pop("format", None), "curl": given.pop("curl", None)}
-        driver = given.pop("driver", None)
-        if driver is not None and driver != self.driver:
-            raise InvalidRequest(
-                f"driver={driver!r}: this client drives {self.driver!r}; the driver is the client's "
-                f"(make a Client(driver={driver!r}))"
-            )
-        merged = self.defaults.replace(given) if given else self.defaults
-        spec = self.prepare(request, merged)
-        own["format"] = _streams.format_for(spec.api, own["format"])
-        if own["curl"] is not None and self.driver != "pycurl":
-            raise TypeError(
-                "curl= (a pycurl handle of your own) needs the pycurl driver: make the client with "
-                "driver='pycurl' (fastsse.create_stream(curl=...) does)"
-            )
-        if own["curl"] is not None and merged.client_cert is not None:
-            # pycurl cannot unset a certificate, so it would outlive the request on the caller's handle
-            raise InvalidRequest(
-                "client_cert cannot be used with curl=: set SSLCERT / SSLKEY on your own handle"
-            )
-        job = _Job(spec, own, index)
-        job.timing = merged.timing
-        job.retries = merged.max_retries
-        own["gate"] = merged.first_chunk_gate
-        own["keep_text"] = merged.keep_text
-        own["resumable"] = (
-            merged.resume
-            and spec.api == "responses"
-            and own["format"] in ("responses", "to-chat")
-            and request.get("background") is True
-        )
-        if merged.fallbacks:
-            specs = [spec]
-            for base, key in merged.fallbacks:
-                other = merged.replace(
-                    {"base_url": base, "fallbacks": None, **({"api_key": key} if key else {})}
-                )
-                specs.append(self.prepare(request, other))
-            job.specs = tuple(specs)
-        # result["http"]["upstream"]: the base URL that answered (the first, or a fallback)
-        bases = [merged.base_url or spec.display_url] + [base for base, _ in merged.fallbacks or ()]
-        job.bases = tuple(redact(base) for base in bases)
-        return job
+        return new_job(self.defaults, self.prepare, self.driver, request, on_chunk, options, index)
 
     def source_job(self, spec: RequestSpec, on_event: Any, decoder: Any) -> _Job:
         """A job for one connection of an event source: ``spec`` from ``prepare_get``, read with
