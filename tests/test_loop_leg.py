@@ -27,23 +27,10 @@ import pytest
 
 import fastsse
 from fastsse.client import LoopLeg
+from test_engine_faults import END, chunk
 
 SSE = b"Content-Type: text/event-stream\r\n"
 CHUNKED = b"Transfer-Encoding: chunked\r\n"
-
-
-def chunk(text: str | None = None, finish: str | None = None, role: bool = False) -> bytes:
-    delta: dict[str, Any] = {}
-    if role:
-        delta["role"] = "assistant"
-    if text is not None:
-        delta["content"] = text
-    body = {"id": "x", "object": "chat.completion.chunk", "created": 1, "model": "m"}
-    body["choices"] = [{"index": 0, "delta": delta, "finish_reason": finish}]
-    return b"data: " + orjson.dumps(body) + b"\n\n"
-
-
-END = chunk(finish="stop") + b"data: [DONE]\n\n"
 
 
 def events(texts: list[str]) -> list[bytes]:
