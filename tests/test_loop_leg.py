@@ -770,6 +770,9 @@ def test_the_request_is_the_one_libcurl_sends(srv: Upstream, stream_backend: Any
     for name in ("curl", "loop"):
         top, body = srv.heads[name]
         line, *lines = top.split(b"\r\n")
+        # pycurl's own User-Agent ("PycURL/7.x libcurl/8.x ..."), which the pycurl driver sends and
+        # the compiled driver does not, is libcurl's binding speaking, not the client
+        lines = [x for x in lines if not x.startswith(b"User-Agent: PycURL/")]
         heads[name] = (line, sorted(lines), body.replace(b"echo-" + name.encode(), b""))
     assert heads["loop"] == heads["curl"]
     line, lines, _ = heads["loop"]
@@ -912,7 +915,14 @@ def test_total_timeout(srv: Upstream, stream_backend: Any) -> None:
     start = time.monotonic()
     curl, loop = asyncio.run(both(srv, "long-20", timeout=0.3))
     assert time.monotonic() - start < 3.0  # not the answer's 2 s, twice
-    same(curl, loop)
+
+    def cut(outcome: Outcome) -> Any:
+        # how many chunks came before the timeout is the clock's, not the transport's
+        out = shape(outcome)
+        out["result"]["choices"][0]["message"]["content"] = "a..."
+        return out
+
+    assert cut(loop) == cut(curl)
     error = loop.error
     assert isinstance(error, fastsse.TransportError) and error.code == 28
     assert error.result is not None and content(error.result).startswith("a")
