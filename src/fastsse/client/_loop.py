@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import os
+import socket
 import time
 import urllib.parse
 import urllib.request
@@ -395,7 +396,6 @@ class _Connection(asyncio.Protocol):
         self.transport: Any = None
         self.transfer: _Transfer | None = None
         self.leg: LoopLeg | None = None  # set while idle in its pool
-        self.made: asyncio.Future[None] | None = None
 
     def connection_made(self, transport: Any) -> None:
         self.transport = transport
@@ -533,8 +533,6 @@ class _Transfer:
                 return
             exc = making.exception()
             if isinstance(exc, OSError):
-                import socket
-
                 if isinstance(exc, socket.gaierror):
                     self.finish(COULDNT_RESOLVE, f"Could not resolve host: {target.host}")
                 else:
@@ -772,8 +770,6 @@ class _Transfer:
         route = self.route
         if code == 0 and route is not None and route.held is not None:
             return  # whole, but reads are held for the consumer: the end waits for the release
-        if route is not None:
-            route.stopped = True  # what the parser still has of this read is dropped
         connection, self.connection = self.connection, None
         if connection is not None:
             connection.transfer = None
@@ -800,7 +796,7 @@ class _Transfer:
         route, self.route = self.route, None
         if route is not None:
             route.direct(None)
-            route.stopped = True  # a read after the end (bytes past the answer) is dropped
+            route.stopped = True  # what the parser still has of this read, or after it, is dropped
             route.on_write = route.on_pause = route.on_stop = None
         self.parser = self.on_body = None
 
