@@ -10,6 +10,8 @@ as ASGI parts and as an app (``python -m fastsse gateway`` runs it; docs/gateway
   went out with the API's in-stream error event. ``stream_format(caller, upstream_api)`` names
   the byte format between two APIs.
 - ``read_body``, ``watch_disconnect``: a bounded body, and the caller's disconnect as a callback.
+- ``HttpServer(app)``: the command's HTTP/1.1 server for one ASGI app (``Gateway``), with the
+  ``fastsse.wire`` extension through which ``Downstream`` writes its chunks itself.
 - ``JsonFormatter``, ``QuietCuts``: one JSON line per log record (an answer's record merged in),
   and the filter that drops a server's line for a response cut on purpose.
 - ``load_config(path)`` / ``config_from(mapping)``: the TOML configuration, checked whole at start
@@ -45,6 +47,7 @@ from ._config import (
     config_from,
     load_config,
 )
+from ._http import MAX_HEAD_BYTES, HttpServer
 from ._log import JsonFormatter, QuietCuts
 from ._metrics import Metrics, MetricsShare
 from ._resume import Resumer
@@ -53,12 +56,14 @@ from ._state import LocalStore, RedisStore, Refusal, make_store
 
 __all__ = [
     "KEEPALIVE",
+    "MAX_HEAD_BYTES",
     "Batch",
     "CallerGone",
     "ConfigError",
     "Downstream",
     "Gateway",
     "GatewayConfig",
+    "HttpServer",
     "JsonFormatter",
     "Key",
     "LocalStore",
