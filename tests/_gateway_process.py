@@ -77,7 +77,7 @@ class GatewayProcess:
         deadline = time.monotonic() + timeout
         while True:
             text = self.text()
-            if "Application startup complete" in text and "listening on http://" in text:
+            if "serving in process" in text and "listening on http://" in text:
                 break
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 self.stop()

@@ -261,3 +261,42 @@ def test_an_upstream_takes_every_client_option_with_the_clients_checks(tmp_path:
     # what the gateway sets itself stays its own
     with pytest.raises(ConfigError, match="unknown field upstream"):
         config_from({"upstream": [{**UP, "raise_for_status": False}]}, {})
+
+
+def test_the_server_field_http_picks_the_commands_server_or_uvicorn() -> None:
+    assert config_from({"upstream": [UP]}, {}).server.http == "fastsse"
+    assert config_from({"server": {"http": "uvicorn"}, "upstream": [UP]}, {}).server.http == "uvicorn"
+    with pytest.raises(ConfigError, match=r"^server\.http must be one of fastsse, uvicorn, not 'h11'"):
+        config_from({"server": {"http": "h11"}, "upstream": [UP]}, {})
+
+
+@pytest.mark.parametrize("http", ["fastsse", "uvicorn"])
+def test_both_servers_give_the_same_answers(http: str) -> None:
+    # the same requests through the command's own server and through uvicorn: the same status,
+    # head fields and events, and the record logged
+    pytest.importorskip("pycurl")
+    if http == "uvicorn":
+        pytest.importorskip("uvicorn")
+    import httpx
+
+    from _gateway_process import GatewayProcess
+    from fastsse.testing.server import serve_in_thread
+
+    body = {"model": "long-5", "messages": [{"role": "user", "content": "hi"}], "stream": True}
+    with (
+        serve_in_thread(port=0) as upstream,
+        GatewayProcess([{"name": "loopback", "base_url": upstream.base_url}], server={"http": http}) as gw,
+        httpx.Client(timeout=10) as client,
+    ):
+        answer = client.post(gw.url + "/v1/chat/completions", json=body)
+        assert answer.status_code == 200
+        assert answer.headers["content-type"] == "text/event-stream; charset=utf-8"
+        assert answer.headers["transfer-encoding"] == "chunked" and "server" not in answer.headers
+        lines = [line for line in answer.text.split("\n") if line.startswith("data: ")]
+        assert len(lines) == 8 and lines[-1] == "data: [DONE]"  # role, 5 words, finish, [DONE]
+        missing = client.post(gw.url + "/v1/nothing", json=body)
+        assert missing.status_code == 404 and missing.json()["error"]["type"] == "not_found_error"
+        health = client.get(gw.url + "/health")
+        assert health.status_code == 200 and health.json()["status"] == "ok"
+        record = gw.record(0, lambda r: r.get("model") == "long-5")
+        assert (record["status"], record["outcome"]) == (200, "complete")

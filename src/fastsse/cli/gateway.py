@@ -1,5 +1,5 @@
-"""``python -m fastsse gateway``: ``fastsse.gateway.Gateway`` served by uvicorn (httptools, uvloop
-where installed), from a TOML file (``--config``) or flags for the simple case, with JSON logs and
+"""``python -m fastsse gateway``: ``fastsse.gateway.Gateway`` served by its own HTTP/1.1 server
+(``HttpServer``: httptools, uvloop where installed; uvicorn with ``[server] http = "uvicorn"``), from a TOML file (``--config``) or flags for the simple case, with JSON logs and
 ``--workers`` processes on one pre-bound socket. SIGTERM (or Ctrl-C) drains: new requests 503, the
 answers in flight end within ``grace_seconds``, then exit 0; SIGHUP re-reads the file and swaps it
 in for new requests; workers never outlive the main process. docs/gateway.md."""
@@ -23,9 +23,11 @@ from typing import Any, Final
 
 from ..apis import NAMES
 from ..gateway import (
+    MAX_HEAD_BYTES,
     ConfigError,
     Gateway,
     GatewayConfig,
+    HttpServer,
     JsonFormatter,
     MetricsShare,
     QuietCuts,
@@ -42,6 +44,7 @@ RESTART_ONLY: Final = (
     "workers",
     "log",
     "loop",
+    "http",
     "redis_url",
     "limits_without_redis",
     "resumable",
@@ -121,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
         config, reread = _config(args)
     except ConfigError as exc:
         raise CommandError(str(exc)) from None
-    require("uvicorn", "python -m fastsse gateway")
+    require("httptools", "python -m fastsse gateway")
     return run(config, reread=reread)
 
 
@@ -273,10 +276,168 @@ def _serve(
 ) -> int:
     """Serve ``sock`` in this process until SIGTERM (or SIGINT without a ``parent``) has drained
     it; ``parent``: the main process's pid when this is a worker. Return the exit status."""
-    import uvicorn
-
     gateway = Gateway(config)
     gateway.share = share
+    try:
+        if config.server.http == "uvicorn":
+            _serve_uvicorn(gateway, config, sock, reread, parent)
+            return 0
+        return _run_loop(config.server.loop, _Serving(gateway, config, reread, parent).run(sock))
+    finally:
+        if share is not None:  # a forced exit skips the app's shutdown: the figures are kept here
+            share.close(gateway.metrics)
+
+
+def _run_loop(kind: str, main: Any) -> int:
+    """Run the coroutine ``main`` on a new event loop (uvloop's for ``auto`` where installed)."""
+    loop: asyncio.AbstractEventLoop
+    if kind == "uvloop" or (kind == "auto" and _has("uvloop")):
+        import uvloop
+
+        loop = uvloop.new_event_loop()
+    else:
+        loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    try:
+        return int(loop.run_until_complete(main))
+    finally:
+        try:
+            loop.run_until_complete(loop.shutdown_asyncgens())
+        finally:
+            asyncio.set_event_loop(None)
+            loop.close()
+
+
+class _Serving:
+    """The gateway on its own HTTP/1.1 server (``HttpServer``) with the command's signals: the first
+    SIGTERM (SIGINT) drains (``/health`` and new requests 503, the listener still open) and settles
+    the answers in flight within ``grace_seconds``; then the idle connections close and the others
+    get ``SHUTDOWN_SECONDS`` to end. A second one stops at once. SIGHUP re-reads the configuration.
+    A worker whose main process is gone drains the same way."""
+
+    def __init__(self, gateway: Gateway, config: GatewayConfig, reread: Reread | None, parent: int | None):
+        self.gateway = gateway
+        self.current = config
+        self.reread = reread
+        self.parent = parent
+        self.server = HttpServer(gateway, keep_alive_seconds=config.server.keep_alive_seconds)
+        self.draining = False
+        self.settling: asyncio.Task[None] | None = None
+        self.stopped: asyncio.Future[bool] | None = None  # True: forced
+
+    async def run(self, sock: socket.socket) -> int:
+        loop = asyncio.get_running_loop()
+        self.stopped = loop.create_future()
+        try:
+            await self.gateway.startup()
+        except Exception as exc:
+            log.error("the gateway did not start: %s", exc)
+            return 3
+        await self.server.start(sock)
+        handlers = [signal.SIGTERM, signal.SIGINT, *([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])]
+        for sig in handlers:
+            try:
+                loop.add_signal_handler(sig, self.signalled, sig)
+            except (NotImplementedError, RuntimeError):  # Windows: no handlers on the loop
+                signal.signal(sig, lambda s, _f: loop.call_soon_threadsafe(self.signalled, s))
+        watch = loop.call_later(1.0, self._watch_parent) if self.parent is not None else None
+        log.info("serving in process %d", os.getpid())
+        try:
+            forced = await self.stopped
+        finally:
+            if watch is not None:
+                watch.cancel()
+            for sig in handlers:
+                with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                    loop.remove_signal_handler(sig)
+        if forced:
+            self.server.close()
+            for task in list(self.server.tasks):
+                task.cancel()
+            return 0
+        self.server.shutdown()
+        await self.server.wait(SHUTDOWN_SECONDS)
+        await self.gateway.shutdown()
+        return 0
+
+    def signalled(self, sig: int) -> None:
+        if sig == getattr(signal, "SIGHUP", None):
+            if not self.draining:
+                self._reload()
+            return
+        if sig == signal.SIGINT and self.parent is not None:
+            return  # Ctrl-C reached the whole group: the main process passes it on as SIGTERM
+        if self.draining:
+            self._stop(True)
+            return
+        self.draining = True
+        self.gateway.drain()
+        self.settling = asyncio.get_running_loop().create_task(self._settle())
+
+    def _stop(self, forced: bool) -> None:
+        if self.stopped is not None and not self.stopped.done():
+            self.stopped.set_result(forced)
+
+    async def _settle(self) -> None:
+        grace = self.current.server.grace_seconds
+        log.info("draining: %d answers in flight, grace %gs", self.gateway.in_flight, grace)
+        try:
+            await self.gateway.settle(grace)
+        except Exception:
+            log.exception("the drain failed")
+        finally:
+            self._stop(False)
+
+    def _watch_parent(self) -> None:
+        if self.draining:
+            return
+        if os.getppid() != self.parent:
+            log.warning("the main process %d is gone: worker %d drains", self.parent, os.getpid())
+            self.signalled(signal.SIGTERM)
+            return
+        asyncio.get_running_loop().call_later(1.0, self._watch_parent)
+
+    def _reload(self) -> None:
+        new = _reload(self.gateway, self.reread, self.current, self.parent)
+        if new is not None:
+            self.current = new
+            self.server.keep_alive_seconds = new.server.keep_alive_seconds
+
+
+def _reload(
+    gateway: Gateway, reread: Reread | None, current: GatewayConfig, parent: int | None
+) -> GatewayConfig | None:
+    """SIGHUP in a serving process: the configuration read again and swapped in (None: unchanged,
+    the reason logged)."""
+    if reread is None:
+        log.warning("SIGHUP: no --config file to read again; nothing changed")
+        return None
+    new = _reread(reread, current, quiet=parent is not None)
+    if new is None:
+        return None
+    try:
+        gateway.reload(new)
+    except Exception as exc:
+        log.error("SIGHUP: the configuration was not reloaded (the one in use stays): %s", exc)
+        return None
+    log.info(
+        "SIGHUP: configuration reloaded in process %d (%d upstreams, %d routes, %d keys)",
+        os.getpid(),
+        len(new.upstreams),
+        len(getattr(new, "routes", ())),
+        len(getattr(new, "keys", ())),
+    )
+    return new
+
+
+def _serve_uvicorn(
+    gateway: Gateway, config: GatewayConfig, sock: socket.socket, reread: Reread | None, parent: int | None
+) -> None:
+    """``[server] http = "uvicorn"``: the same app under uvicorn (httptools, uvloop where
+    installed), with the same signals."""
+    require("uvicorn", 'python -m fastsse gateway with [server] http = "uvicorn"')
+    import uvicorn
+
     loop = config.server.loop
     if loop == "auto":
         loop = "uvloop" if _has("uvloop") else "asyncio"
@@ -301,9 +462,6 @@ def _serve(
     finally:
         if hup is not None:
             signal.signal(hup, previous)
-        if share is not None:  # a forced exit skips the app's shutdown: the figures are kept here
-            share.close(gateway.metrics)
-    return 0
 
 
 def _server_class() -> Any:
@@ -330,6 +488,11 @@ def _server_class() -> Any:
             self.draining = False
             self.hups = 0
             self.settling: Any = None
+
+        async def startup(self, sockets: Any = None) -> None:
+            await super().startup(sockets=sockets)
+            if not self.should_exit:
+                log.info("serving in process %d", os.getpid())
 
         # the signal handlers only set flags (and the gateway's own): the loop acts on them at its
         # next tick, a tenth of a second later
@@ -376,34 +539,14 @@ def _server_class() -> Any:
                 self.should_exit = True
 
         def _reload(self) -> None:
-            if self.reread is None:
-                log.warning("SIGHUP: no --config file to read again; nothing changed")
-                return
-            new = _reread(self.reread, self.current, quiet=self.parent is not None)
+            new = _reload(self.gateway, self.reread, self.current, self.parent)
             if new is None:
-                return
-            try:
-                self.gateway.reload(new)
-            except Exception as exc:
-                log.error("SIGHUP: the configuration was not reloaded (the one in use stays): %s", exc)
                 return
             self.current = new
             # read by each new connection
             self.config.timeout_keep_alive = new.server.keep_alive_seconds  # type: ignore[assignment]
-            log.info(
-                "SIGHUP: configuration reloaded in process %d (%d upstreams, %d routes, %d keys)",
-                os.getpid(),
-                len(new.upstreams),
-                len(getattr(new, "routes", ())),
-                len(getattr(new, "keys", ())),
-            )
 
     return Server
-
-
-# A request's line and headers past this many bytes get a 431 and the connection closes (nginx
-# allows 4 x 8 KiB by default, Node 16 KiB): llhttp itself bounds nothing.
-MAX_HEAD_BYTES = 64 * 1024
 
 
 def _protocol() -> type:

@@ -24,6 +24,7 @@ _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+\Z")
 _GLOB = re.compile(r"[*?\[]")
 _KEY = re.compile(r"[\x21-\x7e]+\Z")  # what a header can carry: no space, no control character
 TRANSPORTS: Final = ("auto", "curl")
+HTTP_SERVERS: Final = ("fastsse", "uvicorn")  # [server] http: the command's HTTP/1.1 server
 BALANCES: Final = ("weighted", "least_busy", "latency", "ordered")
 REDIS_SCHEMES: Final = ("redis://", "rediss://", "unix://")
 
@@ -92,6 +93,7 @@ class ServerConfig:
     otel: bool = False
     log: str = "json"
     loop: str = "auto"
+    http: str = "fastsse"
     redis_url: str | None = dataclasses.field(default=None, repr=False)  # may hold a password
     limits_without_redis: str = "open"
     keepalive_seconds: float = 0.0
@@ -237,7 +239,7 @@ def server_config(given: Mapping[str, Any], environ: Mapping[str, str]) -> Serve
     _fields(table, given, ServerConfig)
     out: dict[str, Any] = {}
     for name, value in given.items():
-        if name in ("host", "log", "loop", "keys_env", "redis_url", "limits_without_redis"):
+        if name in ("host", "log", "loop", "http", "keys_env", "redis_url", "limits_without_redis"):
             out[name] = _typed(table, name, value, str)
         elif name == "port":
             port = _typed(table, name, value, int)
@@ -266,6 +268,8 @@ def server_config(given: Mapping[str, Any], environ: Mapping[str, str]) -> Serve
         raise ConfigError(f"server.log must be 'json' or 'text', not {out['log']!r}")
     if out.get("loop", "auto") not in ("auto", "asyncio", "uvloop"):
         raise ConfigError(f"server.loop must be 'auto', 'asyncio' or 'uvloop', not {out['loop']!r}")
+    if out.get("http", "fastsse") not in HTTP_SERVERS:
+        raise ConfigError(f"server.http must be one of {', '.join(HTTP_SERVERS)}, not {out['http']!r}")
     if "redis_url" in out and not out["redis_url"].lower().startswith(REDIS_SCHEMES):
         # the URL itself is not repeated: it may hold a password
         raise ConfigError("server.redis_url must start with redis://, rediss:// or unix://")
