@@ -1,5 +1,6 @@
 """The gateway's CPU per request: ``python benchmarks/gateway_request_cost.py MODEL REQUESTS ROUNDS
-NAME=SRC [NAME=SRC ...]`` runs, for each tree (``SRC``: a ``src`` folder with its extensions built),
+NAME=SRC [NAME=SRC ...]`` runs, for each tree (``SRC``: a ``src`` folder with its extensions built;
+``SRC@uvicorn``: the same with ``[server] http = "uvicorn"``),
 the scripted upstream (``python -m fastsse serve``) and one ``fastsse load`` client (4 at a time)
 on core 0 and ``python -m fastsse gateway`` on core 1 (``taskset``), and prints the gateway
 process's CPU time (``/proc/PID/stat`` utime + stime) over ``REQUESTS`` answers of ``MODEL``
@@ -43,7 +44,9 @@ def cpu_seconds(pid: int) -> float:
 
 
 def one_run(src: str, model: str, requests: int) -> float:
-    """The gateway's CPU per request (µs) over ``requests`` answers, with tree ``src``."""
+    """The gateway's CPU per request (µs) over ``requests`` answers, with tree ``src`` (``SRC@uvicorn``:
+    with ``[server] http = "uvicorn"``)."""
+    src, _, http = src.partition("@")
     env = dict(os.environ, PYTHONPATH=src)
     py = sys.executable
     up, gw = free_port(), free_port()
@@ -52,7 +55,15 @@ def one_run(src: str, model: str, requests: int) -> float:
         ["taskset", "-c", "0", py, "-m", "fastsse", "serve", "--port", str(up), "--quiet"], **quiet
     )
     argv = ["taskset", "-c", "1", py, "-m", "fastsse", "gateway"]
-    gateway = subprocess.Popen([*argv, "--upstream", f"http://127.0.0.1:{up}/v1", "--port", str(gw)], **quiet)
+    if http:
+        config = f"/tmp/fastsse-request-cost-{os.getpid()}.toml"
+        with open(config, "w") as f:
+            f.write(f'[server]\nhttp = "{http}"\n\n[[upstream]]\nname = "upstream"\n')
+            f.write(f'base_url = "http://127.0.0.1:{up}/v1"\n')
+        argv += ["--config", config, "--port", str(gw)]
+    else:
+        argv += ["--upstream", f"http://127.0.0.1:{up}/v1", "--port", str(gw)]
+    gateway = subprocess.Popen(argv, **quiet)
     try:
         wait_port(up)
         wait_port(gw)

@@ -11,8 +11,9 @@ chunks the client received; "added" figures are the gateway run's percentile min
 run's (the client straight to the upstream), both from the load client's own records.
 
 The contenders: ``fastsse`` (the command, default options: its upstream leg on the event loop),
-``fastsse-curl`` (the same command with ``transport = "curl"``: the upstream leg through libcurl,
-as before the loop's), ``httpx`` (a Starlette app over one
+``fastsse-uvicorn`` (the same command with ``[server] http = "uvicorn"``: the caller's side under
+uvicorn, as before the command's own server), ``fastsse-curl`` (the same command with
+``transport = "curl"``: the upstream leg through libcurl, as before the loop's), ``httpx`` (a Starlette app over one
 ``httpx.AsyncClient``, bytes passed through, uvicorn), ``aiohttp`` (``aiohttp.web`` over one
 ``ClientSession``, bytes passed through), ``loop`` (a prototype of the next data plane: the upstream
 leg on uvloop with llhttp and the compiled relay, ``_gateway_peers.loop_main``) and ``litellm`` (``litellm --config`` with callbacks and
@@ -177,9 +178,11 @@ def contender(name: str, upstream: str, work: pathlib.Path) -> Iterator[tuple[st
     log = work / f"{name}.log"
     if name == "fastsse":
         argv = [PY, "-m", "fastsse", "gateway", "--upstream", upstream, "--port", str(port)]
-    elif name == "fastsse-curl":  # the same gateway with its upstream leg through libcurl
-        config = work / "fastsse-curl.toml"
-        config.write_text(f'[[upstream]]\nname = "upstream"\nbase_url = "{upstream}"\ntransport = "curl"\n')
+    elif name in ("fastsse-curl", "fastsse-uvicorn"):  # the command with one part as before
+        config = work / f"{name}.toml"
+        server = '[server]\nhttp = "uvicorn"\n\n' if name == "fastsse-uvicorn" else ""
+        leg = 'transport = "curl"\n' if name == "fastsse-curl" else ""
+        config.write_text(f'{server}[[upstream]]\nname = "upstream"\nbase_url = "{upstream}"\n{leg}')
         argv = [PY, "-m", "fastsse", "gateway", "--config", str(config), "--port", str(port)]
     elif name in ("httpx", "aiohttp", "loop", "loop-raw"):
         argv = [PY, str(HERE / "_gateway_peers.py"), name, upstream, str(port)]
@@ -355,6 +358,8 @@ def _importable(module: str) -> bool:
 
 def _contenders(quick: bool) -> list[str]:
     names = ["fastsse", "fastsse-curl", "httpx", "aiohttp"]
+    if not quick and _importable("uvicorn"):
+        names.insert(1, "fastsse-uvicorn")
     if fastsse.BACKEND == "cython" and _importable("uvloop") and _importable("httptools"):
         names.append("loop")  # the prototype of the next data plane (needs the compiled relay)
         if not quick:
