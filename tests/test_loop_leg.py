@@ -1308,3 +1308,44 @@ def test_what_the_leg_does_not_take_goes_to_libcurl(
         assert content(loop.result) == "".join(WORDS)
     else:
         assert isinstance(loop.error, fastsse.TransportError)
+
+
+class _Kept:
+    """A byte-out writer that keeps each piece it is given and hands it on as it came."""
+
+    def __init__(self) -> None:
+        self.got: list[bytes] = []
+
+    def write(self, data: bytes) -> bytes:
+        self.got.append(data)
+        return data
+
+    def close(self, *, truncated: bool = False) -> bytes:
+        return b""
+
+    def result(self) -> None:
+        return None
+
+
+def test_the_route_hands_a_byte_stream_each_read_itself(stream_backend: Any) -> None:
+    """The leg's route gives a byte-out stream's writer the very bytes object the HTTP parser read,
+    not a copy: from C on the compiled backend (``Feed._write_bytes``), through ``on_write`` on the
+    Python one. The stream's stamps and its stop answer are the same either way."""
+    from types import SimpleNamespace
+
+    from fastsse.client import _streams
+
+    compiled = stream_backend.name == "cython"
+    cls = _streams._streams_c.BytesStream if compiled else _streams.BytesStream
+    writer, sent, stops = _Kept(), [], []
+    stream = cls(writer, lambda piece: sent.append(piece) or len(sent) < 2, True)
+    route = _streams.new_route(stream.write, lambda: None, lambda: stops.append(1))
+    response = SimpleNamespace(stopped=False, exc=None)
+    assert route.direct(stream, response) is compiled  # compiled: the reads go past on_write
+    reads = [b"data: one\n\n", b"data: two\n\n", b"data: three\n\n"]
+    for data in reads:
+        route(data)
+    assert [got is data for got, data in zip(writer.got, reads[:2], strict=True)] == [True, True]
+    assert sent == reads[:2]  # on_bytes answered False to the second: the third is dropped
+    assert route.stopped and stops == [1] and response.stopped is compiled
+    assert len(stream.timing()["reads"]) == 2

@@ -4,7 +4,8 @@
 its readable twins): a writer (a ``Relay``, a translator or a ``PassThrough``) whose output goes to
 ``on_bytes``, with the same stamps, holds and stops. The compiled driver feeds it each read from C
 (``Feed._write``): one bytes object for the writer, no Python frame but ``on_bytes``'s, and that
-only when the read produced bytes.
+only when the read produced bytes. The event loop's ``ReadRoute`` already holds each read as a
+bytes object and hands that one over (``Feed._write_bytes``): no copy at all.
 """
 
 cimport cython
@@ -69,6 +70,13 @@ cdef class BytesStream:
         if self._stopped:
             return 0
         return 0 if self._take(PyBytes_FromStringAndSize(p, n)) is not None else 1
+
+    cdef int _write_bytes(self, bytes data) except -1:
+        # ``_write`` of a read that is already a bytes object (ReadRoute): the writer gets that
+        # object itself, not a copy (a stopped stream's ``_take`` answers 0 without using it)
+        if self._reads is not None:
+            PyList_Append(self._reads, _monotonic_ns())
+        return 0 if self._take(data) is not None else 1
 
     cdef object _take(self, object data):
         # after the stamp: the writer, then on_bytes; None to go on, 0 to stop
@@ -188,11 +196,12 @@ cdef class ReadRoute:
     on: None goes on; ``WRITEFUNC_PAUSE`` (the consumer holds the transfer) keeps the read in
     ``held`` and calls ``on_pause()``; anything else stops. Once ``direct(stream, response)`` is
     set (``Response.write`` asks for it once the answer is an event stream), each read goes to the
-    compiled stream's ``Feed._write`` from C, with no Python frame, its time kept in
-    ``last_read``; a stop or an exception there is set on the response as ``Response.write``
-    would. ``direct(None)`` goes back to ``on_write``. While ``held`` is a list, reads are added
-    to it in order (the owner gives them back once the hold ends); after a stop (``on_stop()``
-    called once, ``stopped`` set) reads are dropped."""
+    compiled stream's ``Feed._write_bytes`` from C, with no Python frame and no copy (a
+    ``BytesStream``'s writer gets the very object ``on_body`` gave, as through ``on_write``), its
+    time kept in ``last_read``; a stop or an exception there is set on the response as
+    ``Response.write`` would. ``direct(None)`` goes back to ``on_write``. While ``held`` is a
+    list, reads are added to it in order (the owner gives them back once the hold ends); after a
+    stop (``on_stop()`` called once, ``stopped`` set) reads are dropped."""
 
     cdef Feed _feed
     cdef object _sink
@@ -235,7 +244,7 @@ cdef class ReadRoute:
             self.last_read = fastsse_monotonic_ns() / 1e9
             sink = self._sink
             try:
-                if feed._write(PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data)):
+                if feed._write_bytes(data):
                     return None
                 sink.stopped = True
             except BaseException as exc:  # re-raised by Response.finish once the transfer ends

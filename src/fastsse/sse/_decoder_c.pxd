@@ -15,6 +15,10 @@ cdef class Feed:
     # 0 once the stream has stopped; it raises what ``write`` raises. ChatStream, FoldStream and
     # BytesStream implement it; a plain Decoder (or a Relay) is not fed from C and raises TypeError.
     cdef int _write(self, const char* p, Py_ssize_t n) except -1
+    # The same read as a bytes object (never None) the caller already holds (the event loop's
+    # ReadRoute): ``_write`` on its buffer, unless the stream keeps the object itself (BytesStream
+    # hands it to its writer, where ``_write`` would have to copy it into a new one).
+    cdef int _write_bytes(self, bytes data) except -1
 
 
 cdef class Decoder(Feed):

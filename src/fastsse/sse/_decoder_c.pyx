@@ -131,6 +131,9 @@ cdef class Feed:
     cdef int _write(self, const char* p, Py_ssize_t n) except -1:
         raise TypeError(f"{type(self).__name__} is not fed from C")
 
+    cdef int _write_bytes(self, bytes data) except -1:
+        return self._write(PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data))
+
 
 cdef class Decoder(Feed):
     """Incremental SSE decoder: ``feed`` bytes as they arrive, get complete events back.
