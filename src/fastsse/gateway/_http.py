@@ -462,14 +462,31 @@ class Exchange:
         if not self.started:
             if kind != "http.response.start":
                 raise RuntimeError(f"expected http.response.start, not {kind}")
-            self._start(message)
+            connection.transport.write(self._head(message["status"], message.get("headers", ())))
             return
         if self.response_complete:
             raise RuntimeError(f"{kind} after the answer's end")
         if kind != "http.response.body":
             raise RuntimeError(f"expected http.response.body, not {kind}")
-        body = message.get("body", b"")
-        more = message.get("more_body", False)
+        self._body(message.get("body", b""), message.get("more_body", False))
+
+    def begin(self, status: int, headers: Any, body: bytes) -> bool:
+        """The answer's start and its first body piece (more to come) in one write, now: what
+        ``send`` does for the two messages, without their coroutines. False (nothing done) when
+        ``send`` would wait (the transport is full) or return (the caller left): use ``send``."""
+        connection = self.connection
+        if self.started or self.disconnected or connection.write_paused:
+            return False
+        head = self._head(status, headers)
+        if self.chunked_encoding and body:
+            connection.transport.write(b"%b%x\r\n%b\r\n" % (head, len(body), body))
+        else:
+            connection.transport.write(head)
+            self._body(body, True)
+        return True
+
+    def _body(self, body: bytes, more: bool) -> None:
+        connection = self.connection
         write = connection.transport.write
         if self.bare:  # HEAD, 204, 304: no body, whatever the app gave
             self.left = 0
@@ -494,13 +511,13 @@ class Exchange:
             self.wake()
             connection.ended(self)
 
-    def _start(self, message: dict[str, Any]) -> None:
+    def _head(self, status: int, headers: Any) -> bytes:
+        """The answer's status line and header fields, its framing decided (``started`` set)."""
         self.continue_due = False
-        status = message["status"]
         connection = self.connection
         out = [_STATUS.get(status) or b"HTTP/1.1 %d \r\n" % status, connection.server.date()]
         close = False
-        for name, value in message.get("headers", ()):
+        for name, value in headers:
             if not _BAD.isdisjoint(name) or not _BAD.isdisjoint(value):
                 raise RuntimeError(f"CR, LF or NUL in the answer's header {name!r}")
             name = name.lower()
@@ -528,4 +545,4 @@ class Exchange:
             out.append(b"connection: close\r\n")
         out.append(b"\r\n")
         self.started = True
-        connection.transport.write(b"".join(out))
+        return b"".join(out)
