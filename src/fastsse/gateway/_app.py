@@ -908,6 +908,14 @@ class Gateway:
             )
             verdict = result["verdict"] if result is not None else {}
             whole = failure is None and bool(verdict.get("complete") or verdict.get("error"))
+            if whole and down.first_ns:
+                # the answer is all here: a caller that leaves once it read the last event (an SDK
+                # closes at [DONE]) left nothing unsent, so the watcher must not cancel this one;
+                # its end goes out before the record and metrics are written
+                state.finished = True
+                await down.flush()
+                if not down.gone:
+                    await down.finish()
         finally:
             if recorder is not None:  # whatever ended the answer: its Redis keys get their TTL
                 self._later(recorder.end(whole))
@@ -919,10 +927,6 @@ class Gateway:
         if result is not None:
             record["tokens_in"], record["tokens_out"] = tokens_of(result)
             record["_folded"] = folded(result)
-        if whole and down.first_ns:
-            # the answer is all here: a caller that leaves once it read the last event (an SDK
-            # closes at [DONE]) left nothing unsent, so the watcher must not cancel this one
-            state.finished = True
         if down.first_ns:
             await down.flush()  # what arrived goes out (with the status) before the end is decided
         if not down.first_ns:
@@ -936,9 +940,7 @@ class Gateway:
             if recorder is not None:
                 record["kept"] = whole  # read to its end into Redis: resumable whole
             return
-        if whole:  # every byte went to the server, though the caller may have left since
-            if not down.gone:
-                await down.finish()
+        if whole:  # every byte and the end went to the server (above); the caller may have left since
             record["outcome"] = "error" if verdict.get("error") else "complete"
             if verdict.get("error"):
                 record["why"] = unfinished_why(verdict)
