@@ -240,6 +240,30 @@ def test_pipelined_requests_are_answered_in_order(loop: str) -> None:
     assert order == ["start /slow", "end /slow", "start /fast", "end /fast", "start /third", "end /third"]
 
 
+def test_a_flood_of_pipelined_requests_closes_the_connection(loop: str) -> None:
+    # thousands of tiny requests in one read would each be parsed ahead of the first answer:
+    # past MAX_PIPELINED the connection closes instead of holding them all
+    from fastsse.gateway._http import MAX_PIPELINED
+
+    release = threading.Event()
+    started: list[str] = []
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        started.append(scope["path"])
+        while not release.is_set():
+            await asyncio.sleep(0.01)
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    with Running(app, loop) as server, server.connect() as sock:
+        sock.sendall(b"GET /a HTTP/1.1\r\nhost: t\r\n\r\n" * (MAX_PIPELINED + 2))
+        time.sleep(0.3)
+        release.set()
+        answer = read_all(sock)
+        assert answer.count(b"HTTP/1.1 200 ") <= 1  # the first one, or none: it was cut
+        assert started == ["/a"]
+
+
 def test_expect_100_continue_is_answered_when_the_body_is_asked_for(loop: str) -> None:
     with Running(echo, loop) as server, server.connect() as sock:
         head = b"POST /e HTTP/1.1\r\nhost: t\r\nexpect: 100-continue\r\ncontent-length: 4\r\n\r\n"

@@ -10,7 +10,8 @@ compiled backend). What the HTTP/1.1 rules ask of a server, it does:
 - keep-alive, with the connection closed after ``keep_alive_seconds`` with no request (or with a
   head that has not ended: a caller sending a head a byte at a time is closed as well);
 - pipelined requests answered in order, the next one started when the one before has ended (its
-  head read meanwhile; reading pauses until then);
+  head read meanwhile; reading pauses until then); past ``MAX_PIPELINED`` read ahead (in one
+  read) the connection closes;
 - HTTP/1.0: no chunked framing (RFC 9112 6.1), the answer ends with the connection's close;
 - ``Expect: 100-continue`` answered when the app first asks for the body;
 - a chunked request body; the body read on demand, reading paused past 64 KiB unread;
@@ -41,6 +42,9 @@ log = logging.getLogger(__name__.rpartition(".")[0])  # the package's logger, as
 
 MAX_HEAD_BYTES: Final = 64 * 1024  # the request line and headers (nginx allows 4 x 8 KiB, Node 16 KiB)
 BODY_HIGH: Final = 64 * 1024  # unread request body past which reading pauses
+# pipelined requests read ahead of the one being answered, past which the connection closes: the
+# ones in one read are parsed before reading pauses, so a read of tiny requests would be thousands
+MAX_PIPELINED: Final = 32
 _STATUS: Final = {s.value: b"HTTP/1.1 %d %b\r\n" % (s.value, s.phrase.encode("latin-1")) for s in HTTPStatus}
 _CONTINUE: Final = b"HTTP/1.1 100 Continue\r\n\r\n"
 _DISCONNECT: Final = {"type": "http.disconnect"}
@@ -272,6 +276,8 @@ class Connection(asyncio.Protocol):
         if self.current is None:
             self._start(exchange)
         else:  # pipelined: answered once the one before has ended
+            if len(self.waiting) >= MAX_PIPELINED:
+                raise ValueError("too many pipelined requests")  # a parser error: the close
             self.waiting.append(exchange)
             self.pause_reading()
 
