@@ -26,6 +26,7 @@ import orjson
 import pytest
 
 import fastsse
+from _raw_server import clear_proxies
 from fastsse.client import LoopLeg
 from test_engine_faults import END, chunk
 
@@ -1349,3 +1350,51 @@ def test_the_route_hands_a_byte_stream_each_read_itself(stream_backend: Any) -> 
     assert sent == reads[:2]  # on_bytes answered False to the second: the third is dropped
     assert route.stopped and stops == [1] and response.stopped is compiled
     assert len(stream.timing()["reads"]) == 2
+
+
+@pytest.mark.parametrize(
+    ("no_proxy", "options", "taken"),
+    [
+        pytest.param(None, {}, 0, id="proxied"),
+        pytest.param("127.0.0.1", {}, 1, id="no_proxy-host"),
+        pytest.param("*", {}, 1, id="no_proxy-all"),
+        pytest.param(None, {"proxy": ""}, 1, id="proxy-none"),
+    ],
+)
+def test_a_proxy_in_the_environment_sends_the_request_to_libcurl(
+    srv: Upstream,
+    stream_backend: Any,
+    run: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    no_proxy: str | None,
+    options: dict[str, Any],
+    taken: int,
+) -> None:
+    clear_proxies(monkeypatch)
+    monkeypatch.setenv("http_proxy", f"http://127.0.0.1:{closed_port()}")  # refuses: code 7
+    if no_proxy is not None:
+        monkeypatch.setenv("no_proxy", no_proxy)
+    curl, loop = run(both(srv, "chunked", taken=taken, **options))
+    same(curl, loop)
+    if taken:
+        assert content(loop.result) == "".join(WORDS)
+    else:
+        assert isinstance(loop.error, fastsse.TransportError)
+
+
+def test_the_proxy_environment_is_read_when_the_leg_is_made(
+    srv: Upstream, stream_backend: Any, run: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clear_proxies(monkeypatch)
+
+    async def main() -> Outcome:
+        leg: Any = LoopLeg(client(srv))
+        try:
+            monkeypatch.setenv("http_proxy", f"http://127.0.0.1:{closed_port()}")
+            outcome = await once(leg, "chunked")
+        finally:
+            await leg.close()
+        assert leg.taken == 1  # documented: the leg does not see a later change
+        return outcome
+
+    assert content(run(main()).result) == "".join(WORDS)

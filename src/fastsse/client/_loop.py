@@ -102,12 +102,19 @@ _ACCEPT_ENCODING: Final = f"Accept-Encoding: {ACCEPT_ENCODING}\r\n".encode("lati
 _PROXY_VARIABLES: Final = ("http_proxy", "all_proxy", "ALL_PROXY")  # libcurl ignores HTTP_PROXY
 
 
-def _proxied(host: str) -> bool:
-    """Whether libcurl would send a request to ``host`` through the environment's proxy."""
+def _proxy_environment() -> str | None:
+    """The environment's ``no_proxy`` list if it names a proxy libcurl would take for plain
+    http:// ("" for no list), else None (no proxy, or ``no_proxy=*``)."""
     if not any(os.environ.get(name) for name in _PROXY_VARIABLES):
-        return False
+        return None
     no_proxy = os.environ.get("no_proxy") or os.environ.get("NO_PROXY") or ""
-    if no_proxy.strip() == "*":
+    return None if no_proxy.strip() == "*" else no_proxy
+
+
+def _proxied(host: str, no_proxy: str | None) -> bool:
+    """Whether libcurl would send a request to ``host`` through the environment's proxy, the
+    environment being ``_proxy_environment()``'s ``no_proxy``."""
+    if no_proxy is None:
         return False
     bypass = getattr(urllib.request, "proxy_bypass_environment")  # noqa: B009 - not in the stubs
     return not bypass(host, {"no": no_proxy})
@@ -183,18 +190,21 @@ class _Decoded:
 
 
 class _Target:
-    """Where a request goes: the address, and the head of its request (the request line, Host and
-    the spec's header lines) up to its Content-Length."""
+    """Where a request goes: the address, the head of its request (the request line, Host and
+    the spec's header lines) up to its Content-Length, and whether the leg's environment sends
+    the host through a proxy (then libcurl takes it, unless the request says ``proxy=""``)."""
 
-    __slots__ = ("head", "host", "port")
+    __slots__ = ("head", "host", "port", "proxied")
 
     def __init__(self, host: str, port: int, head: bytes) -> None:
         self.host, self.port, self.head = host, port, head
+        self.proxied = False
 
 
-def _target(url: str, headers: tuple[str | bytes, ...]) -> _Target | None:
-    """The target of a request to ``url`` with ``headers`` (libcurl's header lines), or None when
-    libcurl must send it (not plain http://, user info, a header line libcurl reads its own way)."""
+def _target(url: str, headers: tuple[str | bytes, ...], no_proxy: str | None) -> _Target | None:
+    """The target of a request to ``url`` with ``headers`` (libcurl's header lines) in a proxy
+    environment ``no_proxy`` (``_proxy_environment()``), or None when libcurl must send it (not
+    plain http://, user info, a header line libcurl reads its own way)."""
     parts = urllib.parse.urlsplit(url)
     if parts.scheme.lower() != "http" or "@" in parts.netloc or not parts.hostname:
         return None
@@ -212,7 +222,9 @@ def _target(url: str, headers: tuple[str | bytes, ...]) -> _Target | None:
             continue
         head.append(raw + b"\r\n")
     head.append(encoding)
-    return _Target(parts.hostname, parts.port or 80, b"".join(head))
+    target = _Target(parts.hostname, parts.port or 80, b"".join(head))
+    target.proxied = _proxied(parts.hostname, no_proxy)
+    return target
 
 
 class LoopLeg:
@@ -221,7 +233,10 @@ class LoopLeg:
     ``http://`` driven by the event loop (the module's docstring says which). ``create_stream``
     and ``close`` are the leg's; every other name is the client's own. Made from ``options``, the
     leg checks them at once as the client would, and a gateway whose requests all go on the loop
-    never loads libcurl."""
+    never loads libcurl. The proxy variables of the environment (``http_proxy``, ``all_proxy``,
+    ``no_proxy``) are read once, when the leg is made, as the client reads its base URL and key:
+    a request to a host they send through a proxy goes to libcurl; a change of them later is not
+    seen by the leg."""
 
     def __init__(self, client: Any = None, /, **options: Any) -> None:
         if client is not None and options:
@@ -241,6 +256,7 @@ class LoopLeg:
         # (url, header lines) -> its target: the gateway's requests share a few
         self._targets: dict[tuple[str, tuple[str | bytes, ...]], _Target | None] = {}
         self._transfers: set[_Transfer] = set()
+        self._no_proxy = _proxy_environment()
         self._closed = False
         self.taken = 0  # requests this leg drove (the rest went to libcurl)
 
@@ -279,10 +295,10 @@ class LoopLeg:
         if key in self._targets:
             target = self._targets[key]
         else:
-            target = _target(spec.url, spec.headers)
+            target = _target(spec.url, spec.headers, self._no_proxy)
             if len(self._targets) < 1024:
                 self._targets[key] = target
-        if target is None or (spec.proxy is None and _proxied(target.host)):
+        if target is None or (target.proxied and spec.proxy is None):
             return None
         return target
 
