@@ -17,7 +17,8 @@ import fastsse
 from _chat_helpers import not_a_stream
 from _raw_server import RawServer
 from fastsse.client._curlopts import apply, reset
-from fastsse.client._request import RequestSpec, prepare, prepare_get, redact
+from fastsse.client._options import REQUEST_FIELDS, RequestOptions
+from fastsse.client._request import Preparer, RequestSpec, _prepare, environment, prepare, prepare_get, redact
 from fastsse.client._response import Response
 from fastsse.client._streams import EventsStream
 
@@ -53,6 +54,46 @@ def test_prepare_builds_the_request() -> None:
     assert prepare(REQUEST, timeout=1.0001).timeout_ms == 1001  # rounded up, never down
     assert prepare(REQUEST).url == "https://api.openai.com/v1/chat/completions"
     assert prepare({**REQUEST, "stream": False}).body.endswith(b'"stream":true}')
+
+
+# one value per option, none its default: what a request may set beside its client's options
+_SET = {
+    "api": "messages",
+    "base_url": "http://127.0.0.1:2/v2",
+    "api_key": "sk-2",
+    "path": "/other",
+    "headers": {"X-B": "c"},
+    "timeout": 9.5,
+    "connect_timeout": 1.5,
+    "idle_timeout": 4.0,
+    "first_byte_timeout": 2.0,
+    "proxy": "",
+    "ca_bundle": "ca.pem",
+    "client_cert": "cert.pem",
+    "max_event_bytes": 4096,
+    "max_retries": 0,
+    "first_chunk_gate": True,
+    "fallbacks": (("http://127.0.0.1:3/v1", None),),
+    "resume": False,
+    "raise_for_status": True,
+    "http2": True,
+    "timing": False,
+    "keep_text": False,
+}
+_CLIENT = RequestOptions(base_url="http://127.0.0.1:1/v1", api_key="sk-1", headers={"X-A": "b"}, timeout=1)
+
+
+@pytest.mark.parametrize("name", REQUEST_FIELDS)
+def test_a_client_s_preparer_reads_each_option_a_request_sets(name: str) -> None:
+    # the Preparer reuses the client's spec when no option a spec is made from changed: one that
+    # is missing from its list would be dropped here
+    request = _CLIENT.replace({name: _SET[name]})
+    assert Preparer(_CLIENT)(REQUEST, request) == _prepare(REQUEST, request, environ=environment())
+
+
+def test_a_request_s_option_equal_to_the_client_s_is_still_checked() -> None:
+    with pytest.raises(TypeError, match="timeout"):
+        Preparer(_CLIENT)(REQUEST, _CLIENT.replace({"timeout": True}))  # True == 1, and no number
 
 
 def test_a_given_header_replaces_the_default_of_its_name() -> None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import math
+import operator
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -238,15 +239,27 @@ def environment() -> dict[str, str]:
     return {name: value for name in names if (value := os.environ.get(name)) is not None}
 
 
+# The options a RequestSpec is made from; the others (retries, fallbacks, timing...) are the
+# engine's, read from the options themselves.
+SPEC_OPTIONS = (
+    "api", "base_url", "api_key", "path", "headers", "timeout", "connect_timeout", "idle_timeout",
+    "first_byte_timeout", "proxy", "ca_bundle", "client_cert", "max_event_bytes", "raise_for_status",
+    "http2",
+)  # fmt: skip
+_spec_options = operator.attrgetter(*SPEC_OPTIONS)
+
+
 class Preparer:
     """``prepare`` for a client: the environment's base URL and key variables are read once, when
     the client is made (as the openai SDK does), and the client's own options are checked once,
     so a request without options of its own costs its body's serialisation (``os.environ.get``
     alone costs more than that). ``preparer(input, options=None) -> RequestSpec``; a request's
-    own ``options`` are checked per request against the same environment. It raises what
+    own ``options`` are checked per request against the same environment, unless every option a
+    spec is made from is the very object of the client's (a request that sets only ``timing``,
+    ``max_retries`` and their kind): then its spec is the client's too. It raises what
     ``prepare`` raises (at construction for the client's options)."""
 
-    __slots__ = ("_environ", "_fmt", "_options", "_template")
+    __slots__ = ("_environ", "_fmt", "_options", "_spec_options", "_template")
 
     def __init__(self, options: RequestOptions, /) -> None:
         self._options = options
@@ -254,9 +267,15 @@ class Preparer:
         self._template = _prepare({}, options, environ=self._environ)
         self._template.transport  # noqa: B018 - built now, so every request's copy carries it
         self._fmt = api_format(options.api)
+        self._spec_options = _spec_options(options)
 
     def __call__(self, input: Mapping[str, Any], options: RequestOptions | None = None, /) -> RequestSpec:
-        if options is not None and options is not self._options:
+        # identity, not equality: an equal value of another type (True for 1) is checked anew
+        if (
+            options is not None
+            and options is not self._options
+            and not all(map(operator.is_, _spec_options(options), self._spec_options))
+        ):
             return _prepare(input, options, environ=self._environ)
         if not isinstance(input, Mapping):
             raise TypeError(f"input must be a mapping (the request body), not {type(input).__name__}")
