@@ -175,3 +175,24 @@ def test_a_request_is_prepared_from_its_options_object() -> None:
 
     assert list(inspect.signature(_prepare).parameters) == ["input", "options", "environ"]
     assert RequestOptions().max_retries == {o.name: o for o in OPTIONS}["max_retries"].default == 2
+
+
+@pytest.mark.parametrize("name", [field.name for field in dataclasses.fields(RequestOptions)])
+def test_replace_lays_a_request_s_option_on_a_copy(name: str) -> None:
+    client = RequestOptions(base_url="http://127.0.0.1:1/v1", api_key="k", headers={"X-A": "b"}, timeout=2.0)
+    value = object()
+    request = client.replace({name: value})
+    assert request == dataclasses.replace(client, **{name: value})
+    assert getattr(request, name) is value
+    assert client == RequestOptions(
+        base_url="http://127.0.0.1:1/v1", api_key="k", headers={"X-A": "b"}, timeout=2.0
+    )
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        request.timing = False  # type: ignore[misc]
+
+
+def test_replace_refuses_an_unknown_option_and_keeps_itself_for_none() -> None:
+    client = RequestOptions()
+    assert client.replace({}) is client
+    with pytest.raises(TypeError, match="unknown request option 'format'"):
+        client.replace({"timing": False, "format": "relay"})
