@@ -5,6 +5,7 @@ on purpose (its own record says why)."""
 from __future__ import annotations
 
 import logging
+import math
 import time
 from typing import Any, Final
 
@@ -18,11 +19,19 @@ class JsonFormatter(logging.Formatter):
     """``{"ts", "level", "logger", "msg", ...}``: one line per record; a record's ``answer``
     (the gateway's per-answer dict) is merged in, a traceback goes under ``"exc"``."""
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # (a second, its text): gmtime and strftime cost half of a line, and a busy gateway writes
+        # many lines a second (one tuple, so a formatter shared by two handlers is safe)
+        self._stamp: tuple[float, str] = (math.nan, "")
+
     def format(self, record: logging.LogRecord) -> str:
         """The record as one JSON line."""
+        created, stamp = record.created, self._stamp
+        if created // 1 != stamp[0]:  # the second gmtime rounds down to
+            stamp = self._stamp = (created // 1, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(created)))
         out: dict[str, Any] = {
-            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
-            + f".{int(record.msecs):03d}Z",
+            "ts": f"{stamp[1]}.{int(record.msecs):03d}Z",
             "level": record.levelname.lower(),
             "logger": record.name,
             "msg": record.getMessage(),
