@@ -168,6 +168,24 @@ def test_last_header_block_wins(backend: Any) -> None:
     assert not_a_stream(resp.finish()) == {"error": {"message": "m"}, "status": 429, "retry_after": 3.0}
 
 
+def test_a_field_is_recorded_as_its_header_line(backend: Any) -> None:
+    # the loop's parser hands a line split (field), libcurl whole (header): one record
+    fields = [
+        (b"Content-Type", b" Text/Event-Stream; charset=utf-8 "),
+        (b"X-Seen", b"a"),
+        (b"x-seen", b"b\t"),
+        (b" Cache-Control", b"no-cache"),
+        (b"X-Colon", b"a: b"),
+        (b"X-Empty", b""),
+    ]
+    lines = response(backend, b"HTTP/1.1 200 OK", *(name + b": " + value for name, value in fields))
+    split = response(backend, b"HTTP/1.1 200 OK")
+    for name, value in fields:
+        assert split.field(name, value) is None
+    assert (split.headers, split.content_type) == (lines.headers, lines.content_type)
+    assert split.headers["x-seen"] == "a, b" and split.content_type == "text/event-stream; charset=utf-8"
+
+
 def test_retry_after_forms(backend: Any) -> None:
     soon = formatdate(time.time() + 30, usegmt=True).encode()
     for value, want in ((b"0", 0.0), (b"120", 120.0), (b"soon", None), (b"-1", None), (b"\xc2\xb2", None)):

@@ -643,7 +643,7 @@ class _Transfer:
         self.head_size += line
         if not self._bound_head(line, self.head_size):
             return
-        self.response.header(name + b": " + value)
+        self.response.field(name, value)
         lower = name.lower()
         if lower == b"content-length" or (lower == b"transfer-encoding" and b"chunked" in value.lower()):
             if self.framed:  # a length and chunks: read by the chunks, the connection not kept

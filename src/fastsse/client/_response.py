@@ -148,8 +148,17 @@ class Response:
                 self.headers = {}
                 return None
             name, colon, value = line.partition(b":")
-            if not colon:
-                return None
+            return self.field(name, value) if colon else None
+        except BaseException as exc:  # e.g. a KeyboardInterrupt: pycurl would only print it
+            self.exc = exc
+            self.stopped = True
+            return 0
+
+    def field(self, name: bytes, value: bytes) -> int | None:
+        """``header(name + b": " + value)`` for a parser that splits the line itself (the loop's
+        llhttp), and the second half of ``header``: the line's name and value recorded."""
+        try:
+            self.last_activity = _monotonic()
             key = name.strip().lower().decode("latin-1")
             text = value.strip().decode("latin-1")
             headers = self.headers
@@ -159,7 +168,7 @@ class Response:
             if key == "content-type":
                 self.content_type = text.lower()
             return None
-        except BaseException as exc:  # e.g. a KeyboardInterrupt: pycurl would only print it
+        except BaseException as exc:  # as header's
             self.exc = exc
             self.stopped = True
             return 0
