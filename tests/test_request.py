@@ -18,7 +18,16 @@ from _chat_helpers import not_a_stream
 from _raw_server import RawServer
 from fastsse.client._curlopts import apply, reset
 from fastsse.client._options import REQUEST_FIELDS, RequestOptions
-from fastsse.client._request import Preparer, RequestSpec, _prepare, environment, prepare, prepare_get, redact
+from fastsse.client._request import (
+    SPEC_CACHE,
+    Preparer,
+    RequestSpec,
+    _prepare,
+    environment,
+    prepare,
+    prepare_get,
+    redact,
+)
 from fastsse.client._response import Response
 from fastsse.client._streams import EventsStream
 
@@ -94,6 +103,45 @@ def test_a_client_s_preparer_reads_each_option_a_request_sets(name: str) -> None
 def test_a_request_s_option_equal_to_the_client_s_is_still_checked() -> None:
     with pytest.raises(TypeError, match="timeout"):
         Preparer(_CLIENT)(REQUEST, _CLIENT.replace({"timeout": True}))  # True == 1, and no number
+
+
+def test_a_preparer_keeps_the_spec_of_a_request_s_own_options() -> None:
+    preparer, headers = Preparer(_CLIENT), {"X-B": "c", "anthropic-version": "1"}
+    requests = [
+        {"headers": headers},
+        {"headers": dict(headers)},  # another dict, the same items: the kept spec
+        {"headers": {"anthropic-version": "1", "X-B": "c"}},  # another order: another spec
+        {"headers": headers, "path": "/completions"},
+        {"path": "/completions"},
+        {"timeout": 2.5, "api": "messages"},
+        {"headers": ["X-B: c"]},  # lines: built each time
+    ]
+    for options in requests * 2:
+        request = _CLIENT.replace(options)
+        assert preparer(REQUEST, request) == _prepare(REQUEST, request, environ=environment())
+    headers["X-B"] = "d"  # the same dict, changed: its spec follows
+    spec = preparer(REQUEST, _CLIENT.replace({"headers": headers}))
+    assert "X-B: d" in spec.headers and "X-B: c" not in spec.headers
+
+
+def test_a_preparer_keeps_no_spec_of_options_that_fail() -> None:
+    preparer = Preparer(_CLIENT)
+    for _ in range(2):
+        with pytest.raises(fastsse.InvalidRequest, match="header"):
+            preparer(REQUEST, _CLIENT.replace({"headers": {"X-B": "c\r\nX-C: d"}}))
+    assert preparer(REQUEST, _CLIENT.replace({"timeout": 1.0})).timeout_ms == 1000
+    with pytest.raises(TypeError, match="timeout"):
+        preparer(REQUEST, _CLIENT.replace({"timeout": True}))  # equal to 1.0, and no number
+    with pytest.raises(TypeError, match="input must be a mapping"):
+        preparer([], _CLIENT.replace({"timeout": True}))  # the body's type is checked first, as prepare's
+
+
+def test_a_preparer_keeps_a_bounded_number_of_specs() -> None:
+    preparer = Preparer(_CLIENT)
+    for n in range(SPEC_CACHE + 8):
+        request = _CLIENT.replace({"headers": {"X-N": str(n)}})
+        assert f"X-N: {n}" in preparer(REQUEST, request).headers
+    assert len(preparer._specs) == SPEC_CACHE
 
 
 def test_a_given_header_replaces_the_default_of_its_name() -> None:

@@ -28,7 +28,7 @@ from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
 from .._errors import InvalidRequest
-from .._formats import API_FORMATS, api_format
+from .._formats import API_FORMATS, ApiFormat, api_format
 from ._options import RequestOptions
 
 # Only http and https, for the request and for any redirect a caller's handle may follow: other
@@ -249,17 +249,45 @@ SPEC_OPTIONS = (
 _spec_options = operator.attrgetter(*SPEC_OPTIONS)
 
 
+# How many specs of a request's own options (a gateway's forwarded headers, a route's path) a
+# Preparer keeps; past them, the others are built for each request.
+SPEC_CACHE = 64
+_PLAIN = frozenset({str, int, float, bool, type(None)})
+
+
+def _spec_key(changed: list[tuple[int, Any]]) -> tuple[Any, ...] | None:
+    """A key for the spec options a request set (``(position, value)`` of each), equal only when
+    they make the same spec: the same type and value, or a dict of str headers with the same items
+    in the same order; None when a value is of another kind (its spec is not kept)."""
+    key: list[Any] = []
+    for index, value in changed:
+        kind = type(value)
+        if kind is dict:
+            items = tuple(value.items())
+            if not all(type(name) is str and type(text) is str for name, text in items):
+                return None
+            key.append((index, kind, items))
+        elif kind in _PLAIN:
+            key.append((index, kind, value))
+        else:
+            return None
+    return tuple(key)
+
+
 class Preparer:
     """``prepare`` for a client: the environment's base URL and key variables are read once, when
     the client is made (as the openai SDK does), and the client's own options are checked once,
     so a request without options of its own costs its body's serialisation (``os.environ.get``
     alone costs more than that). ``preparer(input, options=None) -> RequestSpec``; a request's
-    own ``options`` are checked per request against the same environment, unless every option a
-    spec is made from is the very object of the client's (a request that sets only ``timing``,
-    ``max_retries`` and their kind): then its spec is the client's too. It raises what
-    ``prepare`` raises (at construction for the client's options)."""
+    own ``options`` are checked against the same environment: when every option a spec is made
+    from is the very object of the client's (a request that sets only ``timing``, ``max_retries``
+    and their kind) its spec is the client's; else the spec of the options it set is kept (the
+    first ``SPEC_CACHE`` kinds: plain values and dicts of str headers), so the next request that
+    sets the same ones costs its body alone. A request's options that fail their checks are never
+    kept: they raise each time. It raises what ``prepare`` raises (at construction for the
+    client's options)."""
 
-    __slots__ = ("_environ", "_fmt", "_options", "_spec_options", "_template")
+    __slots__ = ("_environ", "_fmt", "_options", "_spec_options", "_specs", "_template")
 
     def __init__(self, options: RequestOptions, /) -> None:
         self._options = options
@@ -268,18 +296,32 @@ class Preparer:
         self._template.transport  # noqa: B018 - built now, so every request's copy carries it
         self._fmt = api_format(options.api)
         self._spec_options = _spec_options(options)
+        self._specs: dict[tuple[Any, ...], tuple[RequestSpec, ApiFormat]] = {}
 
     def __call__(self, input: Mapping[str, Any], options: RequestOptions | None = None, /) -> RequestSpec:
-        # identity, not equality: an equal value of another type (True for 1) is checked anew
-        if (
-            options is not None
-            and options is not self._options
-            and not all(map(operator.is_, _spec_options(options), self._spec_options))
-        ):
-            return _prepare(input, options, environ=self._environ)
         if not isinstance(input, Mapping):
             raise TypeError(f"input must be a mapping (the request body), not {type(input).__name__}")
-        return self._template.with_body(self._fmt.body(input))
+        template, fmt = self._template, self._fmt
+        if options is not None and options is not self._options:
+            # identity, not equality: an equal value of another type (True for 1) is checked anew
+            shaped = _spec_options(options)
+            if not all(map(operator.is_, shaped, self._spec_options)):
+                template, fmt = self._other(options, shaped)
+        return template.with_body(fmt.body(input))
+
+    def _other(self, options: RequestOptions, shaped: tuple[Any, ...]) -> tuple[RequestSpec, ApiFormat]:
+        """The spec (without its body) and the format of ``options``, whose spec options
+        (``shaped``) are not all the client's."""
+        mine = self._spec_options
+        key = _spec_key([(i, value) for i, value in enumerate(shaped) if value is not mine[i]])
+        kept = None if key is None else self._specs.get(key)
+        if kept is None:
+            template = _prepare({}, options, environ=self._environ)
+            template.transport  # noqa: B018 - as the client's template
+            kept = (template, api_format(options.api))
+            if key is not None and len(self._specs) < SPEC_CACHE:
+                self._specs[key] = kept
+        return kept
 
 
 def _prepare(
