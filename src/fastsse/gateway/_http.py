@@ -17,6 +17,8 @@ compiled backend). What the HTTP/1.1 rules ask of a server, it does:
 - a chunked request body; the body read on demand, reading paused past 64 KiB unread;
 - a head past ``max_head_bytes`` is a 431 and the connection closes, a malformed one a 400;
 - HEAD, 204 and 304 with no body; a ``Date`` header, no ``Server`` header;
+- an app's ``send`` that breaks the ASGI order or the answer's framing (a body before the start,
+  bytes past a Content-Length, CR, LF or NUL in a header) raises ``fastsse.UsageError``;
 - an app that fails before its answer's start gets a 500; after it, or returning before its
   answer's end (the gateway's way to cut a stream), the connection closes without the chunked
   terminator, so the caller's client raises rather than take a part for the whole.
@@ -38,6 +40,8 @@ from urllib.parse import unquote
 
 import httptools
 
+from .._errors import FastSSEError, UsageError
+
 log = logging.getLogger(__name__.rpartition(".")[0])  # the package's logger, as _app's
 
 MAX_HEAD_BYTES: Final = 64 * 1024  # the request line and headers (nginx allows 4 x 8 KiB, Node 16 KiB)
@@ -51,6 +55,10 @@ _DISCONNECT: Final = {"type": "http.disconnect"}
 _ASGI: Final = {"version": "3.0", "spec_version": "2.3"}
 _NO_BODY: Final = frozenset((204, 304))
 _BAD: Final = frozenset(b"\r\n\0")
+
+
+class _Stop(FastSSEError):
+    """Raised from a parser callback to stop llhttp's parse: the caller passed a bound."""
 
 
 def _plain(status: int, text: bytes) -> bytes:
@@ -245,7 +253,7 @@ class Connection(asyncio.Protocol):
         self.head += size
         if self.head > self.server.max_head_bytes:
             self.head_over = True
-            raise ValueError("request head too large")
+            raise _Stop("request head too large")
 
     def on_headers_complete(self) -> None:
         if self.idle is not None:
@@ -277,7 +285,7 @@ class Connection(asyncio.Protocol):
             self._start(exchange)
         else:  # pipelined: answered once the one before has ended
             if len(self.waiting) >= MAX_PIPELINED:
-                raise ValueError("too many pipelined requests")  # a parser error: the close
+                raise _Stop("too many pipelined requests")  # a parser error: the close
             self.waiting.append(exchange)
             self.pause_reading()
 
@@ -467,13 +475,13 @@ class Exchange:
         kind = message["type"]
         if not self.started:
             if kind != "http.response.start":
-                raise RuntimeError(f"expected http.response.start, not {kind}")
+                raise UsageError(f"expected http.response.start, not {kind}")
             connection.transport.write(self._head(message["status"], message.get("headers", ())))
             return
         if self.response_complete:
-            raise RuntimeError(f"{kind} after the answer's end")
+            raise UsageError(f"{kind} after the answer's end")
         if kind != "http.response.body":
-            raise RuntimeError(f"expected http.response.body, not {kind}")
+            raise UsageError(f"expected http.response.body, not {kind}")
         self._body(message.get("body", b""), message.get("more_body", False))
 
     def begin(self, status: int, headers: Any, body: bytes) -> bool:
@@ -507,12 +515,12 @@ class Exchange:
         elif body:
             if self.chunked_encoding is False:
                 if len(body) > self.left:
-                    raise RuntimeError("an answer longer than its Content-Length")
+                    raise UsageError("an answer longer than its Content-Length")
                 self.left -= len(body)
             write(body)
         if not more:
             if self.chunked_encoding is False and self.left:
-                raise RuntimeError("an answer shorter than its Content-Length")
+                raise UsageError("an answer shorter than its Content-Length")
             self.response_complete = True
             self.wake()
             connection.ended(self)
@@ -525,7 +533,7 @@ class Exchange:
         close = False
         for name, value in headers:
             if not _BAD.isdisjoint(name) or not _BAD.isdisjoint(value):
-                raise RuntimeError(f"CR, LF or NUL in the answer's header {name!r}")
+                raise UsageError(f"CR, LF or NUL in the answer's header {name!r}")
             name = name.lower()
             if name == b"content-length":
                 if self.chunked_encoding is None:
