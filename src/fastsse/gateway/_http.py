@@ -118,9 +118,7 @@ class HttpServer:
 
     def shutdown(self) -> None:
         """Stop accepting; close the idle connections now and the others once their answer ended."""
-        self.closing = True
-        for server in self._servers:
-            server.close()
+        self._stop_accepting()
         for connection in list(self.connections):
             connection.shutdown()
 
@@ -137,11 +135,14 @@ class HttpServer:
 
     def close(self) -> None:
         """Close every connection at once."""
+        self._stop_accepting()
+        for connection in list(self.connections):
+            connection.abort()
+
+    def _stop_accepting(self) -> None:
         self.closing = True
         for server in self._servers:
             server.close()
-        for connection in list(self.connections):
-            connection.abort()
 
 
 class Connection(asyncio.Protocol):
