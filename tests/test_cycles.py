@@ -81,3 +81,53 @@ def test_a_closed_downstream_leaves_no_cycle(stream_backend: Any, collector_off:
 
     found = asyncio.run(main())
     assert found < ANSWERS, f"{found} objects in cycles after {ANSWERS} answers"
+
+
+def test_a_closed_connection_of_the_commands_server_leaves_no_cycle(collector_off: None) -> None:
+    # HttpServer's connection, its parser (which holds the connection's callbacks), its transport
+    # and its requests point at each other until the connection is lost; then they are cut.
+    # Counted by type: asyncio's own transports keep cycles of their own.
+    import socket
+
+    from fastsse.gateway import HttpServer
+    from fastsse.gateway._http import Connection, Exchange
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        await receive()
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"x", "more_body": True})
+        await send({"type": "http.response.body", "body": b""})
+
+    async def main() -> list[str]:
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(64)
+        server = HttpServer(app)
+        await server.start(sock)
+        port = sock.getsockname()[1]
+
+        async def one(pipelined: int) -> None:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(b"GET / HTTP/1.1\r\nhost: x\r\n\r\n" * pipelined)
+            await reader.readuntil(b"0\r\n\r\n")  # the first answer; the others are left unread
+            writer.close()
+            await writer.wait_closed()
+
+        await one(1)
+        await asyncio.sleep(0.05)
+        gc.collect()
+        gc.set_debug(gc.DEBUG_SAVEALL)
+        try:
+            for n in range(ANSWERS):
+                await one(1 + n % 3)
+            await asyncio.sleep(0.2)
+            gc.collect()
+            ours = (Connection, Exchange)
+            found = [type(o).__name__ for o in gc.garbage if isinstance(o, ours)]
+        finally:
+            gc.set_debug(0)
+            gc.garbage.clear()
+        server.close()
+        return found
+
+    assert asyncio.run(main()) == []

@@ -72,6 +72,28 @@ def _plain(status: int, text: bytes) -> bytes:
     )
 
 
+class _Gone:
+    """A lost connection's transport: what the answer still calls on it does nothing."""
+
+    def write(self, data: bytes) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def is_closing(self) -> bool:
+        return True
+
+    def pause_reading(self) -> None:
+        pass
+
+    def resume_reading(self) -> None:
+        pass
+
+
+_GONE: Final = _Gone()
+
+
 class _Date:
     """The ``Date`` header's line, made once a second."""
 
@@ -156,7 +178,7 @@ class Connection(asyncio.Protocol):
         self.server = server
         self.loop = asyncio.get_running_loop()
         self.transport: Any = None
-        self.parser = httptools.HttpRequestParser(self)
+        self.parser: Any = httptools.HttpRequestParser(self)
         self.client: tuple[str, int] | None = None
         self.sockname: tuple[str, int] | None = None
         self.current: Exchange | None = None  # the request being answered
@@ -211,6 +233,14 @@ class Connection(asyncio.Protocol):
         if self.reading is not None and self.reading is not self.current:
             self.reading.disconnected = True
         self._writable()
+        # the parser, the transport and the requests never started point back here: cut, so a
+        # closed connection goes at once rather than at the next full collection
+        for exchange in self.waiting:
+            exchange.scope["extensions"] = None
+        self.waiting.clear()
+        self.reading = None
+        self.parser = None
+        self.transport = _GONE
 
     def pause_writing(self) -> None:
         self.write_paused = True
