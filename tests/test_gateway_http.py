@@ -336,7 +336,13 @@ def test_a_head_past_the_bound_is_a_431_and_the_connection_closes(loop: str, whe
         b"GARBAGE\r\n\r\n",
         b"GET / HTTP/1.1\r\nbad header\r\n\r\n",
         b"POST / HTTP/1.1\r\ncontent-length: x\r\n\r\n",
+        # a body framed two ways (request smuggling), an absurd length, two lengths that disagree
+        b"POST / HTTP/1.1\r\ncontent-length: 4\r\ntransfer-encoding: chunked\r\n\r\n0\r\n\r\n",
+        b"POST / HTTP/1.1\r\ncontent-length: 99999999999999999999999\r\n\r\n",
+        b"POST / HTTP/1.1\r\ncontent-length: 1\r\ncontent-length: 2\r\n\r\nab",
+        b"POST / HTTP/1.1\r\ntransfer-encoding: chunked\r\n\r\nzz\r\n",
     ],
+    ids=["garbage", "header", "length", "smuggled", "absurd-length", "two-lengths", "bad-chunk"],
 )
 def test_a_malformed_request_is_a_400_and_the_connection_closes(loop: str, data: bytes) -> None:
     with Running(echo, loop) as server, server.connect() as sock:

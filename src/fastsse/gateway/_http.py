@@ -388,8 +388,13 @@ class Connection(asyncio.Protocol):
             self.transport.close()
 
     def _refuse(self, status: int, text: bytes) -> None:
-        # an answer in progress would be corrupted by another's bytes: it is cut instead
-        if self.current is None and not self.transport.is_closing():
+        # an answer whose head went out would be corrupted by another's bytes: it is cut instead;
+        # a request still being read (its body broke) gets the error, and its app hears it left
+        current = self.current
+        if (current is None or not current.started) and not self.transport.is_closing():
+            if current is not None:
+                current.started = current.disconnected = True  # nothing more of its own goes out
+                current.wake()
             self.transport.write(_plain(status, text))
         self.transport.close()
 
