@@ -144,6 +144,29 @@ def test_a_preparer_keeps_a_bounded_number_of_specs() -> None:
     assert len(preparer._specs) == SPEC_CACHE
 
 
+def test_a_preparer_keeps_the_merge_of_plain_options_only() -> None:
+    preparer = Preparer(_CLIENT)
+    once = preparer.merged(_CLIENT, {"timing": False, "max_retries": 0})
+    assert once == _CLIENT.replace({"timing": False, "max_retries": 0})
+    assert preparer.merged(_CLIENT, {"timing": False, "max_retries": 0}) is once  # kept
+    # True is 1 to a dict, not here: each gets its own merge, and the bad one still raises
+    one, true = preparer.merged(_CLIENT, {"timeout": 1}), preparer.merged(_CLIENT, {"timeout": True})
+    assert one.timeout == 1 and type(one.timeout) is int and true.timeout is True
+    with pytest.raises(TypeError, match="timeout"):
+        preparer(REQUEST, preparer.merged(_CLIENT, {"timeout": True}))
+    headers = {"X-B": "c"}
+    merged = preparer.merged(_CLIENT, {"headers": headers})
+    headers["X-B"] = "d"  # the caller's dict, changed: a merge with it is never handed out again
+    assert preparer.merged(_CLIENT, {"headers": {"X-B": "c"}}).headers == {"X-B": "c"}
+    assert merged.headers is headers
+    other = RequestOptions(base_url="http://127.0.0.1:2/v1")  # another client's: not kept here
+    assert preparer.merged(other, {"timing": False}).base_url == "http://127.0.0.1:2/v1"
+    assert all(kept.base_url == _CLIENT.base_url for kept in preparer._merged.values())
+    for n in range(SPEC_CACHE + 8):
+        assert preparer.merged(_CLIENT, {"max_retries": n}).max_retries == n
+    assert len(preparer._merged) == SPEC_CACHE
+
+
 def test_a_given_header_replaces_the_default_of_its_name() -> None:
     chat = prepare({}, base_url="http://127.0.0.1:9/v1", headers={"accept": "application/json"})
     assert [h for h in chat.headers if h.lower().startswith("accept:")] == ["accept: application/json"]

@@ -287,7 +287,7 @@ class Preparer:
     kept: they raise each time. It raises what ``prepare`` raises (at construction for the
     client's options)."""
 
-    __slots__ = ("_environ", "_fmt", "_options", "_spec_options", "_specs", "_template")
+    __slots__ = ("_environ", "_fmt", "_merged", "_options", "_spec_options", "_specs", "_template")
 
     def __init__(self, options: RequestOptions, /) -> None:
         self._options = options
@@ -297,6 +297,25 @@ class Preparer:
         self._fmt = api_format(options.api)
         self._spec_options = _spec_options(options)
         self._specs: dict[tuple[Any, ...], tuple[RequestSpec, ApiFormat]] = {}
+        self._merged: dict[tuple[Any, ...], RequestOptions] = {}
+
+    def merged(self, defaults: RequestOptions, given: Mapping[str, Any], /) -> RequestOptions:
+        """``defaults.replace(given)``: a request's own options (names checked, values not yet)
+        on top of the client's. When ``defaults`` are this preparer's and every value is a plain
+        one (str, int, float, bool, None), the result is kept for the next request that sets the same (the first ``SPEC_CACHE``
+        kinds; the same type and value: True is not 1), so the gateway's per-call ``timing=False``
+        costs one lookup. The values are checked by ``__call__`` each time, kept or not."""
+        if defaults is not self._options:
+            return defaults.replace(given)
+        # plain values only: a dict (headers) kept here would be the caller's, which it may change
+        plain = all(type(value) in _PLAIN for value in given.values())
+        key = tuple((name, type(value), value) for name, value in given.items()) if plain else None
+        kept = None if key is None else self._merged.get(key)
+        if kept is None:
+            kept = defaults.replace(given)
+            if key is not None and len(self._merged) < SPEC_CACHE:
+                self._merged[key] = kept
+        return kept
 
     def __call__(self, input: Mapping[str, Any], options: RequestOptions | None = None, /) -> RequestSpec:
         if not isinstance(input, Mapping):

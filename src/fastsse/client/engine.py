@@ -281,7 +281,7 @@ def new_job(
             f"driver={driver!r}: this client drives {drives!r}; the driver is the client's "
             f"(make a Client(driver={driver!r}))"
         )
-    merged = defaults.replace(given) if given else defaults
+    merged = prepare.merged(defaults, given) if given else defaults
     spec = prepare(request, merged)
     own["format"] = _streams.format_for(spec.api, own["format"])
     if own["curl"] is not None and drives != "pycurl":
