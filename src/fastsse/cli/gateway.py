@@ -352,8 +352,11 @@ class _Serving:
                     loop.remove_signal_handler(sig)
         if forced:
             self.server.close()
-            for task in list(self.server.tasks):
+            pending = [*self.server.tasks, *([self.settling] if self.settling is not None else [])]
+            for task in pending:
                 task.cancel()
+            if pending:  # their records are written as they end (cut): a moment, no more
+                await asyncio.wait(pending, timeout=0.5)
             return 0
         self.server.shutdown()
         await self.server.wait(SHUTDOWN_SECONDS)
