@@ -382,20 +382,15 @@ class _Serving:
             self.stopped.set_result(forced)
 
     async def _settle(self) -> None:
-        grace = self.current.server.grace_seconds
-        log.info("draining: %d answers in flight, grace %gs", self.gateway.in_flight, grace)
         try:
-            await self.gateway.settle(grace)
-        except Exception:
-            log.exception("the drain failed")
+            await _drain(self.gateway, self.current.server.grace_seconds)
         finally:
             self._stop(False)
 
     def _watch_parent(self) -> None:
         if self.draining:
             return
-        if os.getppid() != self.parent:
-            log.warning("the main process %d is gone: worker %d drains", self.parent, os.getpid())
+        if _orphaned(self.parent):
             self.signalled(signal.SIGTERM)
             return
         asyncio.get_running_loop().call_later(1.0, self._watch_parent)
@@ -405,6 +400,24 @@ class _Serving:
         if new is not None:
             self.current = new
             self.server.keep_alive_seconds = new.server.keep_alive_seconds
+
+
+async def _drain(gateway: Gateway, grace: float) -> None:
+    """After the first SIGTERM, under either server: the answers in flight settle within
+    ``grace`` seconds (a failure of the drain is logged)."""
+    log.info("draining: %d answers in flight, grace %gs", gateway.in_flight, grace)
+    try:
+        await gateway.settle(grace)
+    except Exception:
+        log.exception("the drain failed")
+
+
+def _orphaned(parent: int | None) -> bool:
+    """Whether this is a worker whose main process ``parent`` is gone (logged: it drains)."""
+    if parent is None or os.getppid() == parent:
+        return False
+    log.warning("the main process %d is gone: worker %d drains", parent, os.getpid())
+    return True
 
 
 def _reload(
@@ -517,27 +530,13 @@ def _server_class() -> Any:
             if self.hups and not self.draining:
                 self.hups = 0
                 self._reload()
-            if (
-                self.parent is not None
-                and counter % 10 == 0
-                and not self.draining
-                and os.getppid() != self.parent
-            ):
-                log.warning("the main process %d is gone: worker %d drains", self.parent, os.getpid())
+            if counter % 10 == 0 and not self.draining and _orphaned(self.parent):
                 self.handle_exit(signal.SIGTERM, None)
             return bool(await super().on_tick(counter))
 
         async def _settle(self) -> None:
-            grace = self.current.server.grace_seconds
-            log.info(
-                "draining: %d answers in flight, grace %gs",
-                getattr(self.gateway, "in_flight", 0),
-                grace,
-            )
             try:
-                await self.gateway.settle(grace)
-            except Exception:
-                log.exception("the drain failed")
+                await _drain(self.gateway, self.current.server.grace_seconds)
             finally:
                 self.should_exit = True
 
