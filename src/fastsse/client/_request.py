@@ -255,14 +255,14 @@ SPEC_CACHE = 64
 _PLAIN = frozenset({str, int, float, bool, type(None)})
 
 
-def _spec_key(changed: list[tuple[int, Any]]) -> tuple[Any, ...] | None:
-    """A key for the spec options a request set (``(position, value)`` of each), equal only when
-    they make the same spec: the same type and value, or a dict of str headers with the same items
-    in the same order; None when a value is of another kind (its spec is not kept)."""
+def _spec_key(changed: list[tuple[Any, Any]], *, dicts: bool = True) -> tuple[Any, ...] | None:
+    """A key for the options a request set (``(position or name, value)`` of each), equal only
+    when they make the same spec: the same type and value, or (``dicts``) a dict of str headers
+    with the same items in the same order; None when a value is of another kind (not kept)."""
     key: list[Any] = []
     for index, value in changed:
         kind = type(value)
-        if kind is dict:
+        if kind is dict and dicts:
             items = tuple(value.items())
             if not all(type(name) is str and type(text) is str for name, text in items):
                 return None
@@ -302,14 +302,14 @@ class Preparer:
     def merged(self, defaults: RequestOptions, given: Mapping[str, Any], /) -> RequestOptions:
         """``defaults.replace(given)``: a request's own options (names checked, values not yet)
         on top of the client's. When ``defaults`` are this preparer's and every value is a plain
-        one (str, int, float, bool, None), the result is kept for the next request that sets the same (the first ``SPEC_CACHE``
-        kinds; the same type and value: True is not 1), so the gateway's per-call ``timing=False``
-        costs one lookup. The values are checked by ``__call__`` each time, kept or not."""
+        one (str, int, float, bool, None), the result is kept for the next request that sets the
+        same (the first ``SPEC_CACHE`` kinds; the same type and value: True is not 1), so the
+        gateway's per-call ``timing=False`` costs one lookup. The values are checked by
+        ``__call__`` each time, kept or not."""
         if defaults is not self._options:
             return defaults.replace(given)
         # plain values only: a dict (headers) kept here would be the caller's, which it may change
-        plain = all(type(value) in _PLAIN for value in given.values())
-        key = tuple((name, type(value), value) for name, value in given.items()) if plain else None
+        key = _spec_key(list(given.items()), dicts=False)
         kept = None if key is None else self._merged.get(key)
         if kept is None:
             kept = defaults.replace(given)
