@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib.util
 import socket
 import threading
 import time
@@ -21,7 +22,7 @@ pytest.importorskip("httptools")
 
 from fastsse.gateway import HttpServer
 
-LOOPS = ["asyncio", *(["uvloop"] if __import__("importlib").util.find_spec("uvloop") else [])]
+LOOPS = ["asyncio", *(["uvloop"] if importlib.util.find_spec("uvloop") else [])]
 
 App = Callable[..., Any]
 
