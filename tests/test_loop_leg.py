@@ -739,6 +739,59 @@ def test_an_answer_framed_two_ways_leaves_no_connection_kept(
     assert run(main()) == 2
 
 
+def test_a_new_connection_sends_its_request_as_it_comes_up(
+    srv: Upstream, stream_backend: Any, run: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # in the callback that saw the connection up, not turns of a busy loop later (after the
+    # connect's task, the wait on it and the transfer's task had each had a turn)
+    from fastsse.client import _loop
+
+    seen: list[bool] = []
+    made = _loop._Connection.connection_made
+
+    def connection_made(self: Any, transport: Any) -> None:
+        opener = self.opener
+        made(self, transport)
+        seen.append(opener is not None and opener.sent is not None)
+
+    monkeypatch.setattr(_loop._Connection, "connection_made", connection_made)
+
+    async def main() -> str:
+        leg = LoopLeg(client(srv))
+        try:
+            return content(await leg.create_stream(req("chunked")))
+        finally:
+            await leg.close()
+
+    assert run(main()) == "".join(WORDS)
+    assert seen == [True]
+
+
+def test_answers_that_end_before_their_connects_return_keep_each_connection_once(
+    srv: Upstream, stream_backend: Any, run: Any
+) -> None:
+    # a short answer can be whole before the task that opened its connection resumes: the
+    # connection is kept by the answer's end only (kept twice, two requests would share it)
+    async def main() -> tuple[list[str], int, int]:
+        leg = LoopLeg(client(srv, max_connections=8))
+        before = srv.accepts
+        try:
+            texts = []
+            for _ in range(3):
+                outcomes = await asyncio.gather(*(leg.create_stream(req("json")) for _ in range(8)))
+                texts += [content(one) for one in outcomes]
+            kept = sum(len(pool) for pool in leg._idle.values())
+            distinct = len({id(c) for pool in leg._idle.values() for c in pool})
+        finally:
+            await leg.close()
+        assert kept == distinct
+        return texts, srv.accepts - before, kept
+
+    texts, accepted, kept = run(main())
+    assert texts == ["whole"] * 24
+    assert accepted <= 8 and kept <= 8
+
+
 @pytest.mark.parametrize("second", ["keepclose", "dropkept"])
 def test_a_kept_connection_closed_by_the_server_is_replaced_once(
     srv: Upstream, stream_backend: Any, run: Any, second: str

@@ -402,19 +402,34 @@ class LoopLeg:
             pool.remove(connection)
 
 
+def _retrieved(task: asyncio.Task[Any]) -> None:
+    # a connect whose connection already sent its request: its outcome is not needed
+    if not task.cancelled():
+        task.exception()
+
+
 class _Connection(asyncio.Protocol):
     """One connection to an upstream. Idle (in its leg's pool): any byte or the end closes it.
     During a transfer its reads go to the transfer: through ``on_data`` (Python) until the answer's
-    head is in, then to the parser's ``feed_data`` itself."""
+    head is in, then to the parser's ``feed_data`` itself. A new connection made for a transfer
+    (``opener``) sends its request from ``connection_made``: the request goes out in the loop's
+    callback that saw the connection up, not several turns of a busy loop later, once the task
+    that opened it, the wait and the transfer's own task have each had their turn."""
 
-    def __init__(self, key: tuple[str, int]) -> None:
+    def __init__(self, key: tuple[str, int], opener: _Transfer | None = None) -> None:
         self.key = key
         self.transport: Any = None
         self.transfer: _Transfer | None = None
         self.leg: LoopLeg | None = None  # set while idle in its pool
+        self.opener = opener
 
     def connection_made(self, transport: Any) -> None:
         self.transport = transport
+        opener, self.opener = self.opener, None
+        if opener is not None and not opener.done.done() and opener.connection is None:
+            opener.opened = self
+            opener._attach(self)
+            opener._send()
 
     def data_received(self, data: bytes) -> None:
         transfer = self.transfer
@@ -474,6 +489,7 @@ class _Transfer:
         self.twice = False  # it says so twice (a length and chunks)
         self.reused = False
         self.connecting = False  # waiting for a new connection
+        self.opened: _Connection | None = None  # the new connection that sent from connection_made
         self.timer: asyncio.TimerHandle | None = None
         self.deadline: float | None = None
         self.held_reads = False  # the connection's reading is paused for a hold
@@ -510,8 +526,6 @@ class _Transfer:
             response.on_release = self._released
             self._arm(time.monotonic())
             await self._connect()
-            if not self.done.done():
-                self._send()
             return await self.done
         except asyncio.CancelledError:
             self._abandon()
@@ -522,6 +536,7 @@ class _Transfer:
             leg._free()
 
     async def _connect(self, fresh: bool = False) -> None:
+        """Take a kept connection (``fresh``: never) or open one, and send the request on it."""
         leg, target, spec = self.leg, self.target, self.job.spec
         connection = None if fresh else leg._kept(target)
         self.reused = connection is not None
@@ -532,7 +547,7 @@ class _Transfer:
                 limit = left if limit is None else min(limit, left)
             key = (target.host, target.port)
             making = self.loop.create_task(
-                self.loop.create_connection(lambda: _Connection(key), target.host, target.port)
+                self.loop.create_connection(lambda: _Connection(key, self), target.host, target.port)
             )
             self.connecting = True
             try:
@@ -541,8 +556,15 @@ class _Transfer:
                 await asyncio.wait((making, self.done), timeout=limit, return_when=asyncio.FIRST_COMPLETED)
             finally:
                 self.connecting = False
-                if not making.done():
+                if not making.done() and self.opened is None:
                     making.cancel()
+            opened, self.opened = self.opened, None
+            if opened is not None:
+                # connection_made sent the request: the connect is over, whatever ended the wait
+                # (the whole answer may be in, and its connection kept or another's already)
+                if not making.done():
+                    making.add_done_callback(_retrieved)
+                return
             if making.cancelled() or not making.done():
                 ms = round((limit or 0) * 1000)
                 self.finish(TIMED_OUT, f"Connection timed out after {ms} milliseconds")
@@ -562,9 +584,15 @@ class _Transfer:
         if self.done.done():  # failed or cut while connecting
             leg._keep(connection)
             return
+        self._attach(connection)
+        self._send()
+
+    def _attach(self, connection: _Connection) -> None:
+        # the answer's reads go to this transfer from now on
         connection.transfer = self
         connection.leg = None
         self.connection = connection
+        self.connecting = False
         self.on_body = self.route  # read once by the parser: each body read goes to the route
         self.parser = httptools.HttpResponseParser(self)
         if _LENIENT:
@@ -733,8 +761,6 @@ class _Transfer:
     async def _again(self) -> None:
         try:
             await self._connect(fresh=True)
-            if not self.done.done():
-                self._send()
         except BaseException as exc:  # pragma: no cover - _connect settles its own failures
             self.fail(exc)
 
