@@ -18,6 +18,8 @@ uvicorn, as before the command's own server), ``fastsse-curl`` (the same command
 ``ClientSession``, bytes passed through), ``loop`` (a prototype of the next data plane: the upstream
 leg on uvloop with llhttp and the compiled relay, ``_gateway_peers.loop_main``) and ``litellm`` (``litellm --config`` with callbacks and
 spend logs off) where its command is found (``FASTSSE_BENCH_LITELLM``, else ``litellm`` on PATH).
+``fastsse-before`` is the command from another tree (``FASTSSE_BENCH_BEFORE``: its ``src`` folder,
+extensions built), beside this one in the same run: before and after, on the same machine state.
 
     python -m pytest benchmarks/test_bench_gateway.py --benchmark-enable -s   # the table (~4 min)
     FASTSSE_GATEWAY_TABLE=gateway.md ...                                             # and write it there
@@ -176,8 +178,11 @@ def contender(name: str, upstream: str, work: pathlib.Path) -> Iterator[tuple[st
     """Start gateway ``name`` over ``upstream``: (its base URL, its pid)."""
     port = _free_port()
     log = work / f"{name}.log"
-    if name == "fastsse":
+    env = None
+    if name in ("fastsse", "fastsse-before"):
         argv = [PY, "-m", "fastsse", "gateway", "--upstream", upstream, "--port", str(port)]
+        if name == "fastsse-before":
+            env = dict(os.environ, PYTHONPATH=os.environ["FASTSSE_BENCH_BEFORE"])
     elif name in ("fastsse-curl", "fastsse-uvicorn"):  # the command with one part as before
         config = work / f"{name}.toml"
         server = '[server]\nhttp = "uvicorn"\n\n' if name == "fastsse-uvicorn" else ""
@@ -220,7 +225,7 @@ def contender(name: str, upstream: str, work: pathlib.Path) -> Iterator[tuple[st
         ]
     else:
         raise ValueError(name)
-    with _process(argv, port, log) as proc:
+    with _process(argv, port, log, env) as proc:
         yield f"http://127.0.0.1:{port}/v1", proc.pid
 
 
@@ -358,6 +363,8 @@ def _importable(module: str) -> bool:
 
 def _contenders(quick: bool) -> list[str]:
     names = ["fastsse", "fastsse-curl", "httpx", "aiohttp"]
+    if os.environ.get("FASTSSE_BENCH_BEFORE"):
+        names.insert(1, "fastsse-before")
     if not quick and _importable("uvicorn"):
         names.insert(1, "fastsse-uvicorn")
     if fastsse.BACKEND == "cython" and _importable("uvloop") and _importable("httptools"):
