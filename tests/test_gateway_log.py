@@ -3,7 +3,9 @@ line, byte for byte as written here, and ``QuietCuts`` drops a server's line for
 
 from __future__ import annotations
 
+import io
 import logging
+import os
 import sys
 from typing import Any
 
@@ -88,3 +90,59 @@ def test_quiet_cuts(message: str, kept: bool) -> None:
 class _Named:
     def __str__(self) -> str:
         return "named"
+
+
+def test_quiet_cuts_formats_no_other_record() -> None:
+    # an answer's record is formatted once, by the formatter: the filter compares the format string
+    formatted: list[int] = []
+
+    class Counted:
+        def __str__(self) -> str:
+            formatted.append(1)
+            return "an answer"
+
+    line = logging.LogRecord("fastsse.gateway", logging.INFO, __file__, 1, Counted(), None, None)
+    assert QuietCuts().filter(line) is True
+    assert formatted == []
+
+
+class _Stream:
+    """A text stream that records its calls."""
+
+    def __init__(self, **kind: Any) -> None:
+        self.calls: list[tuple[str, str]] = []
+        self.__dict__.update(kind)
+
+    def write(self, text: str) -> None:
+        self.calls.append(("write", text))
+
+    def flush(self) -> None:
+        self.calls.append(("flush", ""))
+
+
+@pytest.mark.parametrize(
+    ("kind", "flushed"),
+    [
+        ({"line_buffering": True}, False),  # a terminal's stderr
+        ({"write_through": True, "buffer": io.FileIO(os.devnull, "wb")}, False),  # stderr elsewhere
+        ({"write_through": True, "buffer": io.BytesIO()}, True),  # through to a buffer: flushed
+        ({}, True),
+    ],
+)
+def test_the_command_s_handler_writes_a_line_at_once_and_flushes_only_what_needs_it(
+    kind: dict[str, Any], flushed: bool
+) -> None:
+    from fastsse.cli.gateway import _Lines
+
+    stream = _Stream(**kind)
+    handler = _Lines(stream)
+    handler.setFormatter(JsonFormatter())
+    handler.handle(record(1_700_000_000.0))
+    line = (
+        '{"ts":"2023-11-14T22:13:20.000Z","level":"info","logger":"fastsse.gateway",'
+        '"msg":"r1 chat->chat up model=m status=200 complete"}\n'
+    )
+    if flushed:
+        assert stream.calls == [("write", line), ("flush", "")]
+    else:
+        assert stream.calls == [("write", line)]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import io
 import logging
 import os
 import select
@@ -195,7 +196,7 @@ def _logging(kind: str) -> None:
     logging.logThreads = False
     logging.logProcesses = False
     logging.logMultiprocessing = False
-    handler = logging.StreamHandler(sys.stderr)
+    handler = _Lines(sys.stderr)
     if kind == "json":
         handler.setFormatter(JsonFormatter())
     else:
@@ -204,6 +205,34 @@ def _logging(kind: str) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(logging.INFO)
+
+
+class _Lines(logging.StreamHandler):  # type: ignore[type-arg]
+    """A ``StreamHandler`` that writes each record as one line and calls no ``flush`` of its own
+    when the stream writes the line out by itself: a text stream that flushes at each newline (a
+    terminal's stderr), or one that writes through to an unbuffered file (stderr elsewhere, since
+    Python 3.9). The handler's flush took its lock a second time and asked the stream to write
+    what it already wrote, for every answer. Any other stream is flushed as ``StreamHandler``
+    flushes it."""
+
+    def __init__(self, stream: Any) -> None:
+        super().__init__(stream)
+        raw = getattr(stream, "write_through", False) and isinstance(
+            getattr(stream, "buffer", None), io.RawIOBase
+        )
+        self._flushes = not (getattr(stream, "line_buffering", False) or raw)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        """The record, formatted, and a newline, in one write."""
+        if self._flushes:
+            super().emit(record)
+            return
+        try:
+            self.stream.write(self.format(record) + self.terminator)
+        except RecursionError:  # as StreamHandler: a recursion is the caller's bug
+            raise
+        except Exception:
+            self.handleError(record)
 
 
 def _listen(host: str, port_number: int) -> socket.socket:

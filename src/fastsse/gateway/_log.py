@@ -48,5 +48,7 @@ class QuietCuts(logging.Filter):
     """Drops a server's line for a response the app left unfinished on purpose (a cut)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        """False for a server's line about a response left unfinished on purpose."""
-        return record.getMessage() not in _CUT_LINES
+        """False for a server's line about a response left unfinished on purpose. The server
+        logs that line as a plain message, so the record's format string is compared: every other
+        record (an answer's among them) is not formatted here a first time for nothing."""
+        return record.msg not in _CUT_LINES
