@@ -18,6 +18,7 @@ import contextlib
 import os
 import secrets
 from bisect import bisect_left
+from itertools import compress
 from typing import Any, Final
 
 import orjson
@@ -118,10 +119,10 @@ class Log2Histogram(Histogram):
         row = self.series.get(labels)
         if row is None:
             row = self.series[labels] = [0.0] * (len(self.bounds) + 2)
-        last = len(self.bounds)  # +Inf
-        for bits, count in enumerate(by_bits):
-            if count:
-                row[min(max(bits - self.LOW, 0), last)] += count
+        low, last = self.LOW, len(self.bounds)  # last: +Inf
+        # the lengths that have gaps only (a few of the 64): this runs once per answer
+        for bits in compress(range(len(by_bits)), by_bits):
+            row[min(max(bits - low, 0), last)] += by_bits[bits]
         row[-1] += total
 
 
