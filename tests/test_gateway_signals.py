@@ -168,13 +168,15 @@ def drain_scenario(gw: GatewayProcess, streams: int, model: str) -> tuple[list[A
     return bodies, late, code, time.monotonic() - signalled
 
 
-@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize(("workers", "http"), [(1, "fastsse"), (2, "fastsse"), (2, "uvicorn")])
 def test_sigterm_drains_the_streams_in_flight_refusing_new_callers(
-    upstreams: tuple[LoopbackServer, LoopbackServer], workers: int
+    upstreams: tuple[LoopbackServer, LoopbackServer], workers: int, http: str
 ) -> None:
-    """slow-200: 15 tokens 200 ms apart (3 s), so the late callers come while the streams run."""
+    """slow-200: 15 tokens 200 ms apart (3 s), so the late callers come while the streams run.
+    ``http``: the command's own server, or uvicorn's (``[server] http``), with the same signals."""
     gw = GatewayProcess(
-        [{"name": "a", "base_url": upstreams[0].base_url}], server={"workers": workers, "grace_seconds": 20}
+        [{"name": "a", "base_url": upstreams[0].base_url}],
+        server={"workers": workers, "grace_seconds": 20, "http": http},
     ).start()
     try:
         bodies, late, code, _ = drain_scenario(gw, 16, "slow-200")
@@ -191,13 +193,15 @@ def test_sigterm_drains_the_streams_in_flight_refusing_new_callers(
     gw.dir.cleanup()
 
 
+@pytest.mark.parametrize("http", ["fastsse", "uvicorn"])
 def test_a_stream_past_the_grace_is_cut_and_logged_drained(
-    upstreams: tuple[LoopbackServer, LoopbackServer],
+    upstreams: tuple[LoopbackServer, LoopbackServer], http: str
 ) -> None:
     """slow-1000 takes 15 s; the grace is 0.5 s: the stream is cut, logged ``drained``, and the
     process exits well before the stream would have ended."""
     gw = GatewayProcess(
-        [{"name": "a", "base_url": upstreams[0].base_url}], server={"workers": 2, "grace_seconds": 0.5}
+        [{"name": "a", "base_url": upstreams[0].base_url}],
+        server={"workers": 2, "grace_seconds": 0.5, "http": http},
     ).start()
     try:
         bodies, _, code, took = drain_scenario(gw, 2, "slow-1000")
@@ -211,11 +215,16 @@ def test_a_stream_past_the_grace_is_cut_and_logged_drained(
     gw.dir.cleanup()
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
-def test_a_second_signal_stops_at_once(upstreams: tuple[LoopbackServer, LoopbackServer], sig: int) -> None:
+@pytest.mark.parametrize(
+    ("sig", "http"), [(signal.SIGTERM, "fastsse"), (signal.SIGINT, "fastsse"), (signal.SIGTERM, "uvicorn")]
+)
+def test_a_second_signal_stops_at_once(
+    upstreams: tuple[LoopbackServer, LoopbackServer], sig: int, http: str
+) -> None:
     """The first signal drains (a 15 s stream, a 30 s grace), the second stops the workers now."""
     gw = GatewayProcess(
-        [{"name": "a", "base_url": upstreams[0].base_url}], server={"workers": 2, "grace_seconds": 30}
+        [{"name": "a", "base_url": upstreams[0].base_url}],
+        server={"workers": 2, "grace_seconds": 30, "http": http},
     ).start()
     try:
         assert gw.proc is not None
