@@ -668,9 +668,9 @@ class _Transfer:
         if not self.stated:
             self._state()
         line = len(name) + len(value) + 4  # ": " and CRLF
-        self.head_size += line
-        if not self._bound_head(line, self.head_size):
-            return
+        size = self.head_size = self.head_size + line
+        if (line > MAX_HEAD_LINE or size > MAX_HEAD) and not self._bound_head(line, size):
+            return  # (the bounds' test inline: this runs for every header of every answer)
         self.response.field(name, value)
         lower = name.lower()
         if lower == b"content-length" or (lower == b"transfer-encoding" and b"chunked" in value.lower()):

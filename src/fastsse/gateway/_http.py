@@ -271,7 +271,9 @@ class Connection(asyncio.Protocol):
         self.url += url
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        self._count(len(name) + len(value) + 4)
+        head = self.head = self.head + len(name) + len(value) + 4
+        if head > self.server.max_head_bytes:  # as _count, inline: this runs for every header
+            self._count(0)
         name = name.lower()
         value = value.rstrip(b" \t")  # llhttp keeps the trailing whitespace RFC 9110 5.5 excludes
         if name == b"expect" and value.lower() == b"100-continue":
