@@ -99,6 +99,7 @@ cdef struct ChoicePlan:
     long long index   # -1 when absent or null: the position in the list is the index
     long long pos
     bint has_delta
+    bint empty_delta  # its "delta" (not "message") was {}: what a relay forwards as a bare final
     Span role
     Span finish
     PyObject* choice  # the resolved _Choice (borrowed)
@@ -114,6 +115,7 @@ cdef struct Plan:
     bint has_created
     bint text_completion
     Span object       # the "object" value (p NULL: absent or null)
+    bint empty_choices  # "choices" was [] (not absent, null or [null]): a usage chunk's shape
     int quirks        # Q_* bits: what the fold ignores but a relay repairs
     int nchoices
     int nops
@@ -485,6 +487,7 @@ cdef inline const char* _read_choice(const char* p, const char* end, Plan* plan,
     cdef ChoicePlan* c
     cdef Span span
     cdef Op* op
+    cdef const char* q
     if plan.nchoices == MAX_CHOICES:
         return NULL
     choice = plan.nchoices
@@ -493,6 +496,7 @@ cdef inline const char* _read_choice(const char* p, const char* end, Plan* plan,
     c.index = -1
     c.pos = pos
     c.has_delta = False
+    c.empty_delta = False
     c.role.p = NULL
     c.finish.p = NULL
     c.choice = NULL
@@ -513,6 +517,9 @@ cdef inline const char* _read_choice(const char* p, const char* end, Plan* plan,
                 p = read_null(p, end)
             elif p < end and p[0] == c'{':
                 c.has_delta = True
+                if key.n == 5:  # "delta" (the core relay reads no "message")
+                    q = skip_ws(p + 1, end)
+                    c.empty_delta = q < end and q[0] == c'}'
                 p = _read_delta(p, end, plan, choice)
             else:
                 return NULL
@@ -566,6 +573,7 @@ cdef inline bint read_chunk(const char* p, Py_ssize_t size, Plan* plan) noexcept
     cdef unsigned int seen = 0
     cdef int code
     cdef Span span
+    cdef const char* q
     plan.id.p = NULL
     plan.model.p = NULL
     plan.fingerprint.p = NULL
@@ -573,6 +581,7 @@ cdef inline bint read_chunk(const char* p, Py_ssize_t size, Plan* plan) noexcept
     plan.has_created = False
     plan.text_completion = False
     plan.object.p = NULL
+    plan.empty_choices = False
     plan.quirks = 0
     plan.nchoices = 0
     plan.nops = 0
@@ -603,6 +612,8 @@ cdef inline bint read_chunk(const char* p, Py_ssize_t size, Plan* plan) noexcept
             if is_null(p, end):
                 p = read_null(p, end)
             elif p < end and p[0] == c'[':
+                q = skip_ws(p + 1, end)
+                plan.empty_choices = q < end and q[0] == c']'
                 p = _read_choices(p, end, plan)
             else:
                 return False
