@@ -147,7 +147,8 @@ def test_compiled_relay_forwards_content_chunks_without_the_core() -> None:
     r = cython.Relay()
     data = (LINT / "compliant.sse").read_bytes()
     assert r.write(data) + r.close() == data
-    assert r.aggregator._fast_folds == 2  # "Hi" and " there" went through the reader's plan only
+    # "Hi", " there" and the final chunk went through the reader's plan only
+    assert r.aggregator._fast_folds == 3
 
 
 def test_the_deprecated_name_still_relays() -> None:
@@ -313,6 +314,114 @@ def test_usage_kept_on_a_chunk_with_nothing_else_to_deliver(backend: SimpleNames
 def test_upstream_usage_chunk_is_forwarded_as_it_is(backend: SimpleNamespace) -> None:
     upstream = ROLE + HI + STOP + f"data: {HEAD}],{USAGE}}}\n\n".encode() + DONE
     assert relay(backend, upstream) == upstream
+
+
+# the compiled relay's own path for the common chunks: the final chunk -------------------------------
+
+USAGE_CHUNK = f"data: {HEAD}],{USAGE}}}\n\n".encode()
+NULLS_FINAL = chunk('{"index":0,"delta":{"content":null},"finish_reason":"stop"}')
+
+# upstream, options, what goes out, how many events the compiled relay hands to RelayCore.event
+COMMON: dict[str, tuple[bytes, dict[str, Any], bytes, int]] = {
+    # the first chunk of choice 1: the core adds its role and splits off the finish
+    "a final for an index never seen": (
+        ROLE + chunk('{"index":1,"delta":{},"finish_reason":"stop"}') + STOP,
+        {},
+        ROLE
+        + chunk('{"index":1,"delta":{"role":"assistant"},"finish_reason":null}')
+        + chunk('{"index":1,"delta":{},"finish_reason":"stop"}')
+        + STOP
+        + DONE,
+        2,
+    ),
+    # a choice finishes once: the second final is dropped, which needs the first one marked
+    "a second final": (ROLE + HI + STOP + STOP, {}, ROLE + HI + STOP + DONE, 2),
+    "a final with text": (
+        ROLE + chunk('{"index":0,"delta":{"content":"Hi"},"finish_reason":"stop"}'),
+        {},
+        ROLE + HI + STOP + DONE,
+        2,
+    ),
+    "a final with a delta of nulls": (ROLE + HI + NULLS_FINAL, {}, ROLE + HI + STOP + DONE, 2),
+    # the relay reads no "message": the chunk goes out as it is and the choice is not finished
+    "a final under message": (
+        ROLE + HI + chunk('{"index":0,"message":{},"finish_reason":"stop"}') + STOP,
+        {},
+        ROLE + HI + chunk('{"index":0,"message":{},"finish_reason":"stop"}') + STOP + DONE,
+        2,
+    ),
+    "a final beside a content choice": (
+        ROLE
+        + chunk('{"index":1,"delta":{"role":"assistant"},"finish_reason":null}')
+        + chunk(
+            '{"index":0,"delta":{},"finish_reason":"stop"},'
+            '{"index":1,"delta":{"content":"Hi"},"finish_reason":null}'
+        )
+        + chunk('{"index":1,"delta":{},"finish_reason":"length"}'),
+        {},
+        ROLE
+        + chunk('{"index":1,"delta":{"role":"assistant"},"finish_reason":null}')
+        + chunk(
+            '{"index":0,"delta":{},"finish_reason":"stop"},'
+            '{"index":1,"delta":{"content":"Hi"},"finish_reason":null}'
+        )
+        + chunk('{"index":1,"delta":{},"finish_reason":"length"}')
+        + DONE,
+        2,
+    ),
+    "a final with logprobs and a provider field": (
+        ROLE + chunk('{"index":0,"delta":{},"logprobs":null,"x":1,"finish_reason":"stop"}', ',"x_top":2'),
+        {},
+        ROLE
+        + chunk('{"index":0,"delta":{},"logprobs":null,"x":1,"finish_reason":"stop"}', ',"x_top":2')
+        + DONE,
+        1,
+    ),
+}
+
+
+@pytest.fixture
+def core_events(monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
+    """The payloads handed to ``RelayCore.event`` while the test runs."""
+    from fastsse.relay._core import RelayCore
+
+    seen: list[bytes] = []
+    event = RelayCore.event
+
+    def counted(self: RelayCore, payload: bytes, is_error: bool, multi_line: bool) -> bytes:
+        seen.append(payload)
+        return event(self, payload, is_error, multi_line)
+
+    monkeypatch.setattr(RelayCore, "event", counted)
+    return seen
+
+
+@pytest.mark.parametrize("name", sorted(COMMON))
+def test_common_chunks_and_their_edges(backend: SimpleNamespace, core_events: list[bytes], name: str) -> None:
+    upstream, options, expected, in_core = COMMON[name]
+    r = backend.Relay(**options)
+    out = r.write(upstream) + r.close()
+    if backend.name == "cython":
+        # what the compiled relay takes itself (the pure relay hands the core every event)
+        assert len(core_events) == in_core, core_events
+    assert out == expected
+    assert relay(backend, upstream, cut=3, **options) == expected
+    twin = get_backend("python").Relay(**options)
+    twin.write(upstream)
+    twin.close()
+    assert r.result() == twin.result()
+    assert r.verdict == twin.verdict
+
+
+def test_common_chunks_go_to_on_chunk(backend: SimpleNamespace, core_events: list[bytes]) -> None:
+    # with on_chunk every chunk is the core's, which hands it over before sending it
+    seen: list[dict[str, Any]] = []
+    r = backend.Relay(on_chunk=seen.append)
+    out = r.write(ROLE + HI + STOP + USAGE_CHUNK + DONE) + r.close()
+    assert out == ROLE + HI + STOP + USAGE_CHUNK + DONE
+    marks = [c["choices"][0]["finish_reason"] if c["choices"] else c["usage"]["total_tokens"] for c in seen]
+    assert marks == [None, None, "stop", 5]
+    assert STOP[6:-2] in core_events and USAGE_CHUNK[6:-2] in core_events
 
 
 @pytest.mark.parametrize("ending", [b"\r\n", b"\r"])

@@ -8,8 +8,10 @@ decides from the reader's plan whether the chunk can go out as its own bytes, an
 into the ``ChatAggregator`` (``fast_apply``) with no dict built. The per-chunk repairs that leave
 the chunk's shape alone are splices into those bytes: ``finish_reason: ""`` becomes ``null``, a
 usage value on a chunk with choices is cut out (and held for the end), an ``id`` or ``model`` is
-rewritten. Everything else (first chunks, finals, tool-call resends, errors, anything the reader
-gives up on) goes to ``_relay.RelayCore``, the repair rules both backends share.
+rewritten. A final chunk with an empty delta is taken here too, with the core's state set as its
+rules would have left it. Everything else (first chunks, finals with text, usage chunks,
+tool-call resends, errors, anything the reader gives up on) goes to ``_core.RelayCore``, the
+repair rules both backends share.
 """
 
 cimport cython
@@ -380,6 +382,8 @@ Upstream bytes in, compliant bytes out, folded on the way: one per proxied strea
         cdef bint cut_usage = False
         cdef bint id_edit = False
         cdef bint model_edit = False
+        cdef long long finals[MAX_CHOICES]
+        cdef int nfinals = 0
         if plan.nchoices == 0 or plan.quirks:
             return 0
         if plan.object.p != NULL and not (
@@ -412,7 +416,14 @@ Upstream bytes in, compliant bytes out, folded on the way: one per proxied strea
                 return 0  # a role to check, or the choice's first delta: the core adds the role
             if cp.finish.p != NULL:
                 if cp.finish.n:
-                    return 0  # a final chunk: the core checks and may split it
+                    # A final chunk: the core forwards it as it is when its delta is {} and the
+                    # choice has not finished (it splits one with text, clears a delta of nulls,
+                    # drops a second finish). The core marks the choice finished once folded.
+                    if not cp.empty_delta or self._seen[cp.index].finished:
+                        return 0
+                    finals[nfinals] = cp.index
+                    nfinals += 1
+                    continue
                 _add_edit(edits, &nedits, cp.finish.p - 1, cp.finish.p + 1, E_NULL)
             payload = False
             bare = True
@@ -471,7 +482,9 @@ Upstream bytes in, compliant bytes out, folded on the way: one per proxied strea
                 return 0
         if not fast_apply(self._agg, plan):
             return 0
-        # Forward.
+        # Forward, and keep the core's state as its repair would have left it.
+        for i in range(nfinals):
+            self._seen[finals[i]].finished = True
         if id_edit or model_edit:
             fix_top(self._agg, self._head_id if id_edit else None, self._head_model if model_edit else None)
         if cut_usage:
