@@ -316,13 +316,51 @@ def test_upstream_usage_chunk_is_forwarded_as_it_is(backend: SimpleNamespace) ->
     assert relay(backend, upstream) == upstream
 
 
-# the compiled relay's own path for the common chunks: the final chunk -------------------------------
+# the compiled relay's own path for the common chunks: the final chunk, the usage chunk ------------
 
 USAGE_CHUNK = f"data: {HEAD}],{USAGE}}}\n\n".encode()
 NULLS_FINAL = chunk('{"index":0,"delta":{"content":null},"finish_reason":"stop"}')
 
 # upstream, options, what goes out, how many events the compiled relay hands to RelayCore.event
 COMMON: dict[str, tuple[bytes, dict[str, Any], bytes, int]] = {
+    "whole answer": (ROLE + HI + STOP + USAGE_CHUNK + DONE, {}, ROLE + HI + STOP + USAGE_CHUNK + DONE, 2),
+    "usage keep": (
+        ROLE + HI + STOP + USAGE_CHUNK + DONE,
+        {"usage": "keep"},
+        ROLE + HI + STOP + USAGE_CHUNK + DONE,
+        2,
+    ),
+    # folded for billing, never sent: the core's
+    "usage drop": (ROLE + HI + STOP + USAGE_CHUNK + DONE, {"usage": "drop"}, ROLE + HI + STOP + DONE, 3),
+    # the usage chunk carries the usage a content chunk had: it is not sent again at [DONE]
+    "usage held, then its chunk": (
+        ROLE
+        + chunk('{"index":0,"delta":{"content":"Hi"},"finish_reason":null}', "," + USAGE)
+        + STOP
+        + USAGE_CHUNK
+        + DONE,
+        {},
+        ROLE + HI + STOP + USAGE_CHUNK + DONE,
+        2,
+    ),
+    "a usage chunk without choices": (
+        ROLE + HI + STOP + f"data: {HEAD[:-11]}{USAGE}}}\n\n".encode(),
+        {},
+        ROLE + HI + STOP + f'data: {HEAD[:-11]}{USAGE},"choices":[]}}\n\n'.encode() + DONE,
+        2,
+    ),
+    "a usage chunk with a null choice": (
+        ROLE + HI + STOP + chunk("null", "," + USAGE),
+        {},
+        ROLE + HI + STOP + chunk("null") + USAGE_CHUNK + DONE,
+        2,
+    ),
+    "a chunk with nothing at all": (
+        ROLE + HI + STOP + chunk("", ',"usage":null'),
+        {},
+        ROLE + HI + STOP + DONE,
+        2,
+    ),
     # the first chunk of choice 1: the core adds its role and splits off the finish
     "a final for an index never seen": (
         ROLE + chunk('{"index":1,"delta":{},"finish_reason":"stop"}') + STOP,

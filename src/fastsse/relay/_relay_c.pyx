@@ -8,10 +8,10 @@ decides from the reader's plan whether the chunk can go out as its own bytes, an
 into the ``ChatAggregator`` (``fast_apply``) with no dict built. The per-chunk repairs that leave
 the chunk's shape alone are splices into those bytes: ``finish_reason: ""`` becomes ``null``, a
 usage value on a chunk with choices is cut out (and held for the end), an ``id`` or ``model`` is
-rewritten. A final chunk with an empty delta is taken here too, with the core's state set as its
-rules would have left it. Everything else (first chunks, finals with text, usage chunks,
-tool-call resends, errors, anything the reader gives up on) goes to ``_core.RelayCore``, the
-repair rules both backends share.
+rewritten. A final chunk with an empty delta and an upstream usage chunk are taken here too,
+with the core's state set as its rules would have left it. Everything else (first chunks,
+finals with text, tool-call resends, errors, anything the reader gives up on) goes to
+``_core.RelayCore``, the repair rules both backends share.
 """
 
 cimport cython
@@ -382,10 +382,18 @@ Upstream bytes in, compliant bytes out, folded on the way: one per proxied strea
         cdef bint cut_usage = False
         cdef bint id_edit = False
         cdef bint model_edit = False
+        cdef bint usage_chunk = False
+        cdef bint has_usage = False
         cdef long long finals[MAX_CHOICES]
         cdef int nfinals = 0
-        if plan.nchoices == 0 or plan.quirks:
+        if plan.quirks:
             return 0
+        if plan.nchoices == 0:
+            # "choices": [] and a usage: the core forwards it as it is unless usage="drop" (a
+            # missing or null list it writes as [], a chunk without a usage it drops)
+            if not plan.empty_choices or self._usage_mode == U_DROP:
+                return 0
+            usage_chunk = True
         if plan.object.p != NULL and not (
             _span_is(plan.object, b"chat.completion.chunk", 21) or _span_is(plan.object, b"text_completion", 15)
         ):
@@ -461,7 +469,8 @@ Upstream bytes in, compliant bytes out, folded on the way: one per proxied strea
         for j in range(plan.nothers):
             o = &plan.others[j]
             if o.where == W_USAGE:
-                if self._usage_mode != U_KEEP:
+                has_usage = True
+                if self._usage_mode != U_KEEP and not usage_chunk:
                     # cut the member and one comma beside it
                     start = o.key - 1
                     end = o.value + o.value_n
@@ -480,11 +489,15 @@ Upstream bytes in, compliant bytes out, folded on the way: one per proxied strea
                     cut_usage = True
             elif self._drop_any and (o.where == W_TOP or o.where == W_CHOICE or o.where == W_DELTA):
                 return 0
+        if usage_chunk and not has_usage:
+            return 0
         if not fast_apply(self._agg, plan):
             return 0
         # Forward, and keep the core's state as its repair would have left it.
         for i in range(nfinals):
             self._seen[finals[i]].finished = True
+        if usage_chunk:
+            self._core.usage_held = False  # the upstream's own usage chunk carries it
         if id_edit or model_edit:
             fix_top(self._agg, self._head_id if id_edit else None, self._head_model if model_edit else None)
         if cut_usage:
