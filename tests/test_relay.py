@@ -316,22 +316,22 @@ def test_upstream_usage_chunk_is_forwarded_as_it_is(backend: SimpleNamespace) ->
     assert relay(backend, upstream) == upstream
 
 
-# the compiled relay's own path for the common chunks: the final chunk, the usage chunk ------------
+# the compiled relay's own path for the common chunks: the final chunk, the usage chunk, [DONE] ----
 
 USAGE_CHUNK = f"data: {HEAD}],{USAGE}}}\n\n".encode()
 NULLS_FINAL = chunk('{"index":0,"delta":{"content":null},"finish_reason":"stop"}')
 
 # upstream, options, what goes out, how many events the compiled relay hands to RelayCore.event
 COMMON: dict[str, tuple[bytes, dict[str, Any], bytes, int]] = {
-    "whole answer": (ROLE + HI + STOP + USAGE_CHUNK + DONE, {}, ROLE + HI + STOP + USAGE_CHUNK + DONE, 2),
+    "whole answer": (ROLE + HI + STOP + USAGE_CHUNK + DONE, {}, ROLE + HI + STOP + USAGE_CHUNK + DONE, 1),
     "usage keep": (
         ROLE + HI + STOP + USAGE_CHUNK + DONE,
         {"usage": "keep"},
         ROLE + HI + STOP + USAGE_CHUNK + DONE,
-        2,
+        1,
     ),
     # folded for billing, never sent: the core's
-    "usage drop": (ROLE + HI + STOP + USAGE_CHUNK + DONE, {"usage": "drop"}, ROLE + HI + STOP + DONE, 3),
+    "usage drop": (ROLE + HI + STOP + USAGE_CHUNK + DONE, {"usage": "drop"}, ROLE + HI + STOP + DONE, 2),
     # the usage chunk carries the usage a content chunk had: it is not sent again at [DONE]
     "usage held, then its chunk": (
         ROLE
@@ -341,7 +341,7 @@ COMMON: dict[str, tuple[bytes, dict[str, Any], bytes, int]] = {
         + DONE,
         {},
         ROLE + HI + STOP + USAGE_CHUNK + DONE,
-        2,
+        1,
     ),
     "a usage chunk without choices": (
         ROLE + HI + STOP + f"data: {HEAD[:-11]}{USAGE}}}\n\n".encode(),
@@ -415,6 +415,26 @@ COMMON: dict[str, tuple[bytes, dict[str, Any], bytes, int]] = {
         + DONE,
         1,
     ),
+    # [DONE] with a usage held for the end: the core's done() sends the usage chunk first
+    "[DONE] with usage held": (
+        ROLE + chunk('{"index":0,"delta":{"content":"Hi"},"finish_reason":null}', "," + USAGE) + STOP + DONE,
+        {},
+        ROLE + HI + STOP + USAGE_CHUNK + DONE,
+        1,
+    ),
+    "[DONE] between blanks": (ROLE + HI + STOP + b"data:  [DONE] \t\n\n", {}, ROLE + HI + STOP + DONE, 1),
+    # a chunk that could not be read: the answer misses it, and [DONE] is withheld
+    "[DONE] after a lost chunk": (ROLE + HI + b'data: {"id":\n\n' + STOP + DONE, {}, ROLE + HI + STOP, 2),
+    "[DONE] as an error": (
+        ROLE + HI + STOP + b"event: error\n" + DONE,
+        {},
+        ROLE
+        + HI
+        + STOP
+        + b'data: {"error":{"message":"[DONE]","type":"upstream_error","param":null,"code":null}}\n\n',
+        2,
+    ),
+    "[DONE] first": (DONE + ROLE, {}, DONE, 0),
 }
 
 

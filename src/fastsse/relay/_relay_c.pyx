@@ -8,9 +8,9 @@ decides from the reader's plan whether the chunk can go out as its own bytes, an
 into the ``ChatAggregator`` (``fast_apply``) with no dict built. The per-chunk repairs that leave
 the chunk's shape alone are splices into those bytes: ``finish_reason: ""`` becomes ``null``, a
 usage value on a chunk with choices is cut out (and held for the end), an ``id`` or ``model`` is
-rewritten. A final chunk with an empty delta and an upstream usage chunk are taken here too,
-with the core's state set as its rules would have left it. Everything else (first chunks,
-finals with text, tool-call resends, errors, anything the reader gives up on) goes to
+rewritten. A final chunk with an empty delta, an upstream usage chunk and ``[DONE]`` are taken
+here too, with the core's state set as its rules would have left it. Everything else (first
+chunks, finals with text, tool-call resends, errors, anything the reader gives up on) goes to
 ``_core.RelayCore``, the repair rules both backends share.
 """
 
@@ -59,11 +59,14 @@ import orjson
 from ..chat._fold_c import ChatAggregator
 from ..chat import ChatVerdict
 from .._errors import UsageError, too_large
-from ._core import READER_FIELDS, RelayCore, check_options
+from ._core import DONE, READER_FIELDS, RelayCore, check_options
 
 
 cdef extern from "Python.h":
     bint PyUnicode_IS_ASCII(object o)
+
+
+cdef bytes _DONE = DONE
 
 
 cdef enum:
@@ -94,6 +97,16 @@ cdef inline bint _blank(char c) noexcept nogil:
 
 cdef inline bint _span_is(Span s, const char* text, Py_ssize_t n) noexcept nogil:
     return s.flags == 0 and s.n == n and memcmp(s.p, text, n) == 0
+
+
+cdef inline bint _is_done(const char* data, Py_ssize_t n) noexcept nogil:
+    # the core's test: the payload is [DONE] between blanks
+    while n and _blank(data[0]):
+        data += 1
+        n -= 1
+    while n and _blank(data[n - 1]):
+        n -= 1
+    return n == 6 and memcmp(data, b"[DONE]", 6) == 0
 
 
 cdef bint _same(Span s, object held) except -1:
@@ -356,6 +369,8 @@ Upstream bytes in, compliant bytes out, folded on the way: one per proxied strea
         if self._fast and not is_error and self._ndata <= 1 and self._has_head:
             if _read(data, n, &plan) and self._forward(data, n, &plan):
                 return 0
+        if not is_error and n < 64 and _is_done(data, n):
+            return self._done()
         self._in_core = True
         out = self._core.event(PyBytes_FromStringAndSize(data, n), is_error, self._ndata > 1)
         self._put(PyBytes_AS_STRING(out), PyBytes_GET_SIZE(out))
@@ -521,6 +536,24 @@ Upstream bytes in, compliant bytes out, folded on the way: one per proxied strea
             at = edits[i].end
         self._put(at, stop - at)
         self._put(b"\n\n", 2)
+        return 1
+
+    cdef int _done(self) except -1:
+        # [DONE] from upstream: the core's done() when it has a usage chunk to send first or a
+        # lost chunk withholds the [DONE]; else the same steps here (stop, fold it, forward it).
+        cdef bytes out
+        core = self._core
+        if core.usage_held or core.lost:
+            self._in_core = True
+            out = core.done()
+            self._put(PyBytes_AS_STRING(out), PyBytes_GET_SIZE(out))
+            self._sync()
+            self._in_core = False
+            return 1
+        core.stopped = True
+        self._halt = True
+        self._agg.feed_data(b"[DONE]")
+        self._put(PyBytes_AS_STRING(_DONE), PyBytes_GET_SIZE(_DONE))
         return 1
 
     cdef inline bint _was_seen(self, long long index) except -1:
