@@ -278,3 +278,32 @@ def test_a_keep_alive_line_is_still_simply_dropped(backend: Any) -> None:
     out, relay = relay_all(backend, data)
     assert out.endswith(DONE)
     assert relay.verdict.complete is True and relay.verdict.skipped == 1
+
+
+@pytest.mark.parametrize("where", ["delta", "usage"])
+@pytest.mark.parametrize("path", ["Relay", "ChatStream"])
+def test_a_chunk_over_the_index_bound_is_lost_where_the_fast_reader_can_read_it(
+    backend: Any, where: str, path: str
+) -> None:
+    # Past SCAN_FROM with more "index" keys than MAX_INDEXES (128 * 129), in a value the
+    # compiled reader keeps whole: the chunk is dropped unread as any other such chunk, not
+    # folded (and forwarded) by the compiled reader's fast path.
+    head = frame([content(0, "Hello", role=True)])
+    filler = [{"index": 0}] * 17_000
+    if where == "delta":
+        choice = {"index": 0, "delta": {"content": " more", "x_filler": filler}, "finish_reason": None}
+        big = frame([choice])
+    else:
+        usage = {"total_tokens": 1, "x_filler": filler}
+        big = b"data: " + orjson.dumps({**HEAD, "choices": [], "usage": usage}) + b"\n\n"
+    if path == "Relay":
+        out, fold = relay_all(backend, head + big + FINISH + DONE)
+        assert out == head + FINISH  # a chunk was lost: no [DONE]
+        assert not fold.verdict.complete
+    else:
+        fold = backend.ChatStream(max_event_bytes=16 << 20)
+        fold.write(head + big + FINISH + DONE)
+        fold.close()
+    result = fold.result()
+    assert result["verdict"]["skipped"] == 1
+    assert result["choices"][0]["message"]["content"] == "Hello" and result["usage"] is None

@@ -43,7 +43,7 @@ from cpython.unicode cimport (
     PyUnicode_GET_LENGTH,
     PyUnicode_KIND,
 )
-from libc.string cimport memcmp, memcpy
+from libc.string cimport memchr, memcmp, memcpy
 
 from ..sse._decoder_c cimport FusedStream
 from .._native.done cimport payload_is_done
@@ -63,7 +63,7 @@ import orjson
 
 from ._result import ChatVerdict, build_result, make_verdict, verdict_dict
 from ..fold import joined
-from ._result import SCAN_FROM, over_index_bound as _over_index_bound
+from ._result import MAX_INDEXES, SCAN_FROM, over_index_bound as _over_index_bound
 from ._result import Annotations, ReasoningDetails, content_parts, provider_usage, with_provider_usage
 from ..sse import loads_replacing as _loads_replacing
 from .._timing import build_timing
@@ -77,6 +77,7 @@ cdef extern from "Python.h":
 
 cdef object _loads = orjson.loads
 cdef Py_ssize_t _SCAN_FROM = SCAN_FROM
+cdef Py_ssize_t _MAX_INDEXES = MAX_INDEXES
 cdef object _JSONDecodeError = orjson.JSONDecodeError
 cdef str _BLANKS = " \t\r\n"
 cdef bytes _BLANKS_B = b" \t\r\n"
@@ -329,8 +330,29 @@ cdef class _Choice:
 # ``_read`` validates a payload and fills a plan; ``_fast_take`` (in ChatAggregator) checks the
 # plan against the fold state and applies it, or leaves the payload to orjson and ``_take``.
 
+cdef inline bint _over_bound(const char* p, Py_ssize_t size) noexcept nogil:
+    # chat._result.over_index_bound on a payload's bytes (its count: non-overlapping)
+    cdef const char* end = p + size
+    cdef Py_ssize_t count = 0
+    if size <= _SCAN_FROM:
+        return False
+    while True:
+        p = <const char*>memchr(p, c'"', end - p)
+        if p == NULL:
+            return False
+        if end - p >= 7 and memcmp(p, b'"index"', 7) == 0:
+            count += 1
+            if count > _MAX_INDEXES:
+                return True
+            p += 7
+        else:
+            p += 1
+
+
 cdef bint _read(const char* p, Py_ssize_t size, Plan* plan) noexcept nogil:
-    return read_chunk(p, size, plan)
+    # A chunk over the index bound is dropped unread by the slow path (its "index" keys may sit
+    # in a value the plan keeps whole, where the reader would not see them).
+    return not _over_bound(p, size) and read_chunk(p, size, plan)
 
 
 cdef inline bint _same(Span s, object held) noexcept:
@@ -1467,7 +1489,6 @@ cdef object stream_aggregator(object stream):
 
 cdef int fast_apply(object agg, Plan* plan) except -1:
     return (<ChatAggregator>agg)._fast_apply(plan)
-
 
 cdef object fold_usage(object agg):
     return (<ChatAggregator>agg)._usage
