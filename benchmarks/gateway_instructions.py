@@ -5,7 +5,7 @@ counts repeat within 0.2%). ``python benchmarks/gateway_instructions.py MODEL AN
 serve``) and ``fastsse load`` (4 at a time) outside valgrind, the relay inside it with its
 instrumentation off; after 100 answers of warm-up it is switched on for ``ANSWERS`` answers of
 ``MODEL`` (``long-1``: 1 chunk, ``long-20``: 20 in as few reads as TCP makes them; ``paced-N``: N
-chunks 2 ms apart from the scripted upstream, one read each, as a real model's), then off, and
+chunks 10 ms apart from the scripted upstream, one read each, as a real model's), then off, and
 the counts are summed.
 ``SRC`` is a ``src`` folder with its extensions built (``python -m fastsse gateway`` from that
 tree); ``nginx`` is nginx as a C byte relay (one process, ``proxy_pass``, buffering off).
@@ -85,7 +85,7 @@ def count(contender: str, model: str, answers: int) -> float:
     quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
     script: list[str] = []
     if model.startswith("paced-"):
-        script = ["--scripted", "--ttft-ms", "0", "--itl-ms", "2", "--chunks", model.partition("-")[2]]
+        script = ["--scripted", "--ttft-ms", "0", "--itl-ms", "10", "--chunks", model.partition("-")[2]]
         model = "scripted"
     upstream = subprocess.Popen(
         [sys.executable, "-m", "fastsse", "serve", *script, "--port", str(up), "--quiet"], **quiet
