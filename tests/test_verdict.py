@@ -73,6 +73,47 @@ def test_chat_says_why(stream_backend: SimpleNamespace, body: bytes, close: bool
     assert stream.result()["verdict"]["why"] == why
 
 
+# The "verdict" of result() is built as data, not from the dataclass: the same keys in the same
+# order, the same values of the same types, whatever the state.
+DATA_CASES = [
+    (FINISHED + b"data: [DONE]\n\n", True),
+    (FINISHED, False),
+    (b"", True),
+    (OPEN + TWO + b"data: [DONE]\n\n", True),
+    (FINISHED + b"data: {", True),
+    (b'data: {"x_groq":{"usage":{"total_tokens":3}},' + FINISHED[7:] + b"data: [DONE]\n\ndata: {}\n\n", True),
+    (b'data: {"choices":[{"index":0,"delta":{"content":[{"type":"image"}]}}]}\n\ndata: [1]\n\n', True),
+    (b'data: {"error":{"code":"busy"}}\n\n', False),
+]
+
+
+@pytest.mark.parametrize(("body", "close"), DATA_CASES)
+@pytest.mark.parametrize("kind", ["ChatStream", "Relay", "lean Relay", "aborted", "ChatAggregator"])
+def test_the_result_verdict_is_the_verdict_as_data(
+    stream_backend: SimpleNamespace, kind: str, body: bytes, close: bool
+) -> None:
+    if kind == "ChatAggregator":
+        stream = stream_backend.ChatAggregator(keep_text=False)
+        for event in stream_backend.Decoder().feed(body):
+            stream.feed_event(event)
+    else:
+        stream = {
+            "ChatStream": lambda: stream_backend.ChatStream(),
+            "Relay": lambda: stream_backend.Relay(),
+            "lean Relay": lambda: stream_backend.Relay(keep_text=False),
+            "aborted": lambda: stream_backend.ChatStream(lambda chunk: False),
+        }[kind]()
+        stream.write(body)
+    if close:
+        stream.close()
+    verdict = stream.verdict
+    data = stream.result()["verdict"]
+    want = {**{f.name: getattr(verdict, f.name) for f in dataclasses.fields(verdict)}}
+    want["finish_reasons"] = list(verdict.finish_reasons)
+    assert [(k, type(v), v) for k, v in data.items()] == [(k, type(v), v) for k, v in want.items()]
+    assert data == fastsse.chat.verdict_dict(verdict)
+
+
 def test_the_callers_stop_says_so(stream_backend: SimpleNamespace) -> None:
     stream = stream_backend.ChatStream(lambda chunk: False)
     stream.write(FINISHED)

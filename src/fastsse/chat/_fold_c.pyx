@@ -61,7 +61,7 @@ from ._chunk_reader cimport (
 
 import orjson
 
-from ._result import ChatVerdict, build_result, make_verdict, verdict_dict
+from ._result import ChatVerdict, build_result, make_verdict, verdict_data
 from ..fold import joined
 from ._result import MAX_INDEXES, SCAN_FROM, over_index_bound as _over_index_bound
 from ._result import Annotations, ReasoningDetails, content_parts, provider_usage, with_provider_usage
@@ -586,28 +586,46 @@ Folds the chunks of an OpenAI-style chat stream into one response shaped like a
 
     cdef dict _merged_top(self):
         # The standard fields live in typed slots (a dict store per field per chunk costs a third
-        # of the fold); result() and the verdict read them through one dict like the Python twin's.
+        # of the fold); result() reads them through one dict like the Python twin's.
         cdef dict top = {}
-        for key, value in (
-            ("id", self._id),
-            ("created", self._created),
-            ("model", self._model),
-            ("system_fingerprint", self._fingerprint),
-            ("usage", self._usage),
-            ("service_tier", self._tier),
-        ):
-            if value is not None:
-                top[key] = value
-        top.update(self._top)
-        return with_provider_usage(top, self._xusage)
+        if self._id is not None:
+            top["id"] = self._id
+        if self._created is not None:
+            top["created"] = self._created
+        if self._model is not None:
+            top["model"] = self._model
+        if self._fingerprint is not None:
+            top["system_fingerprint"] = self._fingerprint
+        if self._usage is not None:
+            top["usage"] = self._usage
+        if self._tier is not None:
+            top["service_tier"] = self._tier
+        if self._top:
+            top.update(self._top)
+        if self._xusage is not None:
+            return with_provider_usage(top, self._xusage)
+        return top
 
     cdef dict _result(self, bint aborted, bint too_large, bint truncated, bint ended):
-        # result() with the verdict a stream passes: the merged top-level fields built once for both
+        # result() with the verdict a stream passes, as plain data (no ChatVerdict is made for it)
         cdef dict top = self._merged_top()
         out = build_result(top, self._choices, self._error, self._text_completion)
         if self._count:
             out["text_chars"] = self._text_chars()
-        out["verdict"] = verdict_dict(self._verdict_of(top, aborted, too_large, truncated, ended))
+        out["verdict"] = verdict_data(
+            self._done,
+            self._choices,
+            "usage" in top,
+            self._error,
+            self._skipped,
+            self._ignored,
+            self._malformed,
+            aborted,
+            too_large,
+            truncated,
+            ended,
+            self._unknown_parts,
+        )
         return out
 
     cdef Py_ssize_t _text_chars(self):
@@ -628,22 +646,19 @@ Folds the chunks of an OpenAI-style chat stream into one response shaped like a
         return total
 
     cdef object _verdict(self, bint aborted, bint too_large, bint truncated, bint ended):
-        return self._verdict_of(self._merged_top(), aborted, too_large, truncated, ended)
-
-    cdef object _verdict_of(self, dict top, bint aborted, bint too_large, bint truncated, bint ended):
         return make_verdict(
             self._done,
             self._choices,
-            top,
+            self._usage is not None or self._xusage is not None or "usage" in self._top,
             self._error,
             self._skipped,
             self._ignored,
             self._malformed,
-            aborted=aborted,
-            too_large=too_large,
-            truncated=truncated,
-            ended=ended,
-            unknown_parts=self._unknown_parts,
+            aborted,
+            too_large,
+            truncated,
+            ended,
+            self._unknown_parts,
         )
 
     cdef int _fold_data(self, object payload) except -1:

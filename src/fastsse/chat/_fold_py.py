@@ -27,7 +27,7 @@ from ._result import (
     content_parts,
     make_verdict,
     provider_usage,
-    verdict_dict,
+    verdict_data,
     with_provider_usage,
 )
 from ._result import SCAN_FROM as _SCAN_FROM
@@ -353,7 +353,20 @@ class ChatAggregator:
         out = build_result(top, self._choices, self._error, self._text_completion)
         if self._count:
             out["text_chars"] = self._text_chars()
-        out["verdict"] = verdict_dict(self._verdict_of(top, aborted, too_large, truncated, ended))
+        out["verdict"] = verdict_data(
+            self._done,
+            self._choices,
+            "usage" in top,
+            self._error,
+            self._skipped,
+            self._ignored,
+            self._malformed,
+            aborted,
+            too_large,
+            truncated,
+            ended,
+            self._unknown_parts,
+        )
         return out
 
     def _new_text(self) -> list[str]:
@@ -371,26 +384,19 @@ class ChatAggregator:
         return total
 
     def _verdict(self, aborted: bool, too_large: bool, truncated: bool, ended: bool) -> ChatVerdict:
-        return self._verdict_of(
-            with_provider_usage(self._top, self._xusage), aborted, too_large, truncated, ended
-        )
-
-    def _verdict_of(
-        self, top: dict[Any, Any], aborted: bool, too_large: bool, truncated: bool, ended: bool
-    ) -> ChatVerdict:
         return make_verdict(
             self._done,
             self._choices,
-            top,
+            self._xusage is not None or "usage" in self._top,
             self._error,
             self._skipped,
             self._ignored,
             self._malformed,
-            aborted=aborted,
-            too_large=too_large,
-            truncated=truncated,
-            ended=ended,
-            unknown_parts=self._unknown_parts,
+            aborted,
+            too_large,
+            truncated,
+            ended,
+            self._unknown_parts,
         )
 
     def _parse(self, payload: Payload) -> dict[str, Any] | None:

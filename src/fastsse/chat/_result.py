@@ -57,7 +57,7 @@ class ChatVerdict(_Base):
 
 def chat_why(
     done: bool,
-    reasons: tuple[str | None, ...],
+    reasons: list[str | None] | tuple[str | None, ...],
     failed: object,
     aborted: bool,
     too_large: bool,
@@ -88,41 +88,82 @@ def chat_why(
     return None
 
 
-def make_verdict(
+def verdict_data(
     done: bool,
     choices: dict[int, Any],
-    top: dict[Any, Any],
+    usage: bool,
     error: object,
     skipped: int,
     ignored: int,
     malformed: int,
-    *,
-    aborted: bool = False,
-    too_large: bool = False,
-    truncated: bool = False,
-    ended: bool = False,
-    unknown_parts: int = 0,
-) -> ChatVerdict:
-    """The verdict of a fold; ``ended``: the byte stream was closed (cleanly unless ``truncated``)."""
-    reasons = tuple(choices[i].finish_reason for i in sorted(choices))
-    failed = error is not None
+    aborted: bool,
+    too_large: bool,
+    truncated: bool,
+    ended: bool,
+    unknown_parts: int,
+) -> dict[str, Any]:
+    """The verdict of a fold as plain data: ``verdict_dict(make_verdict(...))`` built directly, the
+    ``"verdict"`` entry of ``result()`` (every answer ends with one, so no dataclass is made for
+    it). ``usage``: a usage arrived; ``ended``: the byte stream was closed (cleanly unless
+    ``truncated``). The keys are ``ChatVerdict``'s fields in their order."""
+    reasons = [c.finish_reason for c in _in_order(choices)]
     why = chat_why(done, reasons, error, aborted, too_large, truncated, ended)
-    return ChatVerdict(
-        complete=why is None,
-        why=why,
-        done=done,
-        finish_reasons=reasons,
-        usage="usage" in top,
-        error=failed,
-        aborted=aborted,
-        too_large=too_large,
-        truncated=truncated,
-        skipped=skipped,
-        ignored=ignored,
-        malformed=malformed,
-        stop_reason=reasons[0] if reasons else None,
-        unknown_parts=unknown_parts,
+    return {
+        "complete": why is None,
+        "why": why,
+        "usage": usage,
+        "error": error is not None,
+        "aborted": aborted,
+        "too_large": too_large,
+        "truncated": truncated,
+        "skipped": skipped,
+        "ignored": ignored,
+        "malformed": malformed,
+        "stop_reason": reasons[0] if reasons else None,
+        "done": done,
+        "finish_reasons": reasons,
+        "unknown_parts": unknown_parts,
+    }
+
+
+def make_verdict(
+    done: bool,
+    choices: dict[int, Any],
+    usage: bool,
+    error: object,
+    skipped: int,
+    ignored: int,
+    malformed: int,
+    aborted: bool,
+    too_large: bool,
+    truncated: bool,
+    ended: bool,
+    unknown_parts: int,
+) -> ChatVerdict:
+    """The verdict of a fold (``verdict_data``'s arguments)."""
+    data = verdict_data(
+        done,
+        choices,
+        usage,
+        error,
+        skipped,
+        ignored,
+        malformed,
+        aborted,
+        too_large,
+        truncated,
+        ended,
+        unknown_parts,
     )
+    data["finish_reasons"] = tuple(data["finish_reasons"])
+    return ChatVerdict(**data)
+
+
+def _in_order(choices: dict[int, Any]) -> Any:
+    """The choices by ascending index (most answers have one: no sort for it)."""
+    if len(choices) < 2:
+        return choices.values()
+    return [choices[i] for i in sorted(choices)]
 
 
 # Choice and tool-call indexes are 0 <= index < INDEX_LIMIT (OpenAI's n is at most 128). Any other
