@@ -9,16 +9,13 @@ disagree about the shape of ``result()``.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any, Final
 
 import orjson
 
 from .._verdict import Verdict as _Base
 from ..fold import joined
-
-# Top-level chunk keys that are not copied into the result: ``object`` is rewritten, ``choices`` is
-# folded, ``error`` is reported on its own, ``obfuscation`` is OpenAI's per-chunk random padding.
-STANDARD_TOP: Final = ("usage", "system_fingerprint", "service_tier")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -106,7 +103,7 @@ def verdict_data(
     ``"verdict"`` entry of ``result()`` (every answer ends with one, so no dataclass is made for
     it). ``usage``: a usage arrived; ``ended``: the byte stream was closed (cleanly unless
     ``truncated``). The keys are ``ChatVerdict``'s fields in their order."""
-    reasons = [c.finish_reason for c in _in_order(choices)]
+    reasons = list(map(_finish_reason, choices.values() if len(choices) < 2 else _sorted(choices)))
     why = chat_why(done, reasons, error, aborted, too_large, truncated, ended)
     return {
         "complete": why is None,
@@ -159,10 +156,11 @@ def make_verdict(
     return ChatVerdict(**data)
 
 
-def _in_order(choices: dict[int, Any]) -> Any:
-    """The choices by ascending index (most answers have one: no sort for it)."""
-    if len(choices) < 2:
-        return choices.values()
+_finish_reason: Final = attrgetter("finish_reason")
+
+
+def _sorted(choices: dict[int, Any]) -> list[Any]:
+    """The choices by ascending index (most answers have one: callers skip this for it)."""
     return [choices[i] for i in sorted(choices)]
 
 
@@ -358,43 +356,55 @@ def with_provider_usage(top: dict[Any, Any], usage: object) -> dict[Any, Any]:
 def build_result(
     top: dict[Any, Any], choices: dict[int, Any], error: object, text_completion: bool
 ) -> dict[str, Any]:
+    # The standard fields (null when none came), then a provider's own in arrival order. Not
+    # copied: ``object`` is rewritten, ``choices`` folded, ``error`` reported on its own (the folds
+    # drop ``obfuscation``, OpenAI's per-chunk random padding).
+    get = top.get
     out: dict[Any, Any] = {
-        "id": top.get("id"),
+        "id": get("id"),
         "object": "text_completion" if text_completion else "chat.completion",
-        "created": top.get("created"),
-        "model": top.get("model"),
-        "choices": [_choice(choices[i]) for i in sorted(choices)],
+        "created": get("created"),
+        "model": get("model"),
+        "choices": list(map(_choice, choices.values() if len(choices) < 2 else _sorted(choices))),
+        "usage": get("usage"),
+        "system_fingerprint": get("system_fingerprint"),
+        "service_tier": get("service_tier"),
     }
-    for key in STANDARD_TOP:
-        out[key] = top.get(key)
-    for key, value in top.items():
-        if key not in out:
-            out[key] = value
+    if not top.keys() <= out.keys():
+        for key, value in top.items():
+            if key not in out:
+                out[key] = value
     if error is not None:
         out["error"] = error
     return out
 
 
 def _choice(c: Any) -> dict[str, Any]:
-    out: dict[str, Any] = {"index": c.index}
-    if c.text is not None and not c.has_delta:
-        out["text"] = joined(c.text)
+    text = c.text
+    if text is None:
+        out: dict[str, Any] = {"index": c.index, "message": _message(c)}
+    elif c.has_delta:
+        out = {"index": c.index, "message": _message(c), "text": joined(text)}
     else:
-        out["message"] = _message(c)
-        if c.text is not None:
-            out["text"] = joined(c.text)
+        out = {"index": c.index, "text": joined(text)}
     out["finish_reason"] = c.finish_reason
-    out["logprobs"] = _logprobs(c.logprobs)
-    for key, value in c.extras.items():
-        out.setdefault(key, value)
+    logprobs = c.logprobs
+    out["logprobs"] = None if logprobs is None else _logprobs(logprobs)
+    extras = c.extras
+    if extras:
+        for key, value in extras.items():
+            out.setdefault(key, value)
     return out
 
 
 def _message(c: Any) -> dict[str, Any]:
+    role = c.role
+    content = c.content
+    refusal = c.refusal
     msg: dict[str, Any] = {
-        "role": c.role if c.role is not None else "assistant",
-        "content": joined(c.content) if c.content is not None else None,
-        "refusal": joined(c.refusal) if c.refusal is not None else None,
+        "role": "assistant" if role is None else role,
+        "content": None if content is None else joined(content),
+        "refusal": None if refusal is None else joined(refusal),
     }
     if c.reasoning_content is not None:
         msg["reasoning_content"] = joined(c.reasoning_content)
@@ -412,8 +422,10 @@ def _message(c: Any) -> dict[str, Any]:
         msg["reasoning_details"] = c.reasoning_details.result()
     if c.content_parts is not None:
         msg["content_parts"] = list(c.content_parts)
-    for key, value in c.delta_extras.items():
-        msg.setdefault(key, value)
+    extras = c.delta_extras
+    if extras:
+        for key, value in extras.items():
+            msg.setdefault(key, value)
     return msg
 
 
@@ -439,8 +451,6 @@ def _tool_call(call: Any) -> dict[str, Any]:
     return out
 
 
-def _logprobs(lp: dict[Any, Any] | None) -> dict[Any, Any] | None:
-    if lp is None:
-        return None
+def _logprobs(lp: dict[Any, Any]) -> dict[Any, Any]:
     # The fold extends these lists in place; hand out copies so the caller cannot reach our state.
     return {k: list(v) if type(v) is list else v for k, v in lp.items()}
