@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
 import time
+
+from gateway_request_cost import free_port, wait_port  # the benchmarks folder is on the path
 
 CHILD = r"""
 import asyncio, json, socket, sys, time
@@ -49,23 +50,6 @@ async def main(upstream, port, seconds):
 uvloop.run(main(sys.argv[1], int(sys.argv[2]), float(sys.argv[3])))
 print(json.dumps({"arrived": arrived, "sent": sent}))
 """
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def wait_port(port: int) -> None:
-    end = time.monotonic() + 20
-    while time.monotonic() < end:
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.2).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise SystemExit(f"nothing listens on port {port}")
 
 
 def one_round(callers: int) -> str:

@@ -17,30 +17,13 @@ from __future__ import annotations
 import glob
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
-import time
+
+from gateway_request_cost import free_port, wait_port  # the benchmarks folder is on the path
 
 WARMUP = 100
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def wait_port(port: int, timeout: float = 120.0) -> None:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.2).close()
-            return
-        except OSError:
-            time.sleep(0.2)
-    raise SystemExit(f"nothing listens on port {port}")
 
 
 def nginx_argv(upstream_port: int, port: int, work: str) -> list[str]:
@@ -103,7 +86,7 @@ def count(contender: str, model: str, answers: int) -> float:
         relay = subprocess.Popen([*grind, *argv], env=env, **quiet)
         try:
             wait_port(up)
-            wait_port(port)
+            wait_port(port, 120)  # valgrind starts slowly
             load(port, model, WARMUP)
             subprocess.run(["callgrind_control", "-i", "on", str(relay.pid)], **quiet, check=True)
             load(port, model, answers)
