@@ -1,14 +1,15 @@
 """The user-space instructions a relay executes per answer, counted by valgrind's callgrind: a
 figure this noisy VM cannot move (the CPU-time benchmarks spread by 10-20% between runs; these
 counts repeat within 0.2%). ``python benchmarks/gateway_instructions.py MODEL ANSWERS NAME=SRC
-[NAME=SRC ...] [nginx]`` runs, for each contender, the scripted upstream (``python -m fastsse
+[NAME=SRC ...] [nginx] [loop]`` runs, for each contender, the scripted upstream (``python -m fastsse
 serve``) and ``fastsse load`` (4 at a time) outside valgrind, the relay inside it with its
 instrumentation off; after 100 answers of warm-up it is switched on for ``ANSWERS`` answers of
 ``MODEL`` (``long-1``: 1 chunk, ``long-20``: 20 in as few reads as TCP makes them; ``paced-N``: N
 chunks 10 ms apart from the scripted upstream, one read each, as a real model's), then off, and
 the counts are summed.
 ``SRC`` is a ``src`` folder with its extensions built (``python -m fastsse gateway`` from that
-tree); ``nginx`` is nginx as a C byte relay (one process, ``proxy_pass``, buffering off).
+tree); ``nginx`` is nginx as a C byte relay (one process, ``proxy_pass``, buffering off);
+``loop`` is the prototype of the next data plane (``_gateway_peers.py loop``: no product feature).
 The kernel's share (loopback TCP, about half of a relayed chunk's CPU) is not in these counts.
 Per chunk: run ``paced-101`` and ``paced-1`` and take the difference over 100."""
 
@@ -78,6 +79,9 @@ def count(contender: str, model: str, answers: int) -> float:
         env = dict(os.environ)
         if contender == "nginx":
             argv = nginx_argv(up, port, work)
+        elif contender == "loop":  # the prototype of the next data plane (_gateway_peers.py)
+            peers = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_gateway_peers.py")
+            argv = [sys.executable, peers, "loop", f"http://127.0.0.1:{up}/v1", str(port)]
         else:
             env["PYTHONPATH"] = contender.partition("=")[2]
             argv = [sys.executable, "-m", "fastsse", "gateway", "--upstream", f"http://127.0.0.1:{up}/v1"]
