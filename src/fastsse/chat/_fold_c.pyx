@@ -612,20 +612,7 @@ Folds the chunks of an OpenAI-style chat stream into one response shaped like a
         out = build_result(top, self._choices, self._error, self._text_completion)
         if self._count:
             out["text_chars"] = self._text_chars()
-        out["verdict"] = verdict_data(
-            self._done,
-            self._choices,
-            "usage" in top,
-            self._error,
-            self._skipped,
-            self._ignored,
-            self._malformed,
-            aborted,
-            too_large,
-            truncated,
-            ended,
-            self._unknown_parts,
-        )
+        out["verdict"] = self._verdict_data(aborted, too_large, truncated, ended)
         return out
 
     cdef Py_ssize_t _text_chars(self):
@@ -646,7 +633,11 @@ Folds the chunks of an OpenAI-style chat stream into one response shaped like a
         return total
 
     cdef object _verdict(self, bint aborted, bint too_large, bint truncated, bint ended):
-        return make_verdict(
+        return make_verdict(self._verdict_data(aborted, too_large, truncated, ended))
+
+    cdef dict _verdict_data(self, bint aborted, bint too_large, bint truncated, bint ended):
+        # the verdict as result() carries it; the property's ChatVerdict is made from it
+        return verdict_data(
             self._done,
             self._choices,
             self._usage is not None or self._xusage is not None or "usage" in self._top,
@@ -1504,6 +1495,7 @@ cdef object stream_aggregator(object stream):
 
 cdef int fast_apply(object agg, Plan* plan) except -1:
     return (<ChatAggregator>agg)._fast_apply(plan)
+
 
 cdef object fold_usage(object agg):
     return (<ChatAggregator>agg)._usage

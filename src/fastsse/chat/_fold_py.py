@@ -353,20 +353,7 @@ class ChatAggregator:
         out = build_result(top, self._choices, self._error, self._text_completion)
         if self._count:
             out["text_chars"] = self._text_chars()
-        out["verdict"] = verdict_data(
-            self._done,
-            self._choices,
-            "usage" in top,
-            self._error,
-            self._skipped,
-            self._ignored,
-            self._malformed,
-            aborted,
-            too_large,
-            truncated,
-            ended,
-            self._unknown_parts,
-        )
+        out["verdict"] = self._verdict_data(aborted, too_large, truncated, ended)
         return out
 
     def _new_text(self) -> list[str]:
@@ -384,7 +371,11 @@ class ChatAggregator:
         return total
 
     def _verdict(self, aborted: bool, too_large: bool, truncated: bool, ended: bool) -> ChatVerdict:
-        return make_verdict(
+        return make_verdict(self._verdict_data(aborted, too_large, truncated, ended))
+
+    def _verdict_data(self, aborted: bool, too_large: bool, truncated: bool, ended: bool) -> dict[str, Any]:
+        # the verdict as result() carries it; the property's ChatVerdict is made from it
+        return verdict_data(
             self._done,
             self._choices,
             self._xusage is not None or "usage" in self._top,

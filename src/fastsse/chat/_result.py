@@ -123,37 +123,9 @@ def verdict_data(
     }
 
 
-def make_verdict(
-    done: bool,
-    choices: dict[int, Any],
-    usage: bool,
-    error: object,
-    skipped: int,
-    ignored: int,
-    malformed: int,
-    aborted: bool,
-    too_large: bool,
-    truncated: bool,
-    ended: bool,
-    unknown_parts: int,
-) -> ChatVerdict:
-    """The verdict of a fold (``verdict_data``'s arguments)."""
-    data = verdict_data(
-        done,
-        choices,
-        usage,
-        error,
-        skipped,
-        ignored,
-        malformed,
-        aborted,
-        too_large,
-        truncated,
-        ended,
-        unknown_parts,
-    )
-    data["finish_reasons"] = tuple(data["finish_reasons"])
-    return ChatVerdict(**data)
+def make_verdict(data: dict[str, Any]) -> ChatVerdict:
+    """``verdict_data``'s dict as the frozen ``ChatVerdict`` (``finish_reasons`` a tuple)."""
+    return ChatVerdict(**{**data, "finish_reasons": tuple(data["finish_reasons"])})
 
 
 _finish_reason: Final = attrgetter("finish_reason")
