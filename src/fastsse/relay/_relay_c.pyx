@@ -8,10 +8,11 @@ decides from the reader's plan whether the chunk can go out as its own bytes, an
 into the ``ChatAggregator`` (``fast_apply``) with no dict built. The per-chunk repairs that leave
 the chunk's shape alone are splices into those bytes: ``finish_reason: ""`` becomes ``null``, a
 usage value on a chunk with choices is cut out (and held for the end), an ``id`` or ``model`` is
-rewritten. A final chunk with an empty delta, an upstream usage chunk and ``[DONE]`` are taken
-here too, with the core's state set as its rules would have left it. Everything else (first
-chunks, finals with text, tool-call resends, errors, anything the reader gives up on) goes to
-``_core.RelayCore``, the repair rules both backends share.
+rewritten. A final chunk with an empty delta and an upstream usage chunk are taken here too,
+with the core's state set as its rules would have left it; ``[DONE]`` goes to the core's
+``done()`` with no parse. Everything else (first chunks, finals with text, tool-call resends,
+errors, anything the reader gives up on) goes to ``_core.RelayCore``, the repair rules both
+backends share.
 """
 
 cimport cython
@@ -59,14 +60,11 @@ import orjson
 from ..chat._fold_c import ChatAggregator
 from ..chat import ChatVerdict
 from .._errors import UsageError, too_large
-from ._core import DONE, READER_FIELDS, RelayCore, check_options
+from ._core import READER_FIELDS, RelayCore, check_options
 
 
 cdef extern from "Python.h":
     bint PyUnicode_IS_ASCII(object o)
-
-
-cdef bytes _DONE = DONE
 
 
 cdef enum:
@@ -539,21 +537,14 @@ Upstream bytes in, compliant bytes out, folded on the way: one per proxied strea
         return 1
 
     cdef int _done(self) except -1:
-        # [DONE] from upstream: the core's done() when it has a usage chunk to send first or a
-        # lost chunk withholds the [DONE]; else the same steps here (stop, fold it, forward it).
+        # [DONE] from upstream: the core's own done() (a held usage chunk first, or no [DONE] after
+        # a lost chunk), called straight, not through event()'s parse
         cdef bytes out
-        core = self._core
-        if core.usage_held or core.lost:
-            self._in_core = True
-            out = core.done()
-            self._put(PyBytes_AS_STRING(out), PyBytes_GET_SIZE(out))
-            self._sync()
-            self._in_core = False
-            return 1
-        core.stopped = True
-        self._halt = True
-        self._agg.feed_data(b"[DONE]")
-        self._put(PyBytes_AS_STRING(_DONE), PyBytes_GET_SIZE(_DONE))
+        self._in_core = True
+        out = self._core.done()
+        self._put(PyBytes_AS_STRING(out), PyBytes_GET_SIZE(out))
+        self._sync()
+        self._in_core = False
         return 1
 
     cdef inline bint _was_seen(self, long long index) except -1:
