@@ -298,12 +298,10 @@ class Response:
         status line), ``retry_after`` (``retry_after()``), ``location`` (the ``Location`` header,
         or None), ``upstream`` (the base URL that answered, set by the engine) and ``error``: the
         error of an answer that was no stream, None for a stream."""
-        headers = self.headers
-        wait = "retry-after-ms" in headers or "retry-after" in headers  # most answers ask for no wait
         return {
             "status": self.status,
-            "retry_after": self.retry_after() if wait else None,
-            "location": headers.get("location"),
+            "retry_after": self.retry_after(),
+            "location": self.headers.get("location"),
             "upstream": None,
             "error": error,
         }
