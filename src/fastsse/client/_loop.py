@@ -427,7 +427,7 @@ class _Connection(asyncio.Protocol):
         self.transport = transport
         opener, self.opener = self.opener, None
         if opener is not None and not opener.done.done() and opener.connection is None:
-            opener.opened = self
+            opener.opened = True
             opener._attach(self)
             opener._send()
 
@@ -489,7 +489,7 @@ class _Transfer:
         self.twice = False  # it says so twice (a length and chunks)
         self.reused = False
         self.connecting = False  # waiting for a new connection
-        self.opened: _Connection | None = None  # the new connection that sent from connection_made
+        self.opened = False  # a new connection sent the request from its connection_made
         self.timer: asyncio.TimerHandle | None = None
         self.deadline: float | None = None
         self.held_reads = False  # the connection's reading is paused for a hold
@@ -556,10 +556,10 @@ class _Transfer:
                 await asyncio.wait((making, self.done), timeout=limit, return_when=asyncio.FIRST_COMPLETED)
             finally:
                 self.connecting = False
-                if not making.done() and self.opened is None:
+                if not making.done() and not self.opened:
                     making.cancel()
-            opened, self.opened = self.opened, None
-            if opened is not None:
+            if self.opened:
+                self.opened = False
                 # connection_made sent the request: the connect is over, whatever ended the wait
                 # (the whole answer may be in, and its connection kept or another's already)
                 if not making.done():
