@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import io
 import logging
-import os
 import sys
 from typing import Any
 
@@ -124,7 +123,7 @@ class _Stream:
     ("kind", "flushed"),
     [
         ({"line_buffering": True}, False),  # a terminal's stderr
-        ({"write_through": True, "buffer": io.FileIO(os.devnull, "wb")}, False),  # stderr elsewhere
+        ({"write_through": True, "buffer": io.RawIOBase()}, False),  # stderr elsewhere: a raw file
         ({"write_through": True, "buffer": io.BytesIO()}, True),  # through to a buffer: flushed
         ({}, True),
     ],
