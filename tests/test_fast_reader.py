@@ -508,6 +508,65 @@ def test_chat_stream_folds_the_same_with_and_without_on_chunk(name: str, payload
     assert streams[0].aggregator._fast_folds == fast + suffix_fast
 
 
+# A value a chunk carries whole, as JSON writes it; the plain scalars among them (an integer of at
+# most 18 digits, a string, true, false) are read without orjson. Each must keep the type and value
+# orjson gives it (True is not 1, 1 is not 1.0, an integer past 64 bits is a float), whether read
+# here or left to orjson.
+KEPT_VALUES = [
+    b"0",
+    b"-0",
+    b"7",
+    b"-7",
+    b"123456789012345678",
+    b"-123456789012345678",
+    b"1234567890123456789",  # 19 digits: orjson's
+    b"18446744073709551615",
+    b"99999999999999999999999",  # past 64 bits: a float, as orjson reads it
+    b"-9223372036854775809",
+    b"1.0",
+    b"1e3",
+    b"-2.5E-3",
+    b'""',
+    b'"plain"',
+    b'"esc\\"aped\\u00e9\\n"',
+    '"é中😀"'.encode(),
+    b"true",
+    b"false",
+    b"[1]",
+    b'{"a":true}',
+]
+REFUSED_VALUES = [b"01", b"-", b"-a", b"1.", b"tru", b"True", b'"\\ud800"', b'"\xff"']
+
+
+@pytest.mark.parametrize("value", KEPT_VALUES)
+def test_fast_reader_keeps_a_whole_value_as_json_types_it(value: bytes) -> None:
+    payload = _top(b'"x":%s' % value)
+    c_agg = fastsse.get_backend("cython").ChatAggregator()
+    py_agg = fastsse.get_backend("python").ChatAggregator()
+    _feed_all(c_agg, SETUP)
+    _feed_all(py_agg, SETUP)
+    before = c_agg._fast_folds
+    assert c_agg.feed_data(payload) == py_agg.feed_data(payload)
+    assert c_agg._fast_folds - before == 1
+    expected = orjson.loads(value)
+    kept = c_agg.result()["x"]
+    assert (type(kept), kept) == (type(expected), expected)
+    assert orjson.dumps(c_agg.result()) == orjson.dumps(py_agg.result())
+
+
+@pytest.mark.parametrize("value", REFUSED_VALUES)
+def test_fast_reader_leaves_a_value_json_refuses_to_the_slow_path(value: bytes) -> None:
+    payload = _top(b'"x":%s' % value)
+    c_agg = fastsse.get_backend("cython").ChatAggregator()
+    py_agg = fastsse.get_backend("python").ChatAggregator()
+    _feed_all(c_agg, SETUP)
+    _feed_all(py_agg, SETUP)
+    before = c_agg._fast_folds
+    assert c_agg.feed_data(payload) == py_agg.feed_data(payload)
+    assert c_agg._fast_folds == before
+    assert _observe(c_agg) == _observe(py_agg)
+
+
 def test_fast_reader_takes_the_benchmark_streams() -> None:
     """On an OpenAI-shaped answer only the chunks that open something (the role chunk that
     creates the choice, the first fragment of each tool call) go through orjson."""

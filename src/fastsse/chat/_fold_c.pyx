@@ -47,7 +47,7 @@ from libc.string cimport memchr, memcmp, memcpy
 
 from ..sse._decoder_c cimport FusedStream
 from .._native.done cimport payload_is_done
-from .._native.reader cimport Span, decode, named
+from .._native.reader cimport Span, decode, named, read_string, read_uint
 from ._chunk_reader cimport (
     _Vocabulary,
     _audio_code,
@@ -76,6 +76,37 @@ cdef extern from "Python.h":
 
 
 cdef object _loads = orjson.loads
+
+
+cdef object _scalar(const char* p, Py_ssize_t n):
+    """The value orjson parses from ``p[:n]`` (a span ``read_chunk`` delimited as one value, never
+    null) when it is a plain scalar: an integer of at most 18 digits, a string, true or false; None
+    for anything else, which orjson then parses (and refuses where this reader could not decode).
+    Most of the values a chunk carries whole are such scalars: a provider's per-chunk field, a
+    relay's send stamp. Read here, they cost no bytes object and no call into orjson."""
+    cdef const char* end = p + n
+    cdef const char* q
+    cdef long long v
+    cdef Span s
+    cdef bint negative
+    if n == 0:
+        return None
+    if p[0] == c'"':
+        s.flags = 0
+        if read_string(p, end, &s) == end:
+            return decode(s)  # None where orjson refuses it too (invalid UTF-8, a lone surrogate)
+        return None
+    if p[0] == c'-' or c'0' <= p[0] <= c'9':
+        negative = p[0] == c'-'
+        q = read_uint(p + 1 if negative else p, end, &v)
+        if q != end:
+            return None  # a float, an exponent, a leading zero, more than 18 digits: orjson's
+        return -v if negative else v
+    if n == 4 and memcmp(p, b"true", 4) == 0:
+        return True
+    if n == 5 and memcmp(p, b"false", 5) == 0:
+        return False
+    return None
 cdef Py_ssize_t _SCAN_FROM = SCAN_FROM
 cdef Py_ssize_t _MAX_INDEXES = MAX_INDEXES
 cdef object _JSONDecodeError = orjson.JSONDecodeError
@@ -732,10 +763,12 @@ Folds the chunks of an OpenAI-style chat stream into one response shaped like a
             values = []
             for i in range(plan.nothers):
                 o = &plan.others[i]
-                try:
-                    value = _loads(PyBytes_FromStringAndSize(o.value, o.value_n))
-                except _JSONDecodeError:
-                    return 0
+                value = _scalar(o.value, o.value_n)
+                if value is None:
+                    try:
+                        value = _loads(PyBytes_FromStringAndSize(o.value, o.value_n))
+                    except _JSONDecodeError:
+                        return 0
                 if (o.where == W_LOGPROBS and not PyDict_Check(value)) or (
                     (o.where == W_ANNOTATIONS or o.where == W_DETAILS) and not PyList_Check(value)
                 ):
