@@ -28,6 +28,7 @@ import pytest
 import fastsse
 from _raw_server import clear_proxies
 from fastsse.client import LoopLeg
+from fastsse.client._response import WRITEFUNC_PAUSE
 from test_engine_faults import END, chunk
 
 SSE = b"Content-Type: text/event-stream\r\n"
@@ -63,6 +64,13 @@ def _chunked(conn: socket.socket, srv: Upstream, arg: str, nth: int) -> bool:
     for piece in events(WORDS):
         conn.sendall(framed(piece))
     conn.sendall(b"0\r\n\r\n")
+    return True
+
+
+def _one_send(conn: socket.socket, srv: Upstream, arg: str, nth: int) -> bool:
+    # the whole chunked answer, each event its own chunk, in one write: one read on loopback
+    body = b"".join(framed(piece) for piece in events(WORDS))
+    conn.sendall(head("200 OK", SSE, CHUNKED) + body + b"0\r\n\r\n")
     return True
 
 
@@ -336,6 +344,7 @@ def _drop_kept(conn: socket.socket, srv: Upstream, arg: str, nth: int) -> bool:
 
 SCENARIOS: dict[str, Callable[[socket.socket, Upstream, str, int], bool]] = {
     "chunked": _chunked,
+    "onesend": _one_send,
     "length": _length,
     "close": _close,
     "r429": _status(
@@ -660,6 +669,20 @@ def test_a_whole_answer_is_the_same_both_ways(
         assert loop.joined() == BODY  # the upstream's bytes, unchanged
     elif fmt.get("format") == "relay":
         assert loop.joined().endswith(b"data: [DONE]\n\n") and b" loop" in loop.joined()
+
+
+@pytest.mark.parametrize("fmt", FORMATS[1:])
+def test_a_read_of_many_chunks_goes_on_as_one_piece(
+    srv: Upstream, stream_backend: Any, run: Any, fmt: dict[str, Any]
+) -> None:
+    """A read is a socket read, not an HTTP chunk: an answer whose events come as one chunk each,
+    all in one read, reaches ``on_chunk`` once on the loop (relayed, folded and written once in the
+    gateway), as through the compiled libcurl driver (pycurl's libcurl, decoding the chunks, calls
+    it once a chunk). The bytes are the same."""
+    curl, loop = run(both(srv, "onesend", **fmt))
+    same(curl, loop)
+    assert loop.result["verdict"]["complete"] is True
+    assert len(loop.got) == 1
 
 
 def test_timing_is_recorded_both_ways(srv: Upstream, stream_backend: Any) -> None:
@@ -1166,7 +1189,9 @@ def test_a_held_relay_of_a_gzipped_answer(srv: Upstream, stream_backend: Any) ->
 
         def on_chunk(piece: bytes) -> Any:
             got.append(piece)
-            if len(got) % 500 == 1:  # a hold now and then, each released 50 ms later
+            # a hold on the first pieces and then now and then, each released 50 ms later (a
+            # read's pieces come as one on the loop, so it gives fewer pieces than libcurl)
+            if len(got) <= 3 or len(got) % 500 == 1:
                 hold: asyncio.Future[None] = loop.create_future()
                 loop.call_later(0.05, hold.set_result, None)
                 holds.append(hold)
@@ -1403,6 +1428,39 @@ def test_the_route_hands_a_byte_stream_each_read_itself(stream_backend: Any) -> 
     assert sent == reads[:2]  # on_bytes answered False to the second: the third is dropped
     assert route.stopped and stops == [1] and response.stopped is compiled
     assert len(stream.timing()["reads"]) == 2
+
+
+def test_the_route_joins_the_pieces_of_one_read(stream_backend: Any) -> None:
+    """Between ``gather()`` and ``flush()`` (``read()``: the parser between them) the route keeps
+    the parser's pieces and hands them on as one; a hold keeps the joined read; after a stop the
+    kept pieces are dropped."""
+    from fastsse.client import _streams
+
+    written: list[bytes] = []
+    answers: list[Any] = [None, None, WRITEFUNC_PAUSE]
+    stops: list[int] = []
+    pauses: list[int] = []
+    route = _streams.new_route(
+        lambda data: written.append(data) or answers.pop(0), lambda: pauses.append(1), lambda: stops.append(1)
+    )
+    route(b"alone")  # not gathering: at once
+    assert written == [b"alone"]
+    route.parse = lambda data: [route(data[i : i + 2]) for i in range(0, len(data), 2)]
+    route.read(b"abcdef")  # three pieces, one write
+    assert written == [b"alone", b"abcdef"]
+    route.read(b"ghij")  # answered with a hold: the joined read is kept
+    assert written[-1] == b"ghij" and route.held == [b"ghij"] and pauses == [1]
+    route.read(b"kl")  # held: kept in order
+    assert route.held == [b"ghij", b"kl"]
+    route.held = None
+    route.gather()
+    route(b"mn")
+    route.stopped = True
+    route.flush()  # stopped before the flush: dropped
+    assert len(written) == 3 and stops == []
+    route.stopped = False
+    route.flush()  # nothing kept any more
+    assert len(written) == 3
 
 
 @pytest.mark.parametrize(

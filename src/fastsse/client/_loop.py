@@ -607,8 +607,11 @@ class _Transfer:
     # the parser's callbacks (the head, and a head's end)
 
     def on_data(self, data: bytes) -> None:
-        # a read before the head's end: through Python, so a parse error is caught here
+        # a read before the head's end: through Python, so a parse error is caught here; the
+        # body's pieces in it go on as one once it is parsed (finish sends them first)
         self.got = True
+        route = self.route
+        route.gather()
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserUpgrade:
@@ -624,6 +627,8 @@ class _Transfer:
                 what = "answer" if self.headed else "answer's head"
                 self.finish(WEIRD_REPLY if not self.headed else RECV_ERROR, f"the {what} is not HTTP ({exc})")
             return
+        finally:
+            route.flush()
         if not self.headed and not self.done.done():  # all of this read is the head's
             self.head_read += len(data)
             end = data.rfind(b"\n")
@@ -699,7 +704,9 @@ class _Transfer:
             route.on_write = _Decoded(response.write, decoders, self.finish)
         connection = self.connection
         if connection is not None and not self.done.done():
-            connection.listen(self.parser.feed_data)  # the body's reads: no Python frame
+            # the body's reads: no Python frame; each read's pieces go on as one
+            route.parse = self.parser.feed_data
+            connection.listen(route.read)
 
     def on_message_complete(self) -> None:
         if self.parser.get_status_code() < 200:
@@ -810,6 +817,10 @@ class _Transfer:
             return
         response, job = self.response, self.job
         route = self.route
+        if route is not None:
+            route.flush()  # what the parser gave of this read before the end (or a broken piece)
+            if self.done.done():  # the flush stopped the transfer
+                return
         if code == 0 and route is not None and route.held is not None:
             return  # whole, but reads are held for the consumer: the end waits for the release
         connection, self.connection = self.connection, None
@@ -839,7 +850,7 @@ class _Transfer:
         if route is not None:
             route.direct(None)
             route.stopped = True  # what the parser still has of this read, or after it, is dropped
-            route.on_write = route.on_pause = route.on_stop = None
+            route.on_write = route.on_pause = route.on_stop = route.parse = None
         self.parser = self.on_body = None
 
     def fail(self, exc: BaseException) -> None:

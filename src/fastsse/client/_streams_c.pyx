@@ -201,7 +201,14 @@ cdef class ReadRoute:
     time kept in ``last_read``; a stop or an exception there is set on the response as
     ``Response.write`` would. ``direct(None)`` goes back to ``on_write``. While ``held`` is a
     list, reads are added to it in order (the owner gives them back once the hold ends); after a
-    stop (``on_stop()`` called once, ``stopped`` set) reads are dropped."""
+    stop (``on_stop()`` called once, ``stopped`` set) reads are dropped.
+
+    A read is a socket read, not an HTTP chunk: between ``gather()`` and ``flush()`` the pieces
+    the parser gives (one per chunk of a chunked body, and an upstream writes each event as its own
+    chunk) are kept and then go on as one (joined), as the compiled libcurl driver hands on a read.
+    So a read that carries sixteen events is relayed, folded and written to the caller once, not
+    sixteen times. ``read(data)`` is the connection's ``data_received`` for the body: ``parse``
+    (the parser's ``feed_data``) between the two."""
 
     cdef Feed _feed
     cdef object _sink
@@ -211,6 +218,10 @@ cdef class ReadRoute:
     cdef public object held
     cdef public double last_read
     cdef public bint stopped
+    cdef public object parse
+    cdef bint _gathering
+    cdef object _first  # the read's first piece, while gathering
+    cdef list _more  # its other pieces
 
     def __init__(self, on_write, on_pause, on_stop, /):
         self.on_write = on_write
@@ -219,6 +230,10 @@ cdef class ReadRoute:
         self.held = None
         self.last_read = 0.0
         self.stopped = False
+        self.parse = None
+        self._gathering = False
+        self._first = None
+        self._more = None
 
     def direct(self, stream, response=None):
         """Feed ``stream`` from C (True), or go back to ``on_write`` for None; False for a stream
@@ -235,6 +250,46 @@ cdef class ReadRoute:
     def __call__(self, data, /):
         if self.stopped:
             return None
+        if self._gathering:
+            if self._first is None:
+                self._first = data
+            elif self._more is None:
+                self._more = [data]
+            else:
+                self._more.append(data)
+            return None
+        return self._route(data)
+
+    def gather(self):
+        """Keep the pieces from now on, until ``flush()``."""
+        self._gathering = True
+
+    def flush(self):
+        """Stop keeping pieces and send what was kept on, as one."""
+        self._flush()
+
+    def read(self, data, /):
+        """One read of the body: the parser's pieces of it go on as one."""
+        self._gathering = True
+        try:
+            self.parse(data)
+        finally:
+            self._flush()
+
+    cdef object _flush(self):
+        cdef object data = self._first
+        self._gathering = False
+        if data is None:
+            return None
+        self._first = None
+        if self._more is not None:
+            data = b"".join([data, *self._more])
+            self._more = None
+        if self.stopped:
+            return None
+        return self._route(data)
+
+    cdef object _route(self, object data):
         if self.held is not None:
             self.held.append(data)
             return None

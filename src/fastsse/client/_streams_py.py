@@ -211,9 +211,24 @@ class ReadRoute:
     keeps the read in ``held`` and calls ``on_pause()``; anything else stops (``on_stop()`` once,
     ``stopped`` set; later reads are dropped). While ``held`` is a list, reads are added to it in
     order. ``direct`` is the compiled twin's way past ``Response.write``: a Python stream is never
-    fed from C, so it answers False."""
+    fed from C, so it answers False.
 
-    __slots__ = ("held", "last_read", "on_pause", "on_stop", "on_write", "stopped")
+    A read is a socket read, not an HTTP chunk: between ``gather()`` and ``flush()`` the pieces
+    the parser gives (one per chunk of a chunked body) are kept and then go on as one, joined.
+    ``read(data)`` is the connection's ``data_received`` for the body: ``parse`` (the parser's
+    ``feed_data``) between the two."""
+
+    __slots__ = (
+        "_gathering",
+        "_pieces",
+        "held",
+        "last_read",
+        "on_pause",
+        "on_stop",
+        "on_write",
+        "parse",
+        "stopped",
+    )
 
     def __init__(
         self, on_write: Callable[[bytes], Any], on_pause: Callable[[], Any], on_stop: Callable[[], Any], /
@@ -224,6 +239,9 @@ class ReadRoute:
         self.held: list[bytes] | None = None
         self.last_read = 0.0
         self.stopped = False
+        self.parse: Callable[[bytes], Any] | None = None
+        self._gathering = False
+        self._pieces: list[bytes] = []
 
     def direct(self, stream: Any, response: Any = None) -> bool:
         return stream is None
@@ -231,6 +249,33 @@ class ReadRoute:
     def __call__(self, data: bytes, /) -> None:
         if self.stopped:
             return
+        if self._gathering:
+            self._pieces.append(data)
+            return
+        self._route(data)
+
+    def gather(self) -> None:
+        self._gathering = True
+
+    def flush(self) -> None:
+        self._gathering = False
+        pieces = self._pieces
+        if not pieces:
+            return
+        data = pieces[0] if len(pieces) == 1 else b"".join(pieces)
+        pieces.clear()
+        if not self.stopped:
+            self._route(data)
+
+    def read(self, data: bytes, /) -> None:
+        self._gathering = True
+        try:
+            assert self.parse is not None
+            self.parse(data)
+        finally:
+            self.flush()
+
+    def _route(self, data: bytes) -> None:
         if self.held is not None:
             self.held.append(data)
             return
