@@ -1509,3 +1509,73 @@ def test_the_proxy_environment_is_read_when_the_leg_is_made(
         return outcome
 
     assert content(run(main()).result) == "".join(WORDS)
+
+
+# on_end: the outcome told as the transfer ends
+
+
+@pytest.mark.parametrize("model", ["chunked", "cut", "gate"])
+def test_on_end_is_told_the_outcome_before_the_call_returns(
+    srv: Upstream, stream_backend: Any, run: Any, model: str
+) -> None:
+    """``on_end`` gets what the call returns or raises, once, from the loop's callback that read
+    the end (before the awaiting coroutine resumed); a cancelled call tells it nothing."""
+
+    async def main() -> tuple[list[Any], Any]:
+        told: list[Any] = []
+        returned = False
+
+        def on_end(outcome: Any) -> None:
+            told.append((outcome, returned))
+
+        leg: Any = LoopLeg(client(srv))
+        try:
+            task = asyncio.ensure_future(leg.create_stream(req(model), on_end=on_end))
+            if model == "gate":  # an answer that never comes: the call is cancelled
+                await asyncio.sleep(0.2)
+                task.cancel()
+            try:
+                outcome: Any = await task
+            except (asyncio.CancelledError, fastsse.TransportError) as exc:
+                outcome = exc
+            returned = True
+            await asyncio.sleep(0.05)
+        finally:
+            srv.gate(f"gate-{model}").set()
+            await leg.close()
+        assert leg.taken == 1
+        return told, outcome
+
+    told, outcome = run(main())
+    if model == "gate":
+        assert told == []
+    else:
+        assert told == [(outcome, False)]
+        assert isinstance(outcome, fastsse.TransportError if model == "cut" else dict)
+
+
+def test_on_end_of_a_call_handed_to_libcurl_and_one_that_raises(
+    srv: Upstream, stream_backend: Any, run: Any
+) -> None:
+    async def main() -> tuple[list[Any], Any, Any, list[Any]]:
+        told: list[Any] = []
+        handled: list[Any] = []
+        asyncio.get_running_loop().set_exception_handler(lambda loop, context: handled.append(context))
+
+        def on_end(outcome: Any) -> None:
+            told.append(outcome)
+            raise RuntimeError("a broken on_end")
+
+        leg: Any = LoopLeg(client(srv))
+        try:
+            handed = await leg.create_stream(req("chunked"), on_end=on_end, format="events")
+            taken = await leg.create_stream(req("chunked"), on_end=on_end)
+        finally:
+            await leg.close()
+        assert leg.taken == 1
+        return told, handed, taken, handled
+
+    told, handed, taken, handled = run(main())
+    assert told == [handed, taken]
+    assert handed["verdict"]["complete"] and content(taken) == "".join(WORDS)
+    assert [type(context["exception"]) for context in handled] == [RuntimeError, RuntimeError]

@@ -1,10 +1,10 @@
 """The upstream leg on the event loop: an ``AsyncClient``'s streamed requests over plain
 ``http://`` HTTP/1.1 sent and read by the loop itself (uvloop's or asyncio's transports, the answer
 parsed by llhttp through ``httptools``), not by libcurl. This is the gateway's data plane: once an
-answer's head is in, the connection's ``data_received`` is the parser's ``feed_data`` and the
-parser's ``on_body`` a ``ReadRoute`` that hands each read to the compiled stream from C, so a
-relayed chunk goes from the upstream's socket to the caller's without a Python frame, with one
-read and one write per chunk.
+answer's head is in, the connection's ``data_received`` is the route's ``read`` (``ReadRoute``:
+the parser's ``feed_data``, its ``on_body`` pieces gathered) and the route hands each read to the
+compiled stream from C, so a relayed read goes from the upstream's socket to the caller's without
+a Python frame, with one read and one write however many HTTP chunks (events) the read holds.
 
 ``LoopLeg(client)`` takes what it can and hands the rest to the client (libcurl): it takes a
 request whose URL is ``http://`` without user info, with no proxy (none set, none in the
@@ -33,7 +33,7 @@ import time
 import urllib.parse
 import urllib.request
 import zlib
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final
 
 from .._errors import ClientClosed, TransportError
@@ -303,24 +303,37 @@ class LoopLeg:
         return target
 
     async def create_stream(
-        self, input: Mapping[str, Any], /, on_chunk: Any = None, **options: Any
+        self,
+        input: Mapping[str, Any],
+        /,
+        on_chunk: Any = None,
+        *,
+        on_end: Callable[[Any], None] | None = None,
+        **options: Any,
     ) -> dict[str, Any]:
-        """``AsyncClient.create_stream``, on the loop where the request allows it."""
+        """``AsyncClient.create_stream``, on the loop where the request allows it.
+
+        ``on_end(outcome)``, if given, is called once with what the call returns or raises (the
+        result, or the error) as soon as the transfer ends: for a transfer on the loop, in the
+        loop's callback that read the answer's end, before the awaiting coroutines resume (a relay
+        ends its caller's response there); for one handed to the client, when that returns. It is
+        not called when the call is cancelled. What it raises goes to the loop's exception
+        handler; the call's outcome stays."""
         if options.get("driver") is not None or options.get("curl") is not None:
-            delegated: dict[str, Any] = await self.client.create_stream(input, on_chunk, **options)
-            return delegated
+            return await _ended(self.client.create_stream(input, on_chunk, **options), on_end)
         job = new_job(self._defaults, self._prepare, "loop", input, on_chunk, options)
         target = self._target(job)
         if target is None or self._closed:
-            result: dict[str, Any] = await self.client._run(job)
-            return result
+            return await _ended(self.client._run(job), on_end)
         self.taken += 1
         transfer = _Transfer(self, job, target)
+        transfer.on_end = on_end
         self._transfers.add(transfer)
         try:
             outcome = await transfer.run()
         finally:
             self._transfers.discard(transfer)
+        transfer._tell(outcome)  # one that ended before its transfer began (no slot): told here
         if isinstance(outcome, BaseException):
             raise outcome
         out: dict[str, Any] = outcome
@@ -400,6 +413,30 @@ class LoopLeg:
         pool = self._idle.get(connection.key)
         if pool is not None and connection in pool:
             pool.remove(connection)
+
+
+async def _ended(call: Awaitable[dict[str, Any]], on_end: Callable[[Any], None] | None) -> dict[str, Any]:
+    # a call handed to the client: on_end once it returned or raised (not when cancelled)
+    if on_end is None:
+        return await call
+    try:
+        result = await call
+    except asyncio.CancelledError:
+        raise
+    except BaseException as exc:
+        _call_on_end(on_end, exc)
+        raise
+    _call_on_end(on_end, result)
+    return result
+
+
+def _call_on_end(on_end: Callable[[Any], None], outcome: Any) -> None:
+    try:
+        on_end(outcome)
+    except Exception as exc:
+        asyncio.get_running_loop().call_exception_handler(
+            {"message": "LoopLeg: on_end raised", "exception": exc}
+        )
 
 
 def _retrieved(task: asyncio.Task[Any]) -> None:
@@ -500,6 +537,7 @@ class _Transfer:
         self.status_size = 0  # bytes of the status line
         self.reason = b""  # its reason phrase, as far as it came
         self.stated = False  # the response has the status line
+        self.on_end: Callable[[Any], None] | None = None  # told the outcome as the transfer ends
 
     # the transfer
 
@@ -842,6 +880,12 @@ class _Transfer:
         settle(job, outcome, self.sent)
         self._unhook()
         self.done.set_result(outcome)
+        self._tell(outcome)
+
+    def _tell(self, outcome: Any) -> None:
+        on_end, self.on_end = self.on_end, None
+        if on_end is not None:
+            _call_on_end(on_end, outcome)
 
     def _unhook(self) -> None:
         # the transfer's parts point at each other (the route at the response and this transfer,
@@ -864,6 +908,7 @@ class _Transfer:
         settle(self.job, exc, self.sent)
         self._unhook()
         self.done.set_result(exc)
+        self._tell(exc)
 
     def _abandon(self) -> None:
         # the awaiting task was cancelled: the connection goes, the job ends
@@ -877,5 +922,6 @@ class _Transfer:
             job.end = time.monotonic_ns()
         unhook(job)
         self._unhook()
+        self.on_end = None  # cancelled: not told
         if not self.done.done():
             self.done.cancel()
