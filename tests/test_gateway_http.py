@@ -493,3 +493,36 @@ def test_shutdown_closes_idle_connections_and_lets_an_answer_end(loop: str) -> N
         busy.close()
         with pytest.raises(ConnectionRefusedError):  # the listener closed
             server.connect(timeout=1)
+
+
+def test_a_whole_answer_ends_before_the_gateways_coroutines_resume(loop: str) -> None:
+    """A streamed chat answer relayed through ``Gateway`` on this server (the command's path) ends
+    its response (the chunked terminator) from the loop callback that read the upstream's end:
+    when the attempt's coroutine resumes (``_succeeded``), the caller's response is complete
+    already. The record still says complete, and the connection serves the next request."""
+    from fastsse.gateway import Gateway, config_from
+    from fastsse.testing.server import serve_in_thread
+
+    with serve_in_thread(port=0) as upstream:
+        gateway = Gateway(config_from({"upstream": [{"name": "u", "base_url": upstream.base_url}]}))
+        complete_at_resume: list[bool] = []
+        succeeded = gateway._succeeded
+
+        def spy(up: Any) -> None:
+            state = gateway._answers[asyncio.current_task()]  # type: ignore[index]
+            complete_at_resume.append(bool(state.wire[1].response_complete))
+            succeeded(up)
+
+        gateway._succeeded = spy  # type: ignore[method-assign]
+        body = b'{"model": "plain", "stream": true, "messages": [{"role": "user", "content": "hi"}]}'
+        with Running(gateway, loop) as server, server.connect() as sock:
+            reader = Reader(sock)
+            for _ in range(2):
+                sock.sendall(
+                    request("/v1/chat/completions", body, extra=b"content-type: application/json\r\n")
+                )
+                status, _, text, framing = reader.answer()
+                assert (status, framing) == (200, "chunked")
+                assert text.endswith(b"data: [DONE]\n\n")
+            server.call(lambda: asyncio.ensure_future(gateway.shutdown()))
+    assert complete_at_resume == [True, True]

@@ -419,3 +419,55 @@ def test_a_relay_stream_whose_sink_turns_slow_or_fails(stream_backend: SimpleNam
     sink.lost = lambda: False
     assert stream.write(c) == 0  # lost() said stop: the transfer stops
     assert not sink.direct
+
+
+def test_end_now_ends_the_body_on_this_stack_once(stream_backend: SimpleNamespace) -> None:
+    """``end_now()`` (what the gateway calls from the loop callback that read the upstream's whole
+    answer end) writes the terminator before it returns, after every piece; ``finish()`` then
+    sends nothing more."""
+
+    async def body() -> None:
+        transport, protocol, cycle = wired()
+        down = Downstream(cycle.send, list(SSE_HEADERS), wire=(protocol, cycle))
+        sent = pieces(3)
+        assert down.end_now() is False  # nothing started: the end waits for finish()
+        for piece in sent:
+            down.on_chunk(piece)
+        assert down.end_now() is False  # the first piece waits for this turn's flush
+        await turn()
+        assert down.end_now() is True
+        chunks, ended = dechunk(bytes(transport.body))
+        assert b"".join(chunks) == b"".join(sent) and ended and cycle.response_complete
+        assert protocol.fastsse_down is None  # let go, as finish() lets it go
+        assert down.end_now() is False
+        messages = len(cycle.messages)
+        await down.finish()
+        assert len(cycle.messages) == messages  # no second end
+
+    run(body)
+
+
+@pytest.mark.parametrize("why", ["paused", "gone", "complete"])
+def test_end_now_leaves_the_end_to_finish_where_it_would_wait(
+    stream_backend: SimpleNamespace, why: str
+) -> None:
+    async def body() -> None:
+        transport, protocol, cycle = wired()
+        down = Downstream(cycle.send, list(SSE_HEADERS), wire=(protocol, cycle))
+        down.on_chunk(pieces(1)[0])
+        await turn()
+        if why == "paused":
+            protocol.write_paused = True  # the caller's socket is full: the end would wait
+        elif why == "gone":
+            down.leave()
+        else:
+            cycle.response_complete = True
+        written = bytes(transport.body)
+        assert down.end_now() is False
+        assert bytes(transport.body) == written and protocol.fastsse_down is (down if why != "gone" else None)
+        if why == "paused":
+            protocol.write_paused = False
+            await down.finish()
+            assert dechunk(bytes(transport.body))[1]
+
+    run(body)

@@ -31,7 +31,7 @@ import orjson
 from .. import translate
 from .._errors import FastSSEError, HTTPStatusError, TransportError
 from ..apis import APIS
-from ..client import should_retry
+from ..client import LoopLeg, should_retry
 from ._asgi import (
     SSE_HEADERS,
     Batch,
@@ -198,6 +198,12 @@ def _upstream_request(
     return sent, dropped
 
 
+def _whole(verdict: Mapping[str, Any]) -> bool:
+    """Whether an answer with this verdict ends its caller's response (complete, or the
+    upstream's own error event), rather than cutting it."""
+    return bool(verdict.get("complete") or verdict.get("error"))
+
+
 def stream_format(caller: str, upstream_api: str) -> str:
     """The byte format that turns an ``upstream_api`` stream into the ``caller``'s: the chat relay,
     the same API's passthrough, or a translator."""
@@ -282,7 +288,6 @@ class Gateway:
             await self.share.start(self.metrics)
 
     def _open_clients(self, plane: _Plane, reuse: Mapping[str, tuple[Upstream, Any]]) -> None:
-        from ..client import LoopLeg
         from ..client.aio import AsyncClient
 
         for up in plane.config.upstreams:
@@ -688,6 +693,7 @@ class Gateway:
         plane: _Plane,
         route: Route,
         on_piece: Callable[[bytes], Any] | None = None,
+        on_end: Callable[[Any], None] | None = None,
     ) -> tuple[Upstream | None, dict[str, Any] | None, BaseException | None]:
         """Try the route's upstreams in its balanced order, then its fallbacks: (the upstream, its
         result, None), or (the last one tried, None, its failure). The next upstream is tried only
@@ -748,6 +754,8 @@ class Gateway:
                     # no timing record: the sink stamps the first piece and the first content,
                     # and the record's one stamp per upstream read would grow with the answer
                     options["timing"] = False
+                    if on_end is not None and isinstance(client, LoopLeg):
+                        options["on_end"] = on_end
                     result = await client.create_stream(sent, on_piece or down.piece, format=fmt, **options)
                 timing = result.get("timing") or {}
                 if timing.get("first_byte") and timing.get("sent"):
@@ -900,14 +908,28 @@ class Gateway:
                     first.see(data)
                 return relay(data)
 
+        def ended(outcome: Any) -> None:
+            # the upstream's transfer ended, told from the loop callback that read its end: a
+            # whole answer's end goes to the caller there (as below, where it then sends nothing)
+            if isinstance(outcome, dict) and _whole(outcome["verdict"]) and down.first_ns and down.end_now():
+                state.finished = True
+
         result: dict[str, Any] | None = None
         whole = False
         try:
             up, result, failure = await self._attempts(
-                headers, body, caller, record, down, plane, route, on_piece
+                headers,
+                body,
+                caller,
+                record,
+                down,
+                plane,
+                route,
+                on_piece,
+                ended if recorder is None else None,
             )
             verdict = result["verdict"] if result is not None else {}
-            whole = failure is None and bool(verdict.get("complete") or verdict.get("error"))
+            whole = failure is None and _whole(verdict)
             if whole and down.first_ns:
                 # the answer is all here: a caller that leaves once it read the last event (an SDK
                 # closes at [DONE]) left nothing unsent, so the watcher must not cancel this one;

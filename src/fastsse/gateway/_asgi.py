@@ -251,6 +251,7 @@ class Downstream:
     __slots__ = (
         "_batch",
         "_begin",
+        "_ended",
         "_flushed",
         "_held",
         "_keepalive",
@@ -300,6 +301,7 @@ class Downstream:
                 protocol.fastsse_down = self
                 self.sink.write = protocol.transport.write
                 self._begin = getattr(cycle, "begin", None)
+        self._ended = False  # the body's end went out (end_now)
         self._sending = False  # a send is waiting for room: pieces are held, the upstream too
         self._queued = False  # a flush is due at the end of this turn of the loop
         self._held: list[bytes] = []
@@ -515,8 +517,48 @@ class Downstream:
     async def finish(self) -> None:
         """Send the end of the body once every piece is out (a whole answer)."""
         await self.flush()
-        if not self.gone:
+        if not self.gone and not self._ended:
             await self.send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    def end_now(self) -> bool:
+        """``finish()`` now, on this stack, where it would not wait: on a connection of the
+        gateway's own server whose transport takes writes, with every piece out (the direct
+        path's state) and the start sent. True if the end went out (``finish()`` then sends
+        nothing more); False, with nothing done, otherwise. The owner calls it from the loop
+        callback that saw the upstream's whole answer end, so the caller's response ends there,
+        not once the answer's coroutines have resumed."""
+        wire = self._wire
+        if (
+            wire is None
+            or not self.started
+            or self.gone
+            or self._ended
+            or self._sending
+            or self._queued
+            or self._held
+            or wire[0].write_paused
+            or wire[1].response_complete
+        ):
+            return False
+        self.close()
+        try:
+            done = start(
+                self.send({"type": "http.response.body", "body": b"", "more_body": False}), self._end_sent
+            )
+        except Exception:
+            self._lost()
+            return False
+        self._ended = True
+        if not done:  # pragma: no cover - the transport took writes above: the send did not wait
+            self._sending = True
+        return True
+
+    def _end_sent(self, exc: BaseException | None) -> None:  # pragma: no cover - see end_now
+        if exc is not None:
+            self._lost()
+        else:
+            self._sending = False
+            self._settle()
 
     async def fail(self, data: bytes) -> None:
         """Send ``data`` (the caller API's in-stream error event: ``stream_error``) once every
