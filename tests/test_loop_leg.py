@@ -1579,3 +1579,35 @@ def test_on_end_of_a_call_handed_to_libcurl_and_one_that_raises(
     assert told == [handed, taken]
     assert handed["verdict"]["complete"] and content(taken) == "".join(WORDS)
     assert [type(context["exception"]) for context in handled] == [RuntimeError, RuntimeError]
+
+
+def test_a_kept_connection_is_never_given_another_reader(
+    srv: Upstream, stream_backend: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The leg points its connection's one reader (``Reads``) at each answer's route rather than
+    handing the transport a new protocol per answer: uvloop stops and starts reading the socket on
+    each ``set_protocol`` (two epoll changes, four system calls an answer). Counted on asyncio's
+    transport, whose methods can be wrapped (it calls ``set_protocol`` once itself, as it is
+    made)."""
+    import asyncio.selector_events as selector_events
+
+    calls: list[Any] = []
+    original = selector_events._SelectorTransport.set_protocol
+
+    def counted(self: Any, protocol: Any) -> None:
+        calls.append(protocol)
+        original(self, protocol)
+
+    monkeypatch.setattr(selector_events._SelectorTransport, "set_protocol", counted)
+
+    async def main() -> list[str]:
+        leg: Any = LoopLeg(client(srv))
+        try:
+            texts = [content(await leg.create_stream(req(m))) for m in ("chunked", "length", "chunked")]
+        finally:
+            await leg.close()
+        assert leg.taken == 3
+        return texts
+
+    assert asyncio.run(main()) == ["".join(WORDS)] * 3
+    assert len(calls) == 1  # the transport's own, as it is made: one connection, kept for the three

@@ -1,8 +1,9 @@
 """The upstream leg on the event loop: an ``AsyncClient``'s streamed requests over plain
 ``http://`` HTTP/1.1 sent and read by the loop itself (uvloop's or asyncio's transports, the answer
 parsed by llhttp through ``httptools``), not by libcurl. This is the gateway's data plane: once an
-answer's head is in, the connection's ``data_received`` is the route's ``read`` (``ReadRoute``:
-the parser's ``feed_data``, its ``on_body`` pieces gathered) and the route hands each read to the
+answer's head is in, the connection's reads go to the route's ``read`` (``ReadRoute``: the
+parser's ``feed_data``, its ``on_body`` pieces gathered; the connection's ``Reads``, set once, is
+pointed at it, so the loop is never told of another reader) and the route hands each read to the
 compiled stream from C, so a relayed read goes from the upstream's socket to the caller's without
 a Python frame, with one read and one write however many HTTP chunks (events) the read holds.
 
@@ -459,6 +460,11 @@ class _Connection(asyncio.Protocol):
         self.transfer: _Transfer | None = None
         self.leg: LoopLeg | None = None  # set while idle in its pool
         self.opener = opener
+        # the loop keeps the data_received it finds when the transport is made: one switch for
+        # the connection's life, pointed at the answer's route once its head is in (a
+        # set_protocol per answer would stop and start reading the socket: two epoll changes)
+        self.reads = _streams.new_reads(self._on_data)
+        self.data_received = self.reads.feed  # type: ignore[method-assign]
 
     def connection_made(self, transport: Any) -> None:
         self.transport = transport
@@ -468,7 +474,8 @@ class _Connection(asyncio.Protocol):
             opener._attach(self)
             opener._send()
 
-    def data_received(self, data: bytes) -> None:
+    def _on_data(self, data: bytes) -> None:
+        # the reads no route takes: the answer's head, or bytes on an idle connection
         transfer = self.transfer
         if transfer is None:  # bytes no request asked for, on an idle connection
             self.close()
@@ -479,6 +486,7 @@ class _Connection(asyncio.Protocol):
         return None  # the transport closes; connection_lost says the rest
 
     def connection_lost(self, exc: BaseException | None) -> None:
+        self.reads.close()
         transfer, self.transfer = self.transfer, None
         if self.leg is not None:
             self.leg._forget(self)
@@ -486,13 +494,9 @@ class _Connection(asyncio.Protocol):
         if transfer is not None:
             transfer.lost(exc)
 
-    def listen(self, data_received: Any) -> None:
-        """Hand the next reads to ``data_received`` (None: back to this protocol's method)."""
-        if data_received is None:
-            self.__dict__.pop("data_received", None)
-        else:
-            self.data_received = data_received  # type: ignore[method-assign]
-        self.transport.set_protocol(self)  # uvloop keeps the bound method it finds here
+    def listen(self, route: Any) -> None:
+        """Hand the next reads to ``route.read`` (None: back to this connection's own reader)."""
+        self.reads.route(route)
 
     def idle(self, leg: LoopLeg) -> None:
         self.transfer = None
@@ -744,7 +748,7 @@ class _Transfer:
         if connection is not None and not self.done.done():
             # the body's reads: no Python frame; each read's pieces go on as one
             route.parse = self.parser.feed_data
-            connection.listen(route.read)
+            connection.listen(route)
 
     def on_message_complete(self) -> None:
         if self.parser.get_status_code() < 200:

@@ -40,7 +40,7 @@ from .._formats import api_format
 from .._timing import Timing, anchor_pair, build_timing
 from .._verdict import Verdict
 from ..apis import NAMES
-from ._streams_py import BytesStream, PassThrough, ReadRoute, WireSink
+from ._streams_py import BytesStream, PassThrough, ReadRoute, Reads, WireSink
 
 # The compiled twins of BytesStream, PassThrough and WireSink (the Python ones are in _streams_py),
 # for the compiled driver's direct feed
@@ -179,6 +179,13 @@ def new_route(
     if _streams_c is not None and _backend.current.name == "cython":
         return _streams_c.ReadRoute(on_write, on_pause, on_stop)
     return ReadRoute(on_write, on_pause, on_stop)
+
+
+def new_reads(own: Callable[[bytes], Any], /) -> Any:
+    """A ``Reads`` of the current backend (the compiled one calls a compiled route from C)."""
+    if _streams_c is not None and _backend.current.name == "cython":
+        return _streams_c.Reads(own)
+    return Reads(own)
 
 
 # What the engine hands its Response to as ``holder``: either twin of the byte-out stream

@@ -270,11 +270,15 @@ cdef class ReadRoute:
 
     def read(self, data, /):
         """One read of the body: the parser's pieces of it go on as one."""
+        return self._read(data)
+
+    cdef object _read(self, object data):
         self._gathering = True
         try:
             self.parse(data)
         finally:
             self._flush()
+        return None
 
     cdef object _flush(self):
         cdef object data = self._first
@@ -321,6 +325,57 @@ cdef class ReadRoute:
         self.stopped = True
         self._feed = self._sink = None
         self.on_stop()
+
+
+@cython.final
+cdef class Reads:
+    """Reads(own)
+    --
+
+    Where a connection's reads go (the twin of ``Reads`` in ``client/_streams_py.py``): ``feed``
+    is the connection's ``data_received``, set once, before its transport is made, so the loop never has
+    to be told of another (uvloop stops and starts reading the socket for each
+    ``set_protocol``: two epoll changes). ``route(route)`` sends the next reads to
+    ``route.read``, a compiled ``ReadRoute``'s from C; ``route(None)`` back to ``own`` (the
+    connection's own reader: the answer's head, or bytes on an idle connection). ``close()``
+    drops both, so the connection and this are not left in a cycle."""
+
+    cdef object _own
+    cdef object _read
+    cdef ReadRoute _route
+
+    def __init__(self, own, /):
+        self._own = own
+        self._read = None
+        self._route = None
+
+    def route(self, route, /):
+        if route is None:
+            self._route = None
+            self._read = None
+        elif type(route) is ReadRoute:
+            self._route = <ReadRoute>route
+            self._read = None
+        else:
+            self._route = None
+            self._read = route.read
+
+    def close(self):
+        self._own = self._read = self._route = None
+
+    def feed(self, data, /):
+        """One read: to the route, else to ``own``. (A method, not ``__call__``: the loop calls
+        a bound method with no argument tuple.)"""
+        # held in locals: the read may end the answer, and the route(None) that follows would
+        # otherwise free the route (or the reader) while it runs
+        cdef ReadRoute route = self._route
+        cdef object read
+        if route is not None:
+            return route._read(data)
+        read = self._read if self._read is not None else self._own
+        if read is not None:
+            return read(data)
+        return None
 
 
 cdef inline int _bit_length(unsigned long long x) noexcept nogil:

@@ -288,3 +288,28 @@ class ReadRoute:
             return
         self.stopped = True
         self.on_stop()
+
+
+class Reads:
+    """Where a connection's reads go: ``feed`` is the connection's ``data_received``, set once, before its
+    transport is made, so the loop never has to be told of another (uvloop stops and starts
+    reading the socket for each ``set_protocol``). ``route(route)`` sends the next reads to
+    ``route.read``; ``route(None)`` back to ``own`` (the connection's own reader). ``close()``
+    drops both, so the connection and this are not left in a cycle. The twin of ``Reads`` in
+    ``client/_streams_c.pyx``."""
+
+    __slots__ = ("_own", "_read")
+
+    def __init__(self, own: Callable[[bytes], Any], /) -> None:
+        self._own: Callable[[bytes], Any] | None = own
+        self._read: Callable[[bytes], Any] | None = None
+
+    def route(self, route: Any, /) -> None:
+        self._read = None if route is None else route.read
+
+    def close(self) -> None:
+        self._own = self._read = None
+
+    def feed(self, data: bytes, /) -> Any:
+        read = self._read if self._read is not None else self._own
+        return None if read is None else read(data)
