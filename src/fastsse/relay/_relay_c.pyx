@@ -52,6 +52,7 @@ from ..sse._decoder_c cimport Decoder
 from .._native.reader cimport F_ESC, Span, decode
 from .._native.outbuf cimport KEEP_CAPACITY, OutBuf, out_free, out_put, out_reserve, out_take
 from .._native.chunked cimport frame_chunk
+from .._native.done cimport payload_is_done
 
 from typing import Any
 
@@ -95,16 +96,6 @@ cdef inline bint _blank(char c) noexcept nogil:
 
 cdef inline bint _span_is(Span s, const char* text, Py_ssize_t n) noexcept nogil:
     return s.flags == 0 and s.n == n and memcmp(s.p, text, n) == 0
-
-
-cdef inline bint _is_done(const char* data, Py_ssize_t n) noexcept nogil:
-    # the core's test: the payload is [DONE] between blanks
-    while n and _blank(data[0]):
-        data += 1
-        n -= 1
-    while n and _blank(data[n - 1]):
-        n -= 1
-    return n == 6 and memcmp(data, b"[DONE]", 6) == 0
 
 
 cdef bint _same(Span s, object held) except -1:
@@ -367,7 +358,7 @@ Upstream bytes in, compliant bytes out, folded on the way: one per proxied strea
         if self._fast and not is_error and self._ndata <= 1 and self._has_head:
             if _read(data, n, &plan) and self._forward(data, n, &plan):
                 return 0
-        if not is_error and n < 64 and _is_done(data, n):
+        if not is_error and n < 64 and payload_is_done(data, n):
             return self._done()
         self._in_core = True
         out = self._core.event(PyBytes_FromStringAndSize(data, n), is_error, self._ndata > 1)
