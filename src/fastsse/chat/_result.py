@@ -8,6 +8,7 @@ disagree about the shape of ``result()``.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from operator import attrgetter
 from typing import Any, Final
@@ -103,7 +104,7 @@ def verdict_data(
     ``"verdict"`` entry of ``result()`` (every answer ends with one, so no dataclass is made for
     it). ``usage``: a usage arrived; ``ended``: the byte stream was closed (cleanly unless
     ``truncated``). The keys are ``ChatVerdict``'s fields in their order."""
-    reasons = list(map(_finish_reason, choices.values() if len(choices) < 2 else _sorted(choices)))
+    reasons = list(map(_finish_reason, _in_order(choices)))
     why = chat_why(done, reasons, error, aborted, too_large, truncated, ended)
     return {
         "complete": why is None,
@@ -131,8 +132,10 @@ def make_verdict(data: dict[str, Any]) -> ChatVerdict:
 _finish_reason: Final = attrgetter("finish_reason")
 
 
-def _sorted(choices: dict[int, Any]) -> list[Any]:
-    """The choices by ascending index (most answers have one: callers skip this for it)."""
+def _in_order(choices: dict[int, Any]) -> Iterable[Any]:
+    """The choices by ascending index (most answers have one: no sort for it)."""
+    if len(choices) < 2:
+        return choices.values()
     return [choices[i] for i in sorted(choices)]
 
 
@@ -337,7 +340,7 @@ def build_result(
         "object": "text_completion" if text_completion else "chat.completion",
         "created": get("created"),
         "model": get("model"),
-        "choices": list(map(_choice, choices.values() if len(choices) < 2 else _sorted(choices))),
+        "choices": list(map(_choice, _in_order(choices))),
         "usage": get("usage"),
         "system_fingerprint": get("system_fingerprint"),
         "service_tier": get("service_tier"),
