@@ -543,22 +543,15 @@ class Downstream:
         self.close()
         try:
             done = start(
-                self.send({"type": "http.response.body", "body": b"", "more_body": False}), self._end_sent
+                self.send({"type": "http.response.body", "body": b"", "more_body": False}), self._sent
             )
         except Exception:
             self._lost()
             return False
         self._ended = True
         if not done:  # pragma: no cover - the transport took writes above: the send did not wait
-            self._sending = True
+            self._sending = True  # as a body send that waits: _sent ends it, flush() waits for it
         return True
-
-    def _end_sent(self, exc: BaseException | None) -> None:  # pragma: no cover - see end_now
-        if exc is not None:
-            self._lost()
-        else:
-            self._sending = False
-            self._settle()
 
     async def fail(self, data: bytes) -> None:
         """Send ``data`` (the caller API's in-stream error event: ``stream_error``) once every
