@@ -76,6 +76,11 @@ cdef extern from "Python.h":
 
 
 cdef object _loads = orjson.loads
+cdef Py_ssize_t _SCAN_FROM = SCAN_FROM
+cdef Py_ssize_t _MAX_INDEXES = MAX_INDEXES
+cdef object _JSONDecodeError = orjson.JSONDecodeError
+cdef str _BLANKS = " \t\r\n"
+cdef bytes _BLANKS_B = b" \t\r\n"
 
 
 cdef object _scalar(const char* p, Py_ssize_t n):
@@ -107,11 +112,7 @@ cdef object _scalar(const char* p, Py_ssize_t n):
     if n == 5 and memcmp(p, b"false", 5) == 0:
         return False
     return None
-cdef Py_ssize_t _SCAN_FROM = SCAN_FROM
-cdef Py_ssize_t _MAX_INDEXES = MAX_INDEXES
-cdef object _JSONDecodeError = orjson.JSONDecodeError
-cdef str _BLANKS = " \t\r\n"
-cdef bytes _BLANKS_B = b" \t\r\n"
+
 
 # Key codes (K_*), the field vocabularies, the fast reader's plan and the reader itself are in
 # chat/_chunk_reader.pxd (over the byte reader of _native/reader.pxd); chat/_fold_c.pxd exports

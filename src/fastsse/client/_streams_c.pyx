@@ -207,8 +207,8 @@ cdef class ReadRoute:
     the parser gives (one per chunk of a chunked body, and an upstream writes each event as its own
     chunk) are kept and then go on as one (joined), as the compiled libcurl driver hands on a read.
     So a read that carries sixteen events is relayed, folded and written to the caller once, not
-    sixteen times. ``read(data)`` is the connection's ``data_received`` for the body: ``parse``
-    (the parser's ``feed_data``) between the two."""
+    sixteen times. ``read(data)`` takes one read of the body (the connection's ``Reads`` hands it
+    on): ``parse`` (the parser's ``feed_data``) between the two."""
 
     cdef Feed _feed
     cdef object _sink

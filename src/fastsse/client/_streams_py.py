@@ -215,8 +215,8 @@ class ReadRoute:
 
     A read is a socket read, not an HTTP chunk: between ``gather()`` and ``flush()`` the pieces
     the parser gives (one per chunk of a chunked body) are kept and then go on as one, joined.
-    ``read(data)`` is the connection's ``data_received`` for the body: ``parse`` (the parser's
-    ``feed_data``) between the two."""
+    ``read(data)`` takes one read of the body (the connection's ``Reads`` hands it on): ``parse``
+    (the parser's ``feed_data``) between the two."""
 
     __slots__ = (
         "_gathering",
