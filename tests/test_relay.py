@@ -515,6 +515,19 @@ def test_changed_id_created_and_object_are_put_back(backend: SimpleNamespace) ->
     assert relay(backend, ROLE + changed + wrong + STOP + DONE) == ROLE + HI + HI + STOP + DONE
 
 
+def test_null_id_created_and_model_are_put_back(backend: SimpleNamespace) -> None:
+    # A null is a changed value, not a missing one: clients key the answer on these (the fuzzer
+    # found the compiled relay forwarding nulls its twin put back).
+    for field, value in (
+        (b'"id":"c"', b'"id":null'),
+        (b'"created":1', b'"created":null'),
+        (b'"model":"m"', b'"model":null'),
+    ):
+        nulled = HI.replace(field, value)
+        assert nulled != HI
+        assert relay(backend, ROLE + nulled + STOP + DONE) == ROLE + HI + STOP + DONE, field
+
+
 def test_chunks_with_nothing_to_deliver_are_dropped(backend: SimpleNamespace) -> None:
     empty_delta = chunk('{"index":0,"delta":{},"finish_reason":null}')
     no_choices = f"data: {HEAD}]}}\n\n".encode()

@@ -127,6 +127,7 @@ cdef struct Plan:
 
 cdef enum:
     Q_EMPTY_CALLS = 1  # a delta held "tool_calls": []
+    Q_NULL_HEAD = 2    # "id", "model" or "created" was null (a relay writes the first chunk's)
 
 
 # One vocabulary for both ways in. Each classifier reads a field name's bytes (a key as it stands
@@ -601,8 +602,12 @@ cdef inline bint read_chunk(const char* p, Py_ssize_t size, Plan* plan) noexcept
         if not _once(&seen, code):
             return False  # a repeated key: orjson keeps the last value, in the first's place
         if code == K_TOP_ID:
+            if is_null(p, end):
+                plan.quirks |= Q_NULL_HEAD
             p = read_text(p, end, &plan.id)
         elif code == K_MODEL:
+            if is_null(p, end):
+                plan.quirks |= Q_NULL_HEAD
             p = read_text(p, end, &plan.model)
         elif code == K_FINGERPRINT:
             p = read_text(p, end, &plan.fingerprint)
@@ -619,6 +624,7 @@ cdef inline bint read_chunk(const char* p, Py_ssize_t size, Plan* plan) noexcept
                 return False
         elif code == K_CREATED:
             if is_null(p, end):
+                plan.quirks |= Q_NULL_HEAD
                 p = read_null(p, end)
             else:
                 p = read_uint(p, end, &plan.created)
