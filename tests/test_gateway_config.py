@@ -300,3 +300,5 @@ def test_both_servers_give_the_same_answers(http: str) -> None:
         assert health.status_code == 200 and health.json()["status"] == "ok"
         record = gw.record(0, lambda r: r.get("model") == "long-5")
         assert (record["status"], record["outcome"]) == (200, "complete")
+        # nothing went to the loop's exception handler (a callback that raised logs an error)
+        assert '"level":"error"' not in gw.log.read_text(), gw.log.read_text()

@@ -457,7 +457,7 @@ def test_end_now_leaves_the_end_to_finish_where_it_would_wait(
         down.on_chunk(pieces(1)[0])
         await turn()
         if why == "paused":
-            protocol.write_paused = True  # the caller's socket is full: the end would wait
+            protocol.pause_writing()  # the caller's socket is full: the end would wait
         elif why == "gone":
             down.leave()
         else:
@@ -466,7 +466,7 @@ def test_end_now_leaves_the_end_to_finish_where_it_would_wait(
         assert down.end_now() is False
         assert bytes(transport.body) == written and protocol.fastsse_down is (down if why != "gone" else None)
         if why == "paused":
-            protocol.write_paused = False
+            protocol.resume_writing()
             await down.finish()
             assert dechunk(bytes(transport.body))[1]
 

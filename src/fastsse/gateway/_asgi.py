@@ -521,9 +521,9 @@ class Downstream:
             await self.send({"type": "http.response.body", "body": b"", "more_body": False})
 
     def end_now(self) -> bool:
-        """``finish()`` now, on this stack, where it would not wait: on a connection of the
-        gateway's own server whose transport takes writes, with every piece out (the direct
-        path's state) and the start sent. True if the end went out (``finish()`` then sends
+        """``finish()`` now, on this stack, where it would not wait: on a connection that takes
+        direct writes (the command's own server's, or uvicorn's) whose transport is not paused,
+        with every piece out (the direct path's state) and the start sent. True if the end went out (``finish()`` then sends
         nothing more); False, with nothing done, otherwise. The owner calls it from the loop
         callback that saw the upstream's whole answer end, so the caller's response ends there,
         not once the answer's coroutines have resumed."""
@@ -536,7 +536,7 @@ class Downstream:
             or self._sending
             or self._queued
             or self._held
-            or wire[0].write_paused
+            or self._wire_paused  # the protocol's pause_writing, as the direct path reads it
             or wire[1].response_complete
         ):
             return False
