@@ -528,6 +528,42 @@ def test_null_id_created_and_model_are_put_back(backend: SimpleNamespace) -> Non
         assert relay(backend, ROLE + nulled + STOP + DONE) == ROLE + HI + STOP + DONE, field
 
 
+TWO = chunk('{"index":0,"delta":{"role":"assistant"}},{"index":1,"delta":{"role":"assistant"}}')
+ERROR = b'data: {"error":{"message":"overloaded","type":"server_error"}}\n\n'
+LOST = b'data: {"id":"c","choices":[{"index":0,"delta":{"content":"x\x00"}}]\n\n'  # no closing brace
+
+
+@pytest.mark.parametrize(
+    ("stream", "complete"),
+    [
+        (ROLE + HI + STOP + DONE, True),  # every choice finished, then [DONE]
+        (ROLE + HI + STOP, False),  # no [DONE] yet: a clean end would still complete it
+        (ROLE + HI + DONE, False),  # [DONE] without a finish_reason
+        (TWO + STOP + DONE, False),  # choice 1 never finished
+        (ROLE + HI + ERROR, False),  # an error payload ends the stream, not complete
+        (ROLE + HI + LOST + STOP + DONE, False),  # a chunk lost: no [DONE] is sent
+        (b"data: [DONE]\n\n", False),  # no choice at all
+    ],
+)
+def test_complete_says_when_nothing_more_can_be_sent(
+    backend: SimpleNamespace, stream: bytes, complete: bool
+) -> None:
+    r = backend.Relay()
+    sent = r.write(stream)
+    assert r.complete is complete
+    if complete:
+        assert sent.endswith(DONE)
+        # whatever the upstream does next: nothing more goes out, and it stays complete
+        assert r.write(HI + b"data: {bro") == b"" and r.close(truncated=True) == b""
+        assert r.complete and r.verdict.complete
+
+
+def test_complete_is_false_when_on_chunk_stops_the_stream(backend: SimpleNamespace) -> None:
+    r = backend.Relay(on_chunk=lambda chunk: False if chunk["choices"][0].get("finish_reason") else None)
+    r.write(ROLE + HI + STOP + DONE)
+    assert not r.complete and r.verdict.aborted
+
+
 def test_chunks_with_nothing_to_deliver_are_dropped(backend: SimpleNamespace) -> None:
     empty_delta = chunk('{"index":0,"delta":{},"finish_reason":null}')
     no_choices = f"data: {HEAD}]}}\n\n".encode()

@@ -267,6 +267,13 @@ Upstream bytes in, compliant bytes out, folded on the way: one per proxied strea
         return fold_verdict(self._agg, core.aborted, self._too_large, self._eof_truncated or core.lost, self._closed)
 
     @property
+    def complete(self) -> bool:
+        """True once the answer sent is complete and nothing after can change it: ``[DONE]`` came
+        after every choice finished (no error, abort or lost chunk). What comes next, a cut
+        included, sends nothing more."""
+        return self._halt and self.verdict.complete
+
+    @property
     def aggregator(self) -> ChatAggregator:
         """The ``ChatAggregator`` the forwarded chunks are folded into."""
         return self._agg

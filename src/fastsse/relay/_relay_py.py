@@ -111,6 +111,13 @@ class Relay(Decoder):
         )
 
     @property
+    def complete(self) -> bool:
+        """True once the answer sent is complete and nothing after can change it: ``[DONE]`` came
+        after every choice finished (no error, abort or lost chunk). What comes next, a cut
+        included, sends nothing more."""
+        return self._core.stopped and self.verdict.complete
+
+    @property
     def verdict(self) -> ChatVerdict:
         """How complete the forwarded stream is so far (``complete``, ``done``, ``truncated``, ...)."""
         core = self._core
