@@ -1611,3 +1611,58 @@ def test_a_kept_connection_is_never_given_another_reader(
 
     assert asyncio.run(main()) == ["".join(WORDS)] * 3
     assert len(calls) == 1  # the transport's own, as it is made: one connection, kept for the three
+
+
+@pytest.mark.parametrize("model", ["chunked", "onesend", "cut"])
+def test_on_complete_is_told_once_the_relays_done_went_on(
+    srv: Upstream, stream_backend: Any, run: Any, model: str
+) -> None:
+    """A relay's ``on_complete`` is called once, as soon as the ``[DONE]`` of a complete answer
+    reached ``on_chunk``, before the transfer ends (``on_end``); never for an answer cut before
+    it. Other formats refuse it, and a first-chunk gate that still holds the relay's output keeps
+    it from being called."""
+
+    async def main() -> list[Any]:
+        sent: list[bytes] = []
+        told: list[Any] = []
+        leg: Any = LoopLeg(client(srv))
+        try:
+            with contextlib.suppress(fastsse.TransportError):
+                await leg.create_stream(
+                    req(model),
+                    sent.append,
+                    format="relay",
+                    on_complete=lambda: told.append(
+                        ("complete", b"".join(sent).endswith(b"data: [DONE]\n\n"))
+                    ),
+                    on_end=lambda outcome: told.append(("end", type(outcome).__name__)),
+                )
+            with pytest.raises(TypeError, match="format='relay'"):
+                await leg.create_stream(req(model), sent.append, format="passthrough", on_complete=print)
+        finally:
+            await leg.close()
+        return told
+
+    told = run(main())
+    if model == "cut":
+        assert told == [("end", "TransportError")]
+    else:
+        assert told == [("complete", True), ("end", "dict")]
+
+
+def test_on_complete_waits_for_a_gate_that_holds_the_answer(
+    srv: Upstream, stream_backend: Any, run: Any
+) -> None:
+    """With ``first_chunk_gate``, an answer without content stays held until its end: the relay's
+    ``[DONE]`` is not ``on_chunk``'s then, so ``on_complete`` is not called (``on_end`` is)."""
+    from fastsse.client._loop import _past_gate
+    from fastsse.client._retry import Gate
+
+    told: list[str] = []
+    gate = Gate(None, lambda item: False)
+    tell = _past_gate(lambda: told.append("complete"), gate)
+    tell()
+    assert told == []
+    gate.release()
+    tell()
+    assert told == ["complete"]

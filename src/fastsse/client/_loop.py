@@ -310,6 +310,7 @@ class LoopLeg:
         on_chunk: Any = None,
         *,
         on_end: Callable[[Any], None] | None = None,
+        on_complete: Callable[[], None] | None = None,
         **options: Any,
     ) -> dict[str, Any]:
         """``AsyncClient.create_stream``, on the loop where the request allows it.
@@ -319,7 +320,16 @@ class LoopLeg:
         loop's callback that read the answer's end, before the awaiting coroutines resume (a relay
         ends its caller's response there); for one handed to the client, when that returns. It is
         not called when the call is cancelled. What it raises goes to the loop's exception
-        handler; the call's outcome stays."""
+        handler; the call's outcome stays.
+
+        ``on_complete()``, if given (``format="relay"`` only), is called at most once, for a
+        transfer on the loop, as soon as the relay has handed ``on_chunk`` the ``[DONE]`` of a
+        complete answer (``Relay.complete``: nothing after it can be sent), in the callback that
+        read it, before the transfer ends; not when a ``first_chunk_gate`` still holds the
+        relay's output then. What it raises stops the transfer and is raised by the call, as
+        ``on_chunk``'s own error is."""
+        if on_complete is not None and options.get("format") != "relay":
+            raise TypeError("on_complete= needs format='relay': only a relay knows its answer is complete")
         if options.get("driver") is not None or options.get("curl") is not None:
             return await _ended(self.client.create_stream(input, on_chunk, **options), on_end)
         job = new_job(self._defaults, self._prepare, "loop", input, on_chunk, options)
@@ -329,6 +339,7 @@ class LoopLeg:
         self.taken += 1
         transfer = _Transfer(self, job, target)
         transfer.on_end = on_end
+        transfer.on_complete = on_complete
         self._transfers.add(transfer)
         try:
             outcome = await transfer.run()
@@ -429,6 +440,19 @@ async def _ended(call: Awaitable[dict[str, Any]], on_end: Callable[[Any], None] 
         raise
     _call_on_end(on_end, result)
     return result
+
+
+def _past_gate(on_complete: Callable[[], None], gate: Any) -> Callable[[], None]:
+    # a first-chunk gate may still hold the relay's output at its [DONE] (an answer without
+    # content): then it is not on_chunk's yet, and on_complete is not called
+    if gate is None:
+        return on_complete
+
+    def told() -> None:
+        if gate.opened:
+            on_complete()
+
+    return told
 
 
 def _call_on_end(on_end: Callable[[Any], None], outcome: Any) -> None:
@@ -542,6 +566,7 @@ class _Transfer:
         self.reason = b""  # its reason phrase, as far as it came
         self.stated = False  # the response has the status line
         self.on_end: Callable[[Any], None] | None = None  # told the outcome as the transfer ends
+        self.on_complete: Callable[[], None] | None = None  # told as the relay's answer is complete
 
     # the transfer
 
@@ -561,6 +586,8 @@ class _Transfer:
         try:
             job.started = time.monotonic_ns()
             stream, response = open_stream(job, direct=True)
+            if self.on_complete is not None:
+                stream.on_complete = _past_gate(self.on_complete, job.gate)
             self.response = response
             job.stream, job.response = stream, response
             self.route = _streams.new_route(response.write, self._pause, self._stopped)

@@ -6,6 +6,7 @@ from ..sse._decoder_c cimport Feed
 
 cdef class BytesStream(Feed):
     cdef public object holder  # the engine's Response: it holds the transfer for a future
+    cdef public object on_complete  # called once the writer's answer is complete (a Relay's)
     cdef object _writer
     cdef object _send
     cdef list _reads

@@ -34,10 +34,12 @@ cdef class BytesStream:
     ``result()``) with its output going to ``on_bytes``. ``relay=True``: the writer is a ``Relay``,
     whose EventTooLarge carries the bytes before the oversized event (another writer's ``close``
     gives them). ``relay`` and ``translator`` name the writer, as ``RelayStream`` and
-    ``TranslateStream`` do."""
+    ``TranslateStream`` do. ``on_complete``, when set, is called once (with no argument) after a
+    ``write`` whose output made the writer ``complete`` (a ``Relay``'s) went to ``on_bytes``."""
 
     def __init__(self, writer, on_bytes, timing, *, relay=False):
         self.holder = None
+        self.on_complete = None
         self._writer = writer
         self._send = on_bytes
         self._reads = [] if timing else None
@@ -103,6 +105,9 @@ cdef class BytesStream:
         if out and not self._deliver(out, framed):
             self._stopped = True
             return 0
+        if self.on_complete is not None and self._writer.complete:
+            told, self.on_complete = self.on_complete, None
+            told()
         return None
 
     cdef bint _deliver(self, object piece, bint framed=False) except -1:

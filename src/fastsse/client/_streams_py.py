@@ -21,12 +21,15 @@ SendBytes = Callable[[bytes], Any]
 
 class BytesStream:
     """What the engine drives: a writer (``write(data) -> bytes``, ``close(truncated=) -> bytes``,
-    ``result()``) whose output goes to ``on_bytes``."""
+    ``result()``) whose output goes to ``on_bytes``. ``on_complete``, when set, is called once
+    (with no argument) after a ``write`` whose output made the writer ``complete`` (a ``Relay``'s)
+    went to ``on_bytes``."""
 
-    __slots__ = ("_anchor", "_reads", "_send", "_stopped", "_writer", "holder")
+    __slots__ = ("_anchor", "_reads", "_send", "_stopped", "_writer", "holder", "on_complete")
 
     def __init__(self, writer: Any, on_bytes: SendBytes | None, timing: bool) -> None:
         self.holder: Any = None  # the engine's Response: it holds the transfer for a future
+        self.on_complete: Callable[[], Any] | None = None
         self._writer = writer
         self._send = on_bytes
         self._reads: list[int] | None = [] if timing else None
@@ -48,6 +51,9 @@ class BytesStream:
         if out and not self._deliver(out):
             self._stopped = True
             return 0
+        if self.on_complete is not None and self._writer.complete:
+            told, self.on_complete = self.on_complete, None
+            told()
         return None
 
     def _before(self, exc: EventTooLarge) -> bytes:
