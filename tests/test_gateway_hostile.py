@@ -11,6 +11,7 @@ import contextlib
 import json
 import signal
 import socket
+import struct
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -398,8 +399,9 @@ def test_a_caller_leaving_at_done_before_the_upstream_ends_is_logged_complete() 
 
 
 def test_a_caller_leaving_at_done_of_an_upstream_that_never_ends_is_let_go() -> None:
-    """The same answer, but the upstream never ends it: after the grace the transfer is cancelled
-    (not held until the idle timeout) and the record says the caller left an unfinished answer."""
+    """The same answer, but the upstream never ends it. The answer is complete at its [DONE], so
+    the caller's response ends there; after the grace the transfer is cancelled (not held until
+    the idle timeout), and the record says complete, with the cut."""
     with (
         RawServer(_answer_then(lambda conn: time.sleep(30)), threaded=True) as raw,
         GatewayProcess([{"name": "raw", "base_url": raw.base_url}]) as gw,
@@ -408,8 +410,40 @@ def test_a_caller_leaving_at_done_of_an_upstream_that_never_ends_is_let_go() -> 
         left = time.monotonic()
         entry = gw.record(0)
         took = time.monotonic() - left
-    assert entry["outcome"] == "caller_left" and entry["status"] == 499, entry
+    assert entry["outcome"] == "complete" and entry["status"] == 200, entry
+    assert "had not ended its answer" in entry["why"], entry
     assert took < 3.0  # the grace is 0.25 s; the idle timeout is much longer
+
+
+def test_an_answer_complete_at_done_ends_whatever_its_upstream_does_next() -> None:
+    """A caller that reads the whole response (not just to [DONE]) has its end at once, whether
+    the upstream then lingers, cuts its connection, or sends more: the relay ends a complete
+    answer at its [DONE], and nothing after it reaches the caller. Each record says complete."""
+
+    def linger(conn: socket.socket) -> None:
+        time.sleep(30)
+
+    def cut(conn: socket.socket) -> None:
+        conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # an RST
+
+    def more(conn: socket.socket) -> None:
+        conn.sendall(b'data: {"choices":[{"index":0,"delta":{"content":"late"}}]}\n\n')
+        time.sleep(30)
+
+    for rest in (linger, cut, more):
+        with (
+            RawServer(_answer_then(rest), threaded=True) as raw,
+            GatewayProcess([{"name": "raw", "base_url": raw.base_url}]) as gw,
+        ):
+            start = time.monotonic()
+            with httpx.Client(timeout=10) as http:
+                r = http.post(gw.url + "/v1/chat/completions", json=CHAT)
+            took = time.monotonic() - start
+            entry = gw.record(0)
+        assert r.status_code == 200 and r.text.endswith("data: [DONE]\n\n"), (rest, r.text)
+        assert b"late" not in r.content
+        assert took < 3.0, rest  # not the upstream's 30 s
+        assert entry["outcome"] == "complete" and entry["status"] == 200, (rest, entry)
 
 
 def test_a_caller_that_never_reads_pauses_the_upstream_and_memory_stays_flat(

@@ -524,5 +524,56 @@ def test_a_whole_answer_ends_before_the_gateways_coroutines_resume(loop: str) ->
                 status, _, text, framing = reader.answer()
                 assert (status, framing) == (200, "chunked")
                 assert text.endswith(b"data: [DONE]\n\n")
+            _wait_for(lambda: len(complete_at_resume) == 2)  # the response ends before the resume
             server.call(lambda: asyncio.ensure_future(gateway.shutdown()))
     assert complete_at_resume == [True, True]
+
+
+def test_a_complete_answer_ends_with_the_read_that_carried_its_done(
+    loop: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The relay's ``[DONE]`` of a complete answer ends the caller's response at once
+    (``Relay.complete``, the leg's ``on_complete``): when the upstream's ``Response.finish`` runs,
+    right after that read, the caller's response is complete already; the record says complete."""
+    from fastsse.client._response import Response
+    from fastsse.gateway import Gateway, config_from
+    from fastsse.testing.server import serve_in_thread
+
+    with serve_in_thread(port=0) as upstream:
+        records: list[dict[str, Any]] = []
+        gateway = Gateway(
+            config_from({"upstream": [{"name": "u", "base_url": upstream.base_url}]}),
+            on_answer=records.append,
+        )
+        complete_at_finish: list[bool] = []
+        finish = Response.finish
+
+        def spy(self: Response, *args: Any) -> Any:
+            states = list(gateway._answers.values())
+            # the oldest answer in flight is this one: the caller, its response ended, may have
+            # sent the next request before the upstream's own end came in a later read
+            complete_at_finish.append(bool(states) and bool(states[0].wire[1].response_complete))
+            return finish(self, *args)
+
+        monkeypatch.setattr(Response, "finish", spy)
+        body = b'{"model": "plain", "stream": true, "messages": [{"role": "user", "content": "hi"}]}'
+        with Running(gateway, loop) as server, server.connect() as sock:
+            reader = Reader(sock)
+            for _ in range(2):
+                sock.sendall(
+                    request("/v1/chat/completions", body, extra=b"content-type: application/json\r\n")
+                )
+                status, _, text, framing = reader.answer()
+                assert (status, framing) == (200, "chunked")
+                assert text.endswith(b"data: [DONE]\n\n")
+            _wait_for(lambda: len(records) == 2)  # the response ends before the record is made
+            server.call(lambda: asyncio.ensure_future(gateway.shutdown()))
+    assert complete_at_finish == [True, True]
+    assert [r["outcome"] for r in records] == ["complete", "complete"]
+
+
+def _wait_for(condition: Callable[[], bool], seconds: float = 10) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.005)

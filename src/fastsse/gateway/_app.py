@@ -115,11 +115,12 @@ log = logging.getLogger(NAME)
 class _Answer:
     """One request's state between its handler, the disconnect watcher and ``Gateway.settle``."""
 
-    __slots__ = ("down", "drained", "finished", "gone", "timer", "wire")
+    __slots__ = ("completed", "down", "drained", "finished", "gone", "timer", "wire")
 
     def __init__(self, wire: Any = None) -> None:
         self.wire = wire  # the serving connection, where it takes direct writes (scope's extension)
         self.finished = False  # nothing the caller could still miss: a disconnect changes nothing
+        self.completed = False  # the caller's response ended with the relay's [DONE]
         self.gone = False  # the caller disconnected before that
         self.drained = False  # cancelled by settle() at the end of the grace period
         self.down: Downstream | None = None
@@ -654,6 +655,12 @@ class Gateway:
                     outcome="drained",
                     why=f"cut at the end of the {self.server.grace_seconds:g} s grace period",
                 )
+            elif state.completed:  # the caller had the whole answer: its upstream lingered after it
+                record.update(
+                    status=200,
+                    outcome="complete",
+                    why=f"the upstream had not ended its answer {LEAVE_GRACE_S:g} s after [DONE]: cut",
+                )
             elif not state.gone:
                 record.update(status=record.get("status") or 499, outcome="cut", why="the gateway stopped")
                 raise
@@ -694,6 +701,7 @@ class Gateway:
         route: Route,
         on_piece: Callable[[bytes], Any] | None = None,
         on_end: Callable[[Any], None] | None = None,
+        on_complete: Callable[[], None] | None = None,
     ) -> tuple[Upstream | None, dict[str, Any] | None, BaseException | None]:
         """Try the route's upstreams in its balanced order, then its fallbacks: (the upstream, its
         result, None), or (the last one tried, None, its failure). The next upstream is tried only
@@ -756,6 +764,8 @@ class Gateway:
                     options["timing"] = False
                     if on_end is not None and isinstance(client, LoopLeg):
                         options["on_end"] = on_end
+                        if on_complete is not None and fmt == "relay":
+                            options["on_complete"] = on_complete
                     result = await client.create_stream(sent, on_piece or down.piece, format=fmt, **options)
                 timing = result.get("timing") or {}
                 if timing.get("first_byte") and timing.get("sent"):
@@ -914,6 +924,18 @@ class Gateway:
             if isinstance(outcome, dict) and _whole(outcome["verdict"]) and down.first_ns and down.end_now():
                 state.finished = True
 
+        def completed() -> None:
+            # the relay handed on the [DONE] of a complete answer (nothing after it reaches the
+            # caller): the caller's response ends with it, not once the upstream's end arrived. An
+            # upstream that does not end its answer soon after is cut, after the same grace as an
+            # answer whose caller left at [DONE]
+            if down.first_ns and down.end_now():
+                state.finished = state.completed = True
+                if task is not None:
+                    state.timer = asyncio.get_running_loop().call_later(LEAVE_GRACE_S, task.cancel)
+
+        task = asyncio.current_task()
+
         result: dict[str, Any] | None = None
         whole = False
         try:
@@ -927,9 +949,15 @@ class Gateway:
                 route,
                 on_piece,
                 ended if recorder is None else None,
+                completed if recorder is None else None,
             )
+            if failure is not None and state.completed:
+                # what the upstream did after a complete answer's [DONE] (a cut before its own
+                # end) changes nothing the caller got: the record is the answer's
+                partial = getattr(failure, "result", None)
+                result, failure = (partial if isinstance(partial, dict) else None), None
             verdict = result["verdict"] if result is not None else {}
-            whole = failure is None and _whole(verdict)
+            whole = state.completed or (failure is None and _whole(verdict))
             if whole and down.first_ns:
                 # the answer is all here: a caller that leaves once it read the last event (an SDK
                 # closes at [DONE]) left nothing unsent, so the watcher must not cancel this one;
