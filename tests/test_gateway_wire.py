@@ -439,7 +439,9 @@ def test_end_now_ends_the_body_on_this_stack_once(stream_backend: SimpleNamespac
         chunks, ended = dechunk(bytes(transport.body))
         assert b"".join(chunks) == b"".join(sent) and ended and cycle.response_complete
         assert protocol.fastsse_down is None  # let go, as finish() lets it go
-        assert down.end_now() is False
+        written = bytes(transport.body)
+        assert down.end_now() is True  # the end went out already: nothing more is written
+        assert bytes(transport.body) == written
         messages = len(cycle.messages)
         await down.finish()
         assert len(cycle.messages) == messages  # no second end
@@ -469,5 +471,81 @@ def test_end_now_leaves_the_end_to_finish_where_it_would_wait(
             protocol.resume_writing()
             await down.finish()
             assert dechunk(bytes(transport.body))[1]
+
+    run(body)
+
+
+class OwnCycle(Cycle):
+    """The command's own server's exchange as far as the direct path reads it: the start and the
+    first piece in one write (``begin``), and ``end_written`` (the sink wrote the body's end)."""
+
+    def __init__(self, protocol: Protocol) -> None:
+        super().__init__(protocol)
+        self.ends_written = 0
+
+    def begin(self, status: int, headers: Any, body: bytes) -> bool:
+        self.chunked_encoding = True
+        self.protocol.transport.head = b"HTTP/1.1 200 OK\r\n\r\n"
+        self.protocol.transport.write(b"%x\r\n%b\r\n" % (len(body), body))
+        return True
+
+    def end_written(self) -> None:
+        self.ends_written += 1
+        self.response_complete = True
+
+
+@pytest.mark.parametrize("server", ["own", "uvicorn"])
+def test_the_piece_that_completes_a_relayed_answer_carries_the_end(
+    stream_backend: SimpleNamespace, server: str
+) -> None:
+    """On the command's own server the relay's ``[DONE]`` of a complete answer and the chunked
+    terminator go in one write (the sink's ``ends``), the server is told (``end_written``), and
+    ``on_complete`` then finds the end out (``end_now()`` true, writing nothing). On uvicorn's,
+    which writes its own end, the piece goes alone and ``end_now()`` ends the body."""
+    from fastsse import ChatChunkEncoder
+    from fastsse.client._streams import new_stream
+
+    enc = ChatChunkEncoder(id="chatcmpl-1", model="m", created=1)
+    first, text, stop = enc.role() + enc.content("Hi"), enc.content(" there"), enc.finish("stop")
+
+    async def body() -> None:
+        transport = Transport()
+        protocol = Protocol(transport)
+        cycle = OwnCycle(protocol) if server == "own" else Cycle(protocol)
+        down = Downstream(cycle.send, list(SSE_HEADERS), wire=(protocol, cycle))
+        writes: list[bytes] = []
+        write = transport.write
+
+        def counted(data: bytes) -> None:
+            writes.append(data)
+            write(data)
+
+        down.sink.write = counted
+        told: list[tuple[bool, bool]] = []
+        stream = new_stream(
+            "relay", down.on_chunk, api="chat", max_event_bytes=None, timing=False, direct=True
+        )
+        stream.on_complete = lambda: told.append((down.end_now(), cycle.response_complete))
+        stream.write(first)
+        await turn()  # the start and the first piece (own: begin; uvicorn: this turn's flush)
+        down.sink.first = None  # the first content was seen (the gateway's detector lets go)
+        stream.write(text)
+        assert told == []
+        before = len(writes)
+        stream.write(stop + b"data: [DONE]\n\n")
+        assert told == [(True, True)]
+        chunks, ended = dechunk(bytes(transport.body))
+        assert ended and chunks[-1].endswith(b"data: [DONE]\n\n")
+        if server == "own":
+            assert len(writes) == before + 1 and writes[-1].endswith(b"data: [DONE]\n\n\r\n0\r\n\r\n")
+            assert cycle.ends_written == 1
+        else:
+            assert len(writes) == before + 1 and not writes[-1].endswith(
+                b"0\r\n\r\n"
+            )  # the end: uvicorn's send
+        written = bytes(transport.body)
+        await down.finish()
+        stream.write(b"data: late\n\n")
+        assert bytes(transport.body) == written  # one end, nothing after it
 
     run(body)

@@ -15,7 +15,7 @@ cdef class BytesStream(Feed):
     cdef bint _relay  # EventTooLarge carries what came before (a Relay) instead of close() giving it
 
     cdef object _take(self, object data)
-    cdef bint _deliver(self, object piece, bint framed=*) except -1
+    cdef bint _deliver(self, object piece, bint framed=*, bint last=*) except -1
 
 
 # The caller's socket as a transfer's on_bytes (gateway.Downstream's fast path): BytesStream calls
@@ -25,6 +25,7 @@ cdef class WireSink:
     cdef public object slow
     cdef public object lost
     cdef public object first
+    cdef public object ends
     cdef public bint direct
     cdef public bint gone
     cdef public long long relayed
@@ -32,5 +33,5 @@ cdef class WireSink:
     cdef public long long last_ns
     cdef long long _gaps[64]
 
-    cdef object put(self, object data)
-    cdef object put_framed(self, bytes framed)
+    cdef object put(self, object data, bint end=*)
+    cdef object put_framed(self, bytes framed, bint end=*)

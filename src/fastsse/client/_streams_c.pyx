@@ -84,6 +84,7 @@ cdef class BytesStream:
         # after the stamp: the writer, then on_bytes; None to go on, 0 to stop
         cdef WireSink sink
         cdef bint framed = False
+        cdef bint last
         if self._stopped:
             return 0
         try:
@@ -102,22 +103,25 @@ cdef class BytesStream:
             else:
                 self._deliver(self._writer.close(truncated=True))
             raise
-        if out and not self._deliver(out, framed):
+        # the piece that makes the answer complete: a sink may end the body with it
+        last = self.on_complete is not None and self._writer.complete
+        if out and not self._deliver(out, framed, last):
             self._stopped = True
             return 0
-        if self.on_complete is not None and self._writer.complete:
+        if last:
             told, self.on_complete = self.on_complete, None
             told()
         return None
 
-    cdef bint _deliver(self, object piece, bint framed=False) except -1:
-        # framed: ``piece`` came from relay_write_framed and ``_send`` is a WireSink
+    cdef bint _deliver(self, object piece, bint framed=False, bint last=False) except -1:
+        # framed: ``piece`` came from relay_write_framed and ``_send`` is a WireSink; last: it
+        # makes the writer's answer complete (a WireSink may end the body with it: ``ends``)
         if not piece or self._send is None:
             return True
         if framed:
-            answer = (<WireSink>self._send).put_framed(piece)
+            answer = (<WireSink>self._send).put_framed(piece, last)
         elif type(self._send) is WireSink:  # the caller's socket, from C: no Python frame
-            answer = (<WireSink>self._send).put(piece)
+            answer = (<WireSink>self._send).put(piece, last)
         else:
             answer = self._send(piece)
         if answer is None:
@@ -429,13 +433,19 @@ cdef class WireSink:
 
     Once ``gone`` is set a piece goes to ``slow`` unstamped. The owner (``gateway.Downstream``)
     sets ``direct`` only while nothing of its own waits to be sent, so the bytes keep their order.
-    A ``BytesStream`` whose ``on_bytes`` is a ``WireSink`` calls it without a Python frame."""
+    A ``BytesStream`` whose ``on_bytes`` is a ``WireSink`` calls it without a Python frame.
+
+    ``ends``, when the owner sets it (a server whose body's end the sink may write), lets the piece
+    that completes the answer (``last(piece)``; from C, a ``BytesStream`` with ``on_complete``) end
+    the body: written direct, it goes with the chunked terminator (``0\\r\\n\\r\\n``) in one
+    write, and ``ends()`` is called once after it, for the owner's own record of the end."""
 
     def __init__(self, slow, /):
         self.slow = slow
         self.write = None
         self.lost = None
         self.first = None
+        self.ends = None
         self.direct = False
         self.gone = False
         self.relayed = 0
@@ -453,7 +463,12 @@ cdef class WireSink:
     def __call__(self, data, /):
         return self.put(data)
 
-    cdef object put(self, object data):
+    def last(self, data, /):
+        """A call with the answer's last piece: with ``ends`` set and the piece written direct,
+        the body's end goes with it."""
+        return self.put(data, True)
+
+    cdef object put(self, object data, bint end=False):
         cdef Py_ssize_t n
         cdef bytes framed
         if self.gone:
@@ -467,9 +482,9 @@ cdef class WireSink:
         if n == 0:
             return None
         framed = frame_chunk(PyBytes_AS_STRING(data), n)
-        return _send(self, framed, n)
+        return _send(self, framed, n, end)
 
-    cdef object put_framed(self, bytes framed):
+    cdef object put_framed(self, bytes framed, bint end=False):
         # put() of the piece that ``framed`` frames (a Relay's framed write): the same stamps, and
         # no second copy when it goes to ``write``
         cdef const char* p = PyBytes_AS_STRING(framed)
@@ -480,21 +495,30 @@ cdef class WireSink:
         head += 2
         n = PyBytes_GET_SIZE(framed) - head - 2
         if self.gone or self.first is not None or not self.direct:
-            return self.put(PyBytes_FromStringAndSize(p + head, n))
+            return self.put(PyBytes_FromStringAndSize(p + head, n), end)
         _stamp(self)
-        return _send(self, framed, n)
+        return _send(self, framed, n, end)
 
 
-cdef inline object _send(WireSink sink, bytes framed, Py_ssize_t n):
+cdef bytes _END = b"0\r\n\r\n"  # the chunked body's end
+
+
+cdef inline object _send(WireSink sink, bytes framed, Py_ssize_t n, bint end):
     # ``framed`` (the chunk of ``n`` body bytes) to the caller's transport: a write that fails
-    # ends the direct path and reports the caller lost
+    # ends the direct path and reports the caller lost. ``end`` (the answer's last piece): with
+    # ``ends`` set, the body's end goes in the same write, and ``ends()`` is told after it
+    ends = sink.ends if end else None
     try:
-        sink.write(framed)
+        sink.write(framed + _END if ends is not None else framed)
     except Exception:
         sink.direct = False
         return sink.lost() if sink.lost is not None else False
     sink.relayed += n
+    if ends is not None:
+        sink.ends = None
+        ends()
     return None
+
 
 
 cdef inline void _stamp(WireSink sink) noexcept:

@@ -48,11 +48,14 @@ class BytesStream:
             self._stopped = True
             self._deliver(self._before(exc))
             raise
-        if out and not self._deliver(out):
+        # the piece that makes the answer complete: a sink may end the body with it
+        last = self.on_complete is not None and self._writer.complete
+        if out and not self._deliver(out, last):
             self._stopped = True
             return 0
-        if self.on_complete is not None and self._writer.complete:
+        if last:
             told, self.on_complete = self.on_complete, None
+            assert told is not None
             told()
         return None
 
@@ -61,10 +64,12 @@ class BytesStream:
         before: bytes = self._writer.close(truncated=True)
         return before
 
-    def _deliver(self, piece: bytes) -> bool:
-        if not piece or self._send is None:
+    def _deliver(self, piece: bytes, last: bool = False) -> bool:
+        # last: ``piece`` makes the writer's answer complete (a WireSink may end the body with it)
+        send = self._send
+        if not piece or send is None:
             return True
-        answer = self._send(piece)
+        answer = send.last(piece) if last and type(send) is WireSink else send(piece)
         if answer is None:
             return True
         if callable(getattr(answer, "add_done_callback", None)):  # "hold until this is done"
@@ -149,11 +154,17 @@ class WireSink:
       paused socket.
 
     Once ``gone`` is set a piece goes to ``slow`` unstamped. The owner (``gateway.Downstream``)
-    sets ``direct`` only while nothing of its own waits to be sent, so the bytes keep their order."""
+    sets ``direct`` only while nothing of its own waits to be sent, so the bytes keep their order.
+
+    ``ends``, when the owner sets it (a server whose body's end the sink may write), lets the piece
+    that completes the answer (``last(piece)``; a ``BytesStream`` with ``on_complete``) end the
+    body: written direct, it goes with the chunked terminator (``0\\r\\n\\r\\n``) in one write,
+    and ``ends()`` is called once after it, for the owner's own record of the end."""
 
     __slots__ = (
         "_gaps",
         "direct",
+        "ends",
         "first",
         "first_ns",
         "gone",
@@ -169,6 +180,7 @@ class WireSink:
         self.write: Callable[[bytes], Any] | None = None
         self.lost: Callable[[], Any] | None = None
         self.first: Callable[[bytes], Any] | None = None
+        self.ends: Callable[[], Any] | None = None
         self.direct = False
         self.gone = False
         self.relayed = 0
@@ -182,6 +194,14 @@ class WireSink:
         return list(self._gaps)
 
     def __call__(self, data: bytes, /) -> Any:
+        return self._put(data, False)
+
+    def last(self, data: bytes, /) -> Any:
+        """A call with the answer's last piece: with ``ends`` set and the piece written direct,
+        the body's end goes with it."""
+        return self._put(data, True)
+
+    def _put(self, data: bytes, end: bool) -> Any:
         if self.gone:
             return self.slow(data)
         now = time.monotonic_ns()
@@ -197,12 +217,16 @@ class WireSink:
         if not data:
             return None
         assert self.write is not None
+        ends = self.ends if end else None
         try:
-            self.write(b"%x\r\n%b\r\n" % (len(data), data))
+            self.write(b"%x\r\n%b\r\n%b" % (len(data), data, b"" if ends is None else b"0\r\n\r\n"))
         except Exception:
             self.direct = False
             return self.lost() if self.lost is not None else False
         self.relayed += len(data)
+        if ends is not None:
+            self.ends = None
+            ends()
         return None
 
 

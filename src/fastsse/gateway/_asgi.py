@@ -301,6 +301,10 @@ class Downstream:
                 protocol.fastsse_down = self
                 self.sink.write = protocol.transport.write
                 self._begin = getattr(cycle, "begin", None)
+                if self._begin is not None and getattr(cycle, "end_written", None) is not None:
+                    # the command's own server: the sink may write the body's end with the last
+                    # piece (uvicorn writes its own)
+                    self.sink.ends = self._end_written
         self._ended = False  # the body's end went out (end_now)
         self._sending = False  # a send is waiting for room: pieces are held, the upstream too
         self._queued = False  # a flush is due at the end of this turn of the loop
@@ -477,6 +481,7 @@ class Downstream:
         wire, self._wire = self._wire, None
         self._begin = None
         self.sink.direct = False
+        self.sink.ends = None
         if wire is not None and getattr(wire[0], "fastsse_down", None) is self:
             wire[0].fastsse_down = None
 
@@ -523,10 +528,13 @@ class Downstream:
     def end_now(self) -> bool:
         """``finish()`` now, on this stack, where it would not wait: on a connection that takes
         direct writes (the command's own server's, or uvicorn's) whose transport is not paused,
-        with every piece out (the direct path's state) and the start sent. True if the end went out (``finish()`` then sends
-        nothing more); False, with nothing done, otherwise. The owner calls it from the loop
-        callback that saw the upstream's whole answer end, so the caller's response ends there,
-        not once the answer's coroutines have resumed."""
+        with every piece out (the direct path's state) and the start sent. True once the end went
+        out, now or already (the sink's ``ends``): ``finish()`` then sends nothing more; False,
+        with nothing done, otherwise. The owner calls it from the loop callback that saw the
+        upstream's whole answer end, so the caller's response ends there, not once the answer's
+        coroutines have resumed."""
+        if self._ended:
+            return True
         wire = self._wire
         if (
             wire is None
@@ -552,6 +560,15 @@ class Downstream:
         if not done:  # pragma: no cover - the transport took writes above: the send did not wait
             self._sending = True  # as a body send that waits: _sent ends it, flush() waits for it
         return True
+
+    def _end_written(self) -> None:
+        # the sink wrote the body's end with the answer's last piece (the command's own server):
+        # what end_now does once its send went out
+        wire = self._wire
+        self.close()
+        self._ended = True
+        if wire is not None:
+            wire[1].end_written()
 
     async def fail(self, data: bytes) -> None:
         """Send ``data`` (the caller API's in-stream error event: ``stream_error``) once every

@@ -563,6 +563,15 @@ class Exchange:
             self.wake()
             connection.ended(self)
 
+    def end_written(self) -> None:
+        """The body's end went out with the answer's last piece, written on the transport by the
+        direct path (``Downstream``'s sink): the answer is complete, as after ``_body``'s end."""
+        if self.response_complete or not self.chunked_encoding:
+            return
+        self.response_complete = True
+        self.wake()
+        self.connection.ended(self)
+
     def _head(self, status: int, headers: Any) -> bytes:
         """The answer's status line and header fields, its framing decided (``started`` set)."""
         self.continue_due = False
