@@ -311,7 +311,10 @@ class Gateway:
                 max_event_bytes=plane.config.server.max_event_bytes,
                 max_connections=up.max_connections,
                 raise_for_status=True,
-                timing=True,  # the first content's time (ttft_ms) and a fold's token count
+                # no timing record by default: a streamed answer's sink stamps the first piece
+                # and the first content, and the record's one stamp per upstream read would grow
+                # with the answer (an option given per call costs a merge of the options)
+                timing=False,
                 keep_text=False,  # the relay's fold keeps the facts the record needs, not the text
                 **up.client,  # the upstream's other client options (proxy, ca_bundle, ...), checked
             )
@@ -756,12 +759,10 @@ class Gateway:
             asked = time.monotonic_ns()
             try:
                 if down is None:
-                    result = await client.create_stream(sent, **options)
+                    # a whole answer's first byte and first content (ttfb_ms, ttft_ms)
+                    result = await client.create_stream(sent, timing=True, **options)
                 else:
                     fmt = "passthrough" if caller == "completions" else stream_format(caller, up.api)
-                    # no timing record: the sink stamps the first piece and the first content,
-                    # and the record's one stamp per upstream read would grow with the answer
-                    options["timing"] = False
                     if on_end is not None and isinstance(client, LoopLeg):
                         options["on_end"] = on_end
                         if on_complete is not None and fmt == "relay":
