@@ -514,18 +514,8 @@ def test_a_whole_answer_ends_before_the_gateways_coroutines_resume(loop: str) ->
             succeeded(up)
 
         gateway._succeeded = spy  # type: ignore[method-assign]
-        body = b'{"model": "plain", "stream": true, "messages": [{"role": "user", "content": "hi"}]}'
-        with Running(gateway, loop) as server, server.connect() as sock:
-            reader = Reader(sock)
-            for _ in range(2):
-                sock.sendall(
-                    request("/v1/chat/completions", body, extra=b"content-type: application/json\r\n")
-                )
-                status, _, text, framing = reader.answer()
-                assert (status, framing) == (200, "chunked")
-                assert text.endswith(b"data: [DONE]\n\n")
-            _wait_for(lambda: len(complete_at_resume) == 2)  # the response ends before the resume
-            server.call(lambda: asyncio.ensure_future(gateway.shutdown()))
+        # the response ends before the resume
+        _two_chat_answers(gateway, loop, lambda: len(complete_at_resume) == 2)
     assert complete_at_resume == [True, True]
 
 
@@ -556,24 +546,24 @@ def test_a_complete_answer_ends_with_the_read_that_carried_its_done(
             return finish(self, *args)
 
         monkeypatch.setattr(Response, "finish", spy)
-        body = b'{"model": "plain", "stream": true, "messages": [{"role": "user", "content": "hi"}]}'
-        with Running(gateway, loop) as server, server.connect() as sock:
-            reader = Reader(sock)
-            for _ in range(2):
-                sock.sendall(
-                    request("/v1/chat/completions", body, extra=b"content-type: application/json\r\n")
-                )
-                status, _, text, framing = reader.answer()
-                assert (status, framing) == (200, "chunked")
-                assert text.endswith(b"data: [DONE]\n\n")
-            _wait_for(lambda: len(records) == 2)  # the response ends before the record is made
-            server.call(lambda: asyncio.ensure_future(gateway.shutdown()))
+        _two_chat_answers(gateway, loop, lambda: len(records) == 2)  # ends before the record is made
     assert complete_at_finish == [True, True]
     assert [r["outcome"] for r in records] == ["complete", "complete"]
 
 
-def _wait_for(condition: Callable[[], bool], seconds: float = 10) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.005)
+def _two_chat_answers(gateway: Any, loop: str, settled: Callable[[], bool]) -> None:
+    """Two streamed chat answers through ``gateway`` on one connection, read whole; then, once
+    ``settled()`` (within 10 s), the gateway's shutdown."""
+    body = b'{"model": "plain", "stream": true, "messages": [{"role": "user", "content": "hi"}]}'
+    with Running(gateway, loop) as server, server.connect() as sock:
+        reader = Reader(sock)
+        for _ in range(2):
+            sock.sendall(request("/v1/chat/completions", body, extra=b"content-type: application/json\r\n"))
+            status, _, text, framing = reader.answer()
+            assert (status, framing) == (200, "chunked")
+            assert text.endswith(b"data: [DONE]\n\n")
+        deadline = time.monotonic() + 10
+        while not settled():
+            assert time.monotonic() < deadline, "timed out"
+            time.sleep(0.005)
+        server.call(lambda: asyncio.ensure_future(gateway.shutdown()))
