@@ -483,13 +483,17 @@ class OwnCycle(Cycle):
         super().__init__(protocol)
         self.ends_written = 0
 
-    def begin(self, status: int, headers: Any, body: bytes) -> bool:
+    def begin(self, status: int, headers: Any, body: bytes, end: bool = False) -> bool:
         self.chunked_encoding = True
         self.protocol.transport.head = b"HTTP/1.1 200 OK\r\n\r\n"
-        self.protocol.transport.write(b"%x\r\n%b\r\n" % (len(body), body))
+        self.protocol.transport.write(b"%x\r\n%b\r\n%b" % (len(body), body, b"0\r\n\r\n" if end else b""))
+        if end:
+            self.end_written()
         return True
 
     def end_written(self) -> None:
+        if self.response_complete:  # told once more by the one that wrote it: nothing to do
+            return
         self.ends_written += 1
         self.response_complete = True
 
@@ -547,5 +551,37 @@ def test_the_piece_that_completes_a_relayed_answer_carries_the_end(
         await down.finish()
         stream.write(b"data: late\n\n")
         assert bytes(transport.body) == written  # one end, nothing after it
+
+    run(body)
+
+
+def test_an_answer_complete_in_its_first_piece_ends_with_the_start(stream_backend: SimpleNamespace) -> None:
+    """A whole answer in one upstream read goes out through the response's start (``begin``): on
+    the command's own server the end goes in that write too (the sink hands the piece over with
+    ``ending`` set), and ``on_complete`` finds the end out."""
+    from fastsse import ChatChunkEncoder
+    from fastsse.client._streams import new_stream
+
+    enc = ChatChunkEncoder(id="chatcmpl-1", model="m", created=1)
+    whole = enc.role() + enc.content("Hi") + enc.finish("stop") + b"data: [DONE]\n\n"
+
+    async def body() -> None:
+        transport = Transport()
+        protocol = Protocol(transport)
+        cycle = OwnCycle(protocol)
+        down = Downstream(cycle.send, list(SSE_HEADERS), wire=(protocol, cycle))
+        writes: list[bytes] = []
+        write = transport.write
+        transport.write = lambda data: writes.append(data) or write(data)  # type: ignore[method-assign]
+        told: list[tuple[bool, bool]] = []
+        stream = new_stream(
+            "relay", down.on_chunk, api="chat", max_event_bytes=None, timing=False, direct=True
+        )
+        stream.on_complete = lambda: told.append((down.end_now(), cycle.response_complete))
+        stream.write(whole)
+        assert told == [(True, True)] and cycle.ends_written == 1
+        assert len(writes) == 1 and writes[0].endswith(b"data: [DONE]\n\n\r\n0\r\n\r\n")
+        await down.finish()
+        assert len(writes) == 1  # one end
 
     run(body)

@@ -438,7 +438,9 @@ cdef class WireSink:
     ``ends``, when the owner sets it (a server whose body's end the sink may write), lets the piece
     that completes the answer (``last(piece)``; from C, a ``BytesStream`` with ``on_complete``) end
     the body: written direct, it goes with the chunked terminator (``0\\r\\n\\r\\n``) in one
-    write, and ``ends()`` is called once after it, for the owner's own record of the end."""
+    write, and ``ends()`` is called once after it, for the owner's own record of the end. Such a
+    piece that goes to ``slow`` instead (the response's start) is handed over with ``ending`` set,
+    so the owner may end the body with it itself."""
 
     def __init__(self, slow, /):
         self.slow = slow
@@ -446,6 +448,7 @@ cdef class WireSink:
         self.lost = None
         self.first = None
         self.ends = None
+        self.ending = False
         self.direct = False
         self.gone = False
         self.relayed = 0
@@ -477,6 +480,12 @@ cdef class WireSink:
         if self.first is not None and self.first(data):
             self.first = None
         if not self.direct or type(data) is not bytes:
+            if end and self.ends is not None:
+                self.ending = True
+                try:
+                    return self.slow(data)
+                finally:
+                    self.ending = False
             return self.slow(data)
         n = PyBytes_GET_SIZE(data)
         if n == 0:

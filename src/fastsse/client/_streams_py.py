@@ -159,11 +159,14 @@ class WireSink:
     ``ends``, when the owner sets it (a server whose body's end the sink may write), lets the piece
     that completes the answer (``last(piece)``; a ``BytesStream`` with ``on_complete``) end the
     body: written direct, it goes with the chunked terminator (``0\\r\\n\\r\\n``) in one write,
-    and ``ends()`` is called once after it, for the owner's own record of the end."""
+    and ``ends()`` is called once after it, for the owner's own record of the end. Such a piece
+    that goes to ``slow`` instead (the response's start) is handed over with ``ending`` set, so the
+    owner may end the body with it itself."""
 
     __slots__ = (
         "_gaps",
         "direct",
+        "ending",
         "ends",
         "first",
         "first_ns",
@@ -181,6 +184,7 @@ class WireSink:
         self.lost: Callable[[], Any] | None = None
         self.first: Callable[[bytes], Any] | None = None
         self.ends: Callable[[], Any] | None = None
+        self.ending = False
         self.direct = False
         self.gone = False
         self.relayed = 0
@@ -213,6 +217,12 @@ class WireSink:
         if self.first is not None and self.first(data):
             self.first = None
         if not self.direct or type(data) is not bytes:
+            if end and self.ends is not None:
+                self.ending = True
+                try:
+                    return self.slow(data)
+                finally:
+                    self.ending = False
             return self.slow(data)
         if not data:
             return None

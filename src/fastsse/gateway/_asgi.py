@@ -293,7 +293,7 @@ class Downstream:
         self._wire: Any = None  # the server's connection (its protocol) when it takes direct writes
         self._wire_paused = False  # the caller's transport is past its high-water mark
         # the command's own server (HttpServer): the start and the first piece in one write
-        self._begin: Callable[[int, Any, bytes], bool] | None = None
+        self._begin: Callable[[int, Any, bytes, bool], bool] | None = None
         if wire is not None:
             protocol, cycle = wire
             if getattr(protocol, "fastsse_down", False) is None and cycle.scope.get("method") != "HEAD":
@@ -360,15 +360,19 @@ class Downstream:
             self.dropped = True
             return False  # stop the transfer: nobody to send to
         if not self.started and self._begin is not None and not (self._held or self._sending):
+            end = self.sink.ending  # the answer's last piece: its end may go in the same write
             try:
-                begun = self._begin(200, self.headers, data)  # False: it would wait, take the ASGI path
+                begun = self._begin(200, self.headers, data, end)  # False: it would wait, take the ASGI path
             except Exception:
                 self._lost()
                 return False
             if begun:
                 self.started = True
                 self.sink.relayed += len(data)
-                self._direct()
+                if end:
+                    self._end_written()
+                else:
+                    self._direct()
                 return None
         self._held.append(data)
         if not self._sending:

@@ -51,6 +51,7 @@ BODY_HIGH: Final = 64 * 1024  # unread request body past which reading pauses
 MAX_PIPELINED: Final = 32
 _STATUS: Final = {s.value: b"HTTP/1.1 %d %b\r\n" % (s.value, s.phrase.encode("latin-1")) for s in HTTPStatus}
 _CONTINUE: Final = b"HTTP/1.1 100 Continue\r\n\r\n"
+_END: Final = b"0\r\n\r\n"  # a chunked body's end
 _DISCONNECT: Final = {"type": "http.disconnect"}
 _ASGI: Final = {"version": "3.0", "spec_version": "2.3"}
 _NO_BODY: Final = frozenset((204, 304))
@@ -522,19 +523,23 @@ class Exchange:
             raise UsageError(f"expected http.response.body, not {kind}")
         self._body(message.get("body", b""), message.get("more_body", False))
 
-    def begin(self, status: int, headers: Any, body: bytes) -> bool:
+    def begin(self, status: int, headers: Any, body: bytes, end: bool = False) -> bool:
         """The answer's start and its first body piece (more to come) in one write, now: what
-        ``send`` does for the two messages, without their coroutines. False (nothing done) when
-        ``send`` would wait (the transport is full) or return (the caller left): use ``send``."""
+        ``send`` does for the two messages, without their coroutines. ``end``: the piece is the
+        body's last, and its end goes in the same write (the answer is complete then). False
+        (nothing done) when ``send`` would wait (the transport is full) or return (the caller
+        left): use ``send``."""
         connection = self.connection
         if self.started or self.disconnected or connection.write_paused:
             return False
         head = self._head(status, headers)
         if self.chunked_encoding and body:
-            connection.transport.write(b"%b%x\r\n%b\r\n" % (head, len(body), body))
+            connection.transport.write(b"%b%x\r\n%b\r\n%b" % (head, len(body), body, _END if end else b""))
+            if end:
+                self.end_written()
         else:
             connection.transport.write(head)
-            self._body(body, True)
+            self._body(body, not end)
         return True
 
     def _body(self, body: bytes, more: bool) -> None:
