@@ -115,12 +115,13 @@ log = logging.getLogger(NAME)
 class _Answer:
     """One request's state between its handler, the disconnect watcher and ``Gateway.settle``."""
 
-    __slots__ = ("completed", "down", "drained", "finished", "gone", "timer", "wire")
+    __slots__ = ("completed", "down", "drained", "finished", "gone", "timer", "upstream_done", "wire")
 
     def __init__(self, wire: Any = None) -> None:
         self.wire = wire  # the serving connection, where it takes direct writes (scope's extension)
         self.finished = False  # nothing the caller could still miss: a disconnect changes nothing
         self.completed = False  # the caller's response ended with the relay's [DONE]
+        self.upstream_done = False  # the upstream's transfer ended (its on_end was told)
         self.gone = False  # the caller disconnected before that
         self.drained = False  # cancelled by settle() at the end of the grace period
         self.down: Downstream | None = None
@@ -623,6 +624,11 @@ class Gateway:
 
         def gone() -> None:
             if state.finished:
+                if state.completed and not state.upstream_done and task is not None and state.timer is None:
+                    # the response ended with the relay's [DONE] (this is its end, not the
+                    # caller's leaving) and the upstream has not ended its answer yet: it gets
+                    # the grace of an answer whose caller left at [DONE], then it is cut
+                    state.timer = asyncio.get_running_loop().call_later(LEAVE_GRACE_S, task.cancel)
                 return
             state.gone = True
             if task is None:
@@ -922,20 +928,17 @@ class Gateway:
         def ended(outcome: Any) -> None:
             # the upstream's transfer ended, told from the loop callback that read its end: a
             # whole answer's end goes to the caller there (as below, where it then sends nothing)
+            state.upstream_done = True
             if isinstance(outcome, dict) and _whole(outcome["verdict"]) and down.first_ns and down.end_now():
                 state.finished = True
 
         def completed() -> None:
             # the relay handed on the [DONE] of a complete answer (nothing after it reaches the
-            # caller): the caller's response ends with it, not once the upstream's end arrived. An
-            # upstream that does not end its answer soon after is cut, after the same grace as an
-            # answer whose caller left at [DONE]
+            # caller): the caller's response ends with it, not once the upstream's end arrived.
+            # An upstream that does not end its answer soon after is cut (the watcher's gone()
+            # arms the grace as it sees the response end)
             if down.first_ns and down.end_now():
                 state.finished = state.completed = True
-                if task is not None:
-                    state.timer = asyncio.get_running_loop().call_later(LEAVE_GRACE_S, task.cancel)
-
-        task = asyncio.current_task()
 
         result: dict[str, Any] | None = None
         whole = False

@@ -44,6 +44,7 @@ from ..chat._fold_c cimport (
     fast_apply,
     fix_top,
     fold_choices,
+    fold_complete,
     fold_result,
     fold_usage,
     fold_verdict,
@@ -271,7 +272,8 @@ Upstream bytes in, compliant bytes out, folded on the way: one per proxied strea
         """True once the answer sent is complete and nothing after can change it: ``[DONE]`` came
         after every choice finished (no error, abort or lost chunk). What comes next, a cut
         included, sends nothing more."""
-        return self._halt and self.verdict.complete
+        core = self._core
+        return self._halt and not (self._too_large or core.aborted or core.lost) and fold_complete(self._agg)
 
     @property
     def aggregator(self) -> ChatAggregator:
