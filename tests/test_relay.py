@@ -558,6 +558,17 @@ def test_complete_says_when_nothing_more_can_be_sent(
         assert r.complete and r.verdict.complete
 
 
+def test_a_clean_end_that_adds_done_completes_the_answer(backend: SimpleNamespace) -> None:
+    # an upstream that ends its streams without [DONE]: close() sends one for a whole answer
+    r = backend.Relay()
+    r.write(ROLE + HI + STOP)
+    assert not r.complete
+    assert r.close() == DONE and r.complete
+    cut = backend.Relay()
+    cut.write(ROLE + HI + STOP)
+    assert cut.close(truncated=True) == b"" and not cut.complete
+
+
 def test_complete_is_false_when_on_chunk_stops_the_stream(backend: SimpleNamespace) -> None:
     r = backend.Relay(on_chunk=lambda chunk: False if chunk["choices"][0].get("finish_reason") else None)
     r.write(ROLE + HI + STOP + DONE)

@@ -273,7 +273,10 @@ Upstream bytes in, compliant bytes out, folded on the way: one per proxied strea
         after every choice finished (no error, abort or lost chunk). What comes next, a cut
         included, sends nothing more."""
         core = self._core
-        return self._halt and not (self._too_large or core.aborted or core.lost) and fold_complete(self._agg)
+        # halted by an event, or by close() adding [DONE] at a whole answer's clean end
+        if not (self._halt or (self._closed and core.stopped)):
+            return False
+        return not (self._too_large or core.aborted or core.lost) and fold_complete(self._agg)
 
     @property
     def aggregator(self) -> ChatAggregator:
