@@ -492,7 +492,7 @@ class OwnCycle(Cycle):
         return True
 
     def end_written(self) -> None:
-        if self.response_complete:  # told once more by the one that wrote it: nothing to do
+        if self.response_complete:  # as the server's own: told again, nothing to do
             return
         self.ends_written += 1
         self.response_complete = True

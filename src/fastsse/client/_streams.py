@@ -164,7 +164,7 @@ def _compiled_bytes(
     return None
 
 
-def new_sink(slow: Callable[[bytes], Any], /) -> Any:
+def new_sink(slow: Callable[..., Any], /) -> Any:
     """A ``WireSink`` of the current backend (the compiled one when it is selected)."""
     if _streams_c is not None and _backend.current.name == "cython":
         return _streams_c.WireSink(slow)

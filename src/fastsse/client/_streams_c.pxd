@@ -26,7 +26,6 @@ cdef class WireSink:
     cdef public object lost
     cdef public object first
     cdef public object ends
-    cdef public bint ending
     cdef public bint direct
     cdef public bint gone
     cdef public long long relayed

@@ -439,8 +439,8 @@ cdef class WireSink:
     that completes the answer (``last(piece)``; from C, a ``BytesStream`` with ``on_complete``) end
     the body: written direct, it goes with the chunked terminator (``0\\r\\n\\r\\n``) in one
     write, and ``ends()`` is called once after it, for the owner's own record of the end. Such a
-    piece that goes to ``slow`` instead (the response's start) is handed over with ``ending`` set,
-    so the owner may end the body with it itself."""
+    piece that goes to ``slow`` instead (the response's start) is handed over as
+    ``slow(piece, True)``, so the owner may end the body with it itself."""
 
     def __init__(self, slow, /):
         self.slow = slow
@@ -448,7 +448,6 @@ cdef class WireSink:
         self.lost = None
         self.first = None
         self.ends = None
-        self.ending = False
         self.direct = False
         self.gone = False
         self.relayed = 0
@@ -480,13 +479,7 @@ cdef class WireSink:
         if self.first is not None and self.first(data):
             self.first = None
         if not self.direct or type(data) is not bytes:
-            if end and self.ends is not None:
-                self.ending = True
-                try:
-                    return self.slow(data)
-                finally:
-                    self.ending = False
-            return self.slow(data)
+            return self.slow(data, True) if end and self.ends is not None else self.slow(data)
         n = PyBytes_GET_SIZE(data)
         if n == 0:
             return None
@@ -527,7 +520,6 @@ cdef inline object _send(WireSink sink, bytes framed, Py_ssize_t n, bint end):
         sink.ends = None
         ends()
     return None
-
 
 
 cdef inline void _stamp(WireSink sink) noexcept:

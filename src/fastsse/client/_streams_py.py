@@ -160,13 +160,12 @@ class WireSink:
     that completes the answer (``last(piece)``; a ``BytesStream`` with ``on_complete``) end the
     body: written direct, it goes with the chunked terminator (``0\\r\\n\\r\\n``) in one write,
     and ``ends()`` is called once after it, for the owner's own record of the end. Such a piece
-    that goes to ``slow`` instead (the response's start) is handed over with ``ending`` set, so the
-    owner may end the body with it itself."""
+    that goes to ``slow`` instead (the response's start) is handed over as ``slow(piece, True)``,
+    so the owner may end the body with it itself."""
 
     __slots__ = (
         "_gaps",
         "direct",
-        "ending",
         "ends",
         "first",
         "first_ns",
@@ -178,13 +177,12 @@ class WireSink:
         "write",
     )
 
-    def __init__(self, slow: Callable[[bytes], Any]) -> None:
+    def __init__(self, slow: Callable[..., Any]) -> None:
         self.slow = slow
         self.write: Callable[[bytes], Any] | None = None
         self.lost: Callable[[], Any] | None = None
         self.first: Callable[[bytes], Any] | None = None
         self.ends: Callable[[], Any] | None = None
-        self.ending = False
         self.direct = False
         self.gone = False
         self.relayed = 0
@@ -217,13 +215,7 @@ class WireSink:
         if self.first is not None and self.first(data):
             self.first = None
         if not self.direct or type(data) is not bytes:
-            if end and self.ends is not None:
-                self.ending = True
-                try:
-                    return self.slow(data)
-                finally:
-                    self.ending = False
-            return self.slow(data)
+            return self.slow(data, True) if end and self.ends is not None else self.slow(data)
         if not data:
             return None
         assert self.write is not None

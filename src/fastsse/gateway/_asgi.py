@@ -354,13 +354,13 @@ class Downstream:
         stop the transfer)."""
         return self.sink(data)
 
-    def _piece(self, data: bytes) -> Any:
-        # the sink's slow path: the piece is stamped already (unless the caller is gone)
+    def _piece(self, data: bytes, end: bool = False) -> Any:
+        # the sink's slow path: the piece is stamped already (unless the caller is gone); ``end``:
+        # the answer's last piece, whose end may go in the same write
         if self.gone:
             self.dropped = True
             return False  # stop the transfer: nobody to send to
         if not self.started and self._begin is not None and not (self._held or self._sending):
-            end = self.sink.ending  # the answer's last piece: its end may go in the same write
             try:
                 begun = self._begin(200, self.headers, data, end)  # False: it would wait, take the ASGI path
             except Exception:
@@ -369,8 +369,9 @@ class Downstream:
             if begun:
                 self.started = True
                 self.sink.relayed += len(data)
-                if end:
-                    self._end_written()
+                if end:  # begin wrote the end and completed the exchange
+                    self.close()
+                    self._ended = True
                 else:
                     self._direct()
                 return None
@@ -544,7 +545,6 @@ class Downstream:
             wire is None
             or not self.started
             or self.gone
-            or self._ended
             or self._sending
             or self._queued
             or self._held
@@ -658,7 +658,7 @@ class Downstream:
             self._sent(None)
 
 
-def _stop(data: bytes) -> bool:
+def _stop(data: bytes, end: bool = False) -> bool:
     """A closed answer's sink's slow path: stop the transfer."""
     return False
 

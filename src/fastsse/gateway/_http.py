@@ -552,9 +552,9 @@ class Exchange:
                 if body:
                     write(b"%x\r\n%b\r\n" % (len(body), body))
             elif body:
-                write(b"%x\r\n%b\r\n0\r\n\r\n" % (len(body), body))
+                write(b"%x\r\n%b\r\n%b" % (len(body), body, _END))
             else:
-                write(b"0\r\n\r\n")
+                write(_END)
         elif body:
             if self.chunked_encoding is False:
                 if len(body) > self.left:
