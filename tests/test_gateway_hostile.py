@@ -446,6 +446,33 @@ def test_an_answer_complete_at_done_ends_whatever_its_upstream_does_next() -> No
         assert entry["outcome"] == "complete" and entry["status"] == 200, (rest, entry)
 
 
+def test_a_cut_after_a_complete_answer_does_not_count_toward_ejection() -> None:
+    """An upstream that resets its connection once its answer's [DONE] went out served that
+    answer whole: with ``eject_after = 1`` the cut must not take it out, so the next request is
+    served by it too (an ejected sole upstream would answer 503)."""
+
+    def cut(conn: socket.socket) -> None:
+        conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # an RST
+
+    with (
+        RawServer(_answer_then(cut), threaded=True) as raw,
+        GatewayProcess([{"name": "raw", "base_url": raw.base_url, "eject_after": 1}]) as gw,
+        httpx.Client(timeout=10) as http,
+    ):
+        first = http.post(gw.url + "/v1/chat/completions", json=CHAT)
+        assert gw.record(0)["outcome"] == "complete"
+        second = http.post(gw.url + "/v1/chat/completions", json=CHAT)
+        entry = gw.record(1)
+        metrics = http.get(gw.url + "/metrics").text
+    assert first.status_code == 200 and second.status_code == 200, second.text
+    assert second.text.endswith("data: [DONE]\n\n")
+    assert entry["outcome"] == "complete", entry
+    assert not any(
+        line.startswith("fastsse_gateway_upstream_ejections_total{") and not line.endswith(" 0")
+        for line in metrics.splitlines()
+    ), metrics
+
+
 def test_a_caller_that_never_reads_pauses_the_upstream_and_memory_stays_flat(
     upstream: LoopbackServer,
 ) -> None:

@@ -716,7 +716,8 @@ class Gateway:
         result, None), or (the last one tried, None, its failure). The next upstream is tried only
         while nothing reached the caller and the failure is one the resilience rules retry
         (refused, timed out, 429, 5xx...). Each retryable failure counts towards the upstream's
-        ejection; every upstream of the route out at once is a ``_AllEjected`` failure."""
+        ejection, unless it came after the caller's response ended with a complete answer
+        (``Downstream.ended``); every upstream of the route out at once is a ``_AllEjected`` failure."""
         store = self._store
         assert store is not None
         failure: BaseException | None = None
@@ -785,6 +786,11 @@ class Gateway:
                 failure = exc
             finally:
                 plane.router.ended(up.name, ttfb)
+            if down is not None and down.ended:
+                # the caller had the whole answer and its end: what the upstream did after its
+                # [DONE] (a cut, a reset) is no failure of that answer, nor of the upstream's
+                self._succeeded(up)
+                return up, None, failure
             if should_retry(failure):
                 self._failed(up)
             if down is not None and down.first_ns:

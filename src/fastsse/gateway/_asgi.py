@@ -322,6 +322,12 @@ class Downstream:
             self._timer = self._loop.call_later(self._keepalive, self._tick)
 
     @property
+    def ended(self) -> bool:
+        """The body's end went out with a whole answer (``end_now``, or the sink's write of the
+        last piece): nothing the upstream does after can change what the caller got."""
+        return self._ended
+
+    @property
     def relayed(self) -> int:
         """Bytes handed to the server (or written to the caller's socket)."""
         return int(self.sink.relayed)
