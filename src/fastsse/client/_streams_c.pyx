@@ -15,7 +15,7 @@ from libc.string cimport memcpy
 
 from .._native.chunked cimport frame_chunk
 from .._native.clock cimport fastsse_monotonic_ns
-from ..relay._relay_c cimport relay_write_framed
+from ..relay._relay_c cimport relay_complete, relay_write_framed
 from ..sse._decoder_c cimport Feed
 
 from time import monotonic_ns as _monotonic_ns
@@ -85,6 +85,7 @@ cdef class BytesStream:
         cdef WireSink sink
         cdef bint framed = False
         cdef bint last
+        cdef int done
         if self._stopped:
             return 0
         try:
@@ -104,7 +105,10 @@ cdef class BytesStream:
                 self._deliver(self._writer.close(truncated=True))
             raise
         # the piece that makes the answer complete: a sink may end the body with it
-        last = self.on_complete is not None and self._writer.complete
+        last = False
+        if self.on_complete is not None:
+            done = relay_complete(self._writer)  # -1: not the compiled Relay
+            last = done == 1 or (done == -1 and self._writer.complete)
         if out and not self._deliver(out, framed, last):
             self._stopped = True
             return 0

@@ -272,6 +272,9 @@ Upstream bytes in, compliant bytes out, folded on the way: one per proxied strea
         """True once the answer sent is complete and nothing after can change it: ``[DONE]`` came
         after every choice finished (no error, abort or lost chunk). What comes next, a cut
         included, sends nothing more."""
+        return self._complete()
+
+    cdef bint _complete(self) except -1:
         core = self._core
         # halted by an event, or by close() adding [DONE] at a whole answer's clean end
         if not (self._halt or (self._closed and core.stopped)):
@@ -572,3 +575,9 @@ cdef bytes relay_write_framed(object relay, object data):
     if type(relay) is not Relay:
         return None
     return (<Relay>relay)._relay(data, True)
+
+
+cdef int relay_complete(object relay) except -2:
+    if type(relay) is not Relay:
+        return -1
+    return (<Relay>relay)._complete()
