@@ -446,6 +446,41 @@ def test_an_answer_complete_at_done_ends_whatever_its_upstream_does_next() -> No
         assert entry["outcome"] == "complete" and entry["status"] == 200, (rest, entry)
 
 
+@pytest.mark.parametrize(
+    ("path", "body", "terminal"),
+    [
+        (
+            "/v1/messages",
+            {"model": "m", "max_tokens": 64, "stream": True, "messages": [{"role": "user", "content": "hi"}]},
+            "event: message_stop",
+        ),
+        ("/v1/responses", {"model": "m", "input": "hi", "stream": True}, "event: response.completed"),
+    ],
+)
+def test_a_translated_answer_ends_at_its_terminal_event_whatever_its_upstream_does_next(
+    path: str, body: dict[str, Any], terminal: str
+) -> None:
+    """A Messages or Responses caller behind a chat upstream that holds its connection after the
+    [DONE]: the translation's terminal event completes the answer, so the caller's response ends
+    with it (not at the upstream's idle timeout), and the record says complete."""
+
+    def linger(conn: socket.socket) -> None:
+        time.sleep(30)
+
+    with (
+        RawServer(_answer_then(linger), threaded=True) as raw,
+        GatewayProcess([{"name": "raw", "base_url": raw.base_url}]) as gw,
+    ):
+        start = time.monotonic()
+        with httpx.Client(timeout=10) as http:
+            r = http.post(gw.url + path, json=body)
+        took = time.monotonic() - start
+        entry = gw.record(0)
+    assert r.status_code == 200 and terminal in r.text and "Hello" in r.text and " world" in r.text, r.text
+    assert took < 3.0  # not the upstream's 30 s
+    assert entry["outcome"] == "complete" and entry["status"] == 200, entry
+
+
 def test_a_cut_after_a_complete_answer_does_not_count_toward_ejection() -> None:
     """An upstream that resets its connection once its answer's [DONE] went out served that
     answer whole: with ``eject_after = 1`` the cut must not take it out, so the next request is

@@ -1637,8 +1637,45 @@ def test_on_complete_is_told_once_the_relays_done_went_on(
                     ),
                     on_end=lambda outcome: told.append(("end", type(outcome).__name__)),
                 )
-            with pytest.raises(TypeError, match="format='relay'"):
+            with pytest.raises(TypeError, match="format='relay' or a translation"):
                 await leg.create_stream(req(model), sent.append, format="passthrough", on_complete=print)
+        finally:
+            await leg.close()
+        return told
+
+    told = run(main())
+    if model == "cut":
+        assert told == [("end", "TransportError")]
+    else:
+        assert told == [("complete", True), ("end", "dict")]
+
+
+@pytest.mark.parametrize("model", ["chunked", "onesend", "cut"])
+@pytest.mark.parametrize(
+    ("fmt", "terminal"),
+    [("to-messages", b"event: message_stop\n"), ("to-responses", b"event: response.completed\n")],
+)
+def test_on_complete_is_told_once_a_translations_terminal_event_went_on(
+    srv: Upstream, stream_backend: Any, run: Any, model: str, fmt: str, terminal: bytes
+) -> None:
+    """A translator says its answer is complete once its terminal event (Messages'
+    ``message_stop``, Responses' ``response.completed``) went out: ``on_complete`` is called then,
+    from the callback that read the chat ``[DONE]``, before the transfer ends; never for an answer
+    cut before it."""
+
+    async def main() -> list[Any]:
+        sent: list[bytes] = []
+        told: list[Any] = []
+        leg: Any = LoopLeg(client(srv))
+        try:
+            with contextlib.suppress(fastsse.TransportError):
+                await leg.create_stream(
+                    req(model),
+                    sent.append,
+                    format=fmt,
+                    on_complete=lambda: told.append(("complete", terminal in b"".join(sent))),
+                    on_end=lambda outcome: told.append(("end", type(outcome).__name__)),
+                )
         finally:
             await leg.close()
         return told

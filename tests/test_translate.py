@@ -184,6 +184,54 @@ def test_a_finished_upstream_without_done_ends_whole(tb: SimpleNamespace, make: 
     assert cut.verdict.complete is False
 
 
+TERMINALS = (b"event: message_stop\n", b"event: response.completed\n", b"event: response.incomplete\n")
+
+
+@pytest.mark.parametrize("make", ["ChatToMessages", "ChatToResponses"])
+@pytest.mark.parametrize("finish", ["stop", "length"])
+def test_complete_turns_true_with_the_write_that_sends_the_terminal_event(
+    tb: SimpleNamespace, make: str, finish: str
+) -> None:
+    """``complete`` is False until the write whose output holds the terminal event (at the chat
+    ``[DONE]``, after choice 0 finished), True from then on; the close adds nothing after it."""
+    t = getattr(tb, make)()
+    body = chat({"content": "Hel"}, {"content": "lo"}, finish=finish, usage=USAGE)
+    out = b""
+    for i in range(0, len(body), 7):
+        piece = t.write(body[i : i + 7])
+        out += piece
+        ended = any(terminal in out for terminal in TERMINALS)
+        assert t.complete is ended, (i, out[-200:])
+    assert t.complete and t.close() == b""
+    assert t.complete
+
+
+@pytest.mark.parametrize("make", ["ChatToMessages", "ChatToResponses"])
+def test_complete_is_false_for_a_cut_an_error_or_no_finish(tb: SimpleNamespace, make: str) -> None:
+    # a clean end after the finish without [DONE] is whole: close() sends the terminal event
+    clean = getattr(tb, make)()
+    clean.write(chat({"content": "Hel"}, usage=USAGE, done=False))
+    assert not clean.complete
+    tail = clean.close()
+    assert any(terminal in tail for terminal in TERMINALS) and clean.complete
+    # the same bytes with the transfer broken, [DONE] without a finish, an upstream error
+    cut = getattr(tb, make)()
+    cut.write(chat({"content": "Hel"}, usage=USAGE, done=False))
+    cut.close(truncated=True)
+    unfinished = getattr(tb, make)()
+    run(unfinished, chat({"content": "Hel"}, finish=None, done=True))
+    failed = getattr(tb, make)()
+    error = {"message": "overloaded", "type": "server_error"}
+    run(
+        failed,
+        chat({"content": "Hi"}, finish=None, done=False)
+        + b"data: "
+        + orjson.dumps({"error": error})
+        + b"\n\n",
+    )
+    assert (cut.complete, unfinished.complete, failed.complete) == (False, False, False)
+
+
 def test_error_mid_stream(tb: SimpleNamespace) -> None:
     error = {"message": "overloaded", "type": "server_error", "code": "busy"}
     body = (
@@ -462,6 +510,11 @@ def test_messages_and_responses_through_chat(tb: SimpleNamespace) -> None:
     assert check_stream(responses, api="responses") == []
     final = events(responses)[-1][1]["response"]
     assert [o.get("name") for o in final["output"]] == [None, "get_weather", "get_time"]
+    chain = translator("messages", "responses")
+    body = messages[: messages.index(b"event: message_stop")]
+    chain.write(body)  # up to the upstream's terminal event
+    assert not chain.complete
+    assert b"event: response.completed" in chain.write(messages[len(body) :]) and chain.complete
     again = run(translator("responses", "messages"), responses, 7)
     assert check_stream(again, api="messages") == []
     assert fold(run(tb.MessagesToChat(created=CREATED), again)) == fold(

@@ -322,14 +322,18 @@ class LoopLeg:
         not called when the call is cancelled. What it raises goes to the loop's exception
         handler; the call's outcome stays.
 
-        ``on_complete()``, if given (``format="relay"`` only), is called at most once, for a
-        transfer on the loop, as soon as the relay has handed ``on_chunk`` the ``[DONE]`` of a
-        complete answer (``Relay.complete``: nothing after it can be sent), in the callback that
-        read it, before the transfer ends; not when a ``first_chunk_gate`` still holds the
-        relay's output then. What it raises stops the transfer and is raised by the call, as
-        ``on_chunk``'s own error is."""
-        if on_complete is not None and options.get("format") != "relay":
-            raise TypeError("on_complete= needs format='relay': only a relay knows its answer is complete")
+        ``on_complete()``, if given (``format="relay"``, or a translation: ``"to-chat"``,
+        ``"to-messages"``, ``"to-responses"``), is called at most once, for a transfer on the
+        loop, as soon as the relay has handed ``on_chunk`` the ``[DONE]`` of a complete answer
+        (``Relay.complete``: nothing after it can be sent), or the translator its terminal event
+        (its ``complete``), in the callback that read it, before the transfer ends; not when a
+        ``first_chunk_gate`` still holds the stream's output then. What it raises stops the
+        transfer and is raised by the call, as ``on_chunk``'s own error is."""
+        if on_complete is not None and not _completes(options.get("format")):
+            raise TypeError(
+                "on_complete= needs format='relay' or a translation ('to-chat', 'to-messages', "
+                "'to-responses'): only those know their answer is complete"
+            )
         if options.get("driver") is not None or options.get("curl") is not None:
             return await _ended(self.client.create_stream(input, on_chunk, **options), on_end)
         job = new_job(self._defaults, self._prepare, "loop", input, on_chunk, options)
@@ -440,6 +444,11 @@ async def _ended(call: Awaitable[dict[str, Any]], on_end: Callable[[Any], None] 
         raise
     _call_on_end(on_end, result)
     return result
+
+
+def _completes(fmt: Any) -> bool:
+    # a byte-out format whose writer says when its answer is complete (the relay, a translator)
+    return fmt == "relay" or (isinstance(fmt, str) and fmt.startswith("to-"))
 
 
 def _past_gate(on_complete: Callable[[], None], gate: Any) -> Callable[[], None]:
@@ -566,7 +575,7 @@ class _Transfer:
         self.reason = b""  # its reason phrase, as far as it came
         self.stated = False  # the response has the status line
         self.on_end: Callable[[Any], None] | None = None  # told the outcome as the transfer ends
-        self.on_complete: Callable[[], None] | None = None  # told as the relay's answer is complete
+        self.on_complete: Callable[[], None] | None = None  # told as the stream's answer is complete
 
     # the transfer
 

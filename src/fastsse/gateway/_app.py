@@ -772,7 +772,7 @@ class Gateway:
                     fmt = "passthrough" if caller == "completions" else stream_format(caller, up.api)
                     if on_end is not None and isinstance(client, LoopLeg):
                         options["on_end"] = on_end
-                        if on_complete is not None and fmt == "relay":
+                        if on_complete is not None and fmt != "passthrough":  # a relay, a translation
                             options["on_complete"] = on_complete
                     result = await client.create_stream(sent, on_piece or down.piece, format=fmt, **options)
                 timing = result.get("timing") or {}
@@ -939,8 +939,9 @@ class Gateway:
                 state.finished = True
 
         def completed() -> None:
-            # the relay handed on the [DONE] of a complete answer (nothing after it reaches the
-            # caller): the caller's response ends with it, not once the upstream's end arrived.
+            # the relay handed on the [DONE] of a complete answer, or the translator its terminal
+            # event (nothing after it reaches the caller): the caller's response ends with it,
+            # not once the upstream's end arrived.
             # An upstream that does not end its answer soon after is cut (the watcher's gone()
             # arms the grace as it sees the response end)
             if down.first_ns and down.end_now():

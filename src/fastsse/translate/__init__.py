@@ -58,8 +58,8 @@ APIS: Final = NAMES
 
 
 class Translator(Protocol):
-    """What every translator offers: ``write(data) -> bytes``, ``close() -> bytes`` and ``result()``,
-    the upstream's fold with its verdict."""
+    """What every translator offers: ``write(data) -> bytes``, ``close() -> bytes``, ``result()``,
+    the upstream's fold with its verdict, and ``complete``."""
 
     def write(self, data: bytes | bytearray | memoryview, /) -> bytes:
         """Feed upstream bytes; return the translated bytes they allow (possibly empty)."""
@@ -71,6 +71,11 @@ class Translator(Protocol):
 
     def result(self) -> dict[str, Any]:
         """The upstream's fold, with its verdict."""
+        ...
+
+    @property
+    def complete(self) -> bool:
+        """True once the terminal event of a whole answer went out: nothing more is written."""
         ...
 
 
@@ -90,6 +95,11 @@ class _Chain:
     def result(self) -> dict[str, Any]:
         """The upstream's fold (the first translator's), with its verdict."""
         return self._first.result()
+
+    @property
+    def complete(self) -> bool:
+        """The second translator's: its terminal event went out (after the first's ``[DONE]``)."""
+        return self._second.complete
 
 
 def translator(source: str, target: str, /, **options: Any) -> Translator:

@@ -340,6 +340,14 @@ cdef class _FromChat:
         return self._stream.verdict
 
     @property
+    def complete(self) -> bool:
+        """True once the translation's terminal event (``message_stop``; ``response.completed`` or
+        ``response.incomplete``) went out for a whole upstream answer (choice 0 finished, then
+        ``[DONE]``, or a clean end): nothing after it, a cut included, sends more. An upstream
+        error's event is not complete."""
+        return self._core.complete
+
+    @property
     def dropped(self) -> int:
         """Upstream fields with no counterpart that were left out (other choices, nameless tool calls)."""
         return self._core.dropped

@@ -56,13 +56,14 @@ class FromChat:
     """What a chat -> Messages / Responses translation remembers, and the walk over each parsed
     chunk (choice 0) that calls the target's encoder. ``on_chunk`` is the fold stream's callback;
     ``out`` collects the translated bytes in order; ``end_if(whole)`` writes the terminal event
-    once the upstream answer is whole. Both backends drive it: the pure one for every chunk, the
+    once the upstream answer is whole (then ``complete``: nothing more is written). Both backends drive it: the pure one for every chunk, the
     compiled one for every chunk its fast path leaves."""
 
     def __init__(self) -> None:
         self.out: list[bytes] = []
         self.begun = False
         self.ended = False
+        self.complete = False  # the terminal event of a whole answer went out (not an error's)
         self.calls: dict[int, _Call] = {}
         self.last_call: int | None = None
         self.finish: str | None = None
@@ -218,7 +219,7 @@ class FromChat:
         self.notes_sent = len(notes)
 
     def _end(self) -> None:
-        self.ended = True
+        self.ended = self.complete = True
         for call in self.keys:
             if not call.started:
                 self.dropped += 1  # a tool call that never got a name has no counterpart
