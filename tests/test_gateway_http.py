@@ -32,6 +32,7 @@ class Running:
 
     def __init__(self, app: App, loop: str, **options: Any) -> None:
         self.app = app
+        self.loop: asyncio.AbstractEventLoop
         if loop == "uvloop":
             import uvloop
 
@@ -131,7 +132,7 @@ class Reader:
             body, self.buf = self.buf[:size], self.buf[size:]
             return status, headers, body, "length"
         if headers.get(b"transfer-encoding") == b"chunked":
-            chunks = []
+            chunks: list[bytes] = []
             while True:
                 while b"\r\n" not in self.buf:
                     assert self._more(), "the body ended without its terminator"
