@@ -1614,58 +1614,31 @@ def test_a_kept_connection_is_never_given_another_reader(
 
 
 @pytest.mark.parametrize("model", ["chunked", "onesend", "cut"])
-def test_on_complete_is_told_once_the_relays_done_went_on(
-    srv: Upstream, stream_backend: Any, run: Any, model: str
-) -> None:
-    """A relay's ``on_complete`` is called once, as soon as the ``[DONE]`` of a complete answer
-    reached ``on_chunk``, before the transfer ends (``on_end``); never for an answer cut before
-    it. Other formats refuse it, and a first-chunk gate that still holds the relay's output keeps
-    it from being called."""
-
-    async def main() -> list[Any]:
-        sent: list[bytes] = []
-        told: list[Any] = []
-        leg: Any = LoopLeg(client(srv))
-        try:
-            with contextlib.suppress(fastsse.TransportError):
-                await leg.create_stream(
-                    req(model),
-                    sent.append,
-                    format="relay",
-                    on_complete=lambda: told.append(
-                        ("complete", b"".join(sent).endswith(b"data: [DONE]\n\n"))
-                    ),
-                    on_end=lambda outcome: told.append(("end", type(outcome).__name__)),
-                )
-            with pytest.raises(TypeError, match="format='relay' or a translation"):
-                await leg.create_stream(req(model), sent.append, format="passthrough", on_complete=print)
-        finally:
-            await leg.close()
-        return told
-
-    told = run(main())
-    if model == "cut":
-        assert told == [("end", "TransportError")]
-    else:
-        assert told == [("complete", True), ("end", "dict")]
-
-
-@pytest.mark.parametrize("model", ["chunked", "onesend", "cut"])
 @pytest.mark.parametrize(
     ("fmt", "terminal"),
-    [("to-messages", b"event: message_stop\n"), ("to-responses", b"event: response.completed\n")],
+    [
+        ("relay", b"data: [DONE]"),
+        ("to-messages", b"event: message_stop\n"),
+        ("to-responses", b"event: response.completed\n"),
+    ],
 )
-def test_on_complete_is_told_once_a_translations_terminal_event_went_on(
+def test_on_complete_is_told_once_the_terminal_event_went_on(
     srv: Upstream, stream_backend: Any, run: Any, model: str, fmt: str, terminal: bytes
 ) -> None:
-    """A translator says its answer is complete once its terminal event (Messages'
-    ``message_stop``, Responses' ``response.completed``) went out: ``on_complete`` is called then,
-    from the callback that read the chat ``[DONE]``, before the transfer ends; never for an answer
-    cut before it."""
+    """``on_complete`` is called once, as soon as the last event of a complete answer reached
+    ``on_chunk`` (a relay's ``[DONE]``, a translation's terminal event: Messages' ``message_stop``,
+    Responses' ``response.completed``), before the transfer ends (``on_end``); never for an
+    answer cut before it. A passthrough refuses it: its bytes do not say when the answer is
+    complete."""
 
     async def main() -> list[Any]:
         sent: list[bytes] = []
         told: list[Any] = []
+
+        def complete() -> None:
+            last = b"".join(sent).rstrip(b"\n").rsplit(b"\n\n", 1)[-1]  # the last event sent so far
+            told.append(("complete", last.startswith(terminal)))
+
         leg: Any = LoopLeg(client(srv))
         try:
             with contextlib.suppress(fastsse.TransportError):
@@ -1673,9 +1646,11 @@ def test_on_complete_is_told_once_a_translations_terminal_event_went_on(
                     req(model),
                     sent.append,
                     format=fmt,
-                    on_complete=lambda: told.append(("complete", terminal in b"".join(sent))),
+                    on_complete=complete,
                     on_end=lambda outcome: told.append(("end", type(outcome).__name__)),
                 )
+            with pytest.raises(TypeError, match="format='relay' or a translation"):
+                await leg.create_stream(req(model), sent.append, format="passthrough", on_complete=print)
         finally:
             await leg.close()
         return told

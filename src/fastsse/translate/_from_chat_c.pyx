@@ -341,10 +341,7 @@ cdef class _FromChat:
 
     @property
     def complete(self) -> bool:
-        """True once the translation's terminal event (``message_stop``; ``response.completed`` or
-        ``response.incomplete``) went out for a whole upstream answer (choice 0 finished, then
-        ``[DONE]``, or a clean end): nothing after it, a cut included, sends more. An upstream
-        error's event is not complete."""
+        """Whether the terminal event of a whole answer went out (the Python twin says when)."""
         return self._core.complete
 
     @property
