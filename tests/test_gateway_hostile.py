@@ -479,6 +479,7 @@ def test_a_translated_answer_ends_at_its_terminal_event_whatever_its_upstream_do
     assert r.status_code == 200 and terminal in r.text and "Hello" in r.text and " world" in r.text, r.text
     assert took < 3.0  # not the upstream's 30 s
     assert entry["outcome"] == "complete" and entry["status"] == 200, entry
+    assert entry["why"].startswith("the upstream had not ended its answer"), entry
 
 
 def test_a_cut_after_a_complete_answer_does_not_count_toward_ejection() -> None:

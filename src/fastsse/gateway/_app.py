@@ -668,7 +668,7 @@ class Gateway:
                 record.update(
                     status=200,
                     outcome="complete",
-                    why=f"the upstream had not ended its answer {LEAVE_GRACE_S:g} s after [DONE]: cut",
+                    why=f"the upstream had not ended its answer {LEAVE_GRACE_S:g} s after it was complete: cut",
                 )
             elif not state.gone:
                 record.update(status=record.get("status") or 499, outcome="cut", why="the gateway stopped")
