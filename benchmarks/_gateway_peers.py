@@ -15,6 +15,7 @@ which relays the body through a compiled ``fastsse.Relay``.
 
 from __future__ import annotations
 
+import pathlib
 import sys
 from typing import Any
 
@@ -93,7 +94,7 @@ def aiohttp_main(upstream: str, port: int) -> None:
     web.run_app(app, host="127.0.0.1", port=port, access_log=None, print=None, backlog=4096)
 
 
-def loop_main(upstream: str, port: int, *, relay: bool = True) -> None:
+def loop_main(upstream: str, port: int, *, relay: bool = True, pump: bool = False) -> None:
     """The upstream leg on the event loop, a prototype of the gateway's next data plane (not
     product code: no timeouts, retries, TLS, routes, keys, translation, log line or metrics).
 
@@ -107,7 +108,13 @@ def loop_main(upstream: str, port: int, *, relay: bool = True) -> None:
     answer: the request, the head, the end. A non-2xx answer's body goes to the ``WireSink``
     directly (framed, not relayed). The caller's transport full pauses the upstream's reading.
     ``relay=False`` (``loop-raw``) sends every answer's body that way: the design's floor, a byte
-    relay with no understanding of the stream, as nginx is."""
+    relay with no understanding of the stream, as nginx is.
+
+    ``pump=True`` (``loop-c``) is the next design's body phase: once a chunked 2xx answer's head is
+    out, its two sockets go to the compiled ``Pump`` of ``reference/body_pump.pyx`` (one epoll set
+    of its own, one reader of the loop's: a recv, the de-chunking, the relay's pass and a send per
+    readiness in C, no bytes object per read but the relay's own in and out), and come back to
+    the loop at the answer's end."""
     import asyncio
     import http
     import urllib.parse
@@ -131,6 +138,12 @@ def loop_main(upstream: str, port: int, *, relay: bool = True) -> None:
     )
     reasons = {s.value: s.phrase.encode() for s in http.HTTPStatus}
     idle: list[Up] = []  # the kept-alive upstream connections not in use
+    pumps: Any = None
+    if pump:
+        sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+        from _reference import build_module
+
+        pumps = build_module("body_pump").Pump()
 
     class Up(asyncio.Protocol):
         """One upstream connection. Idle: any byte or the end closes it. During an answer its
@@ -172,6 +185,8 @@ def loop_main(upstream: str, port: int, *, relay: bool = True) -> None:
             self.stream: Any = None
             self.parser: Any = None
             self.on_body: Any = None
+            self.chunked = False
+            self.body: Any = None  # the pump's, in loop-c
             sink = _streams_c.WireSink(self.slow)
             sink.write = front.transport.write
             self.sink = sink
@@ -196,11 +211,36 @@ def loop_main(upstream: str, port: int, *, relay: bool = True) -> None:
                 self.on_body = self.sink  # framed as it comes, no relay
             self.parser = httptools.HttpResponseParser(self)
             self.up.listen(self.parser.feed_data)
+            if pumps is not None and self.stream is not None:
+                cut = head.find(b"\r\n\r\n") + 4
+                self.parser.feed_data(head[:cut])  # the head alone: the caller's head goes out
+                front = self.front.transport
+                if self.chunked and not front.get_write_buffer_size():
+                    self.up.transport.pause_reading()
+                    up_fd = self.up.transport.get_extra_info("socket").fileno()
+                    down_fd = front.get_extra_info("socket").fileno()
+                    self.body = pumps.add(up_fd, down_fd, self.stream.relay, head[cut:], self.pumped)
+                    return
+                head = head[cut:]
             self.parser.feed_data(head)
 
+        def pumped(self, whole: bool) -> None:
+            # the pump ended the body: the two connections are the loop's again
+            self.body = None
+            if whole:
+                self.end(self.parser.should_keep_alive())
+                self.front.done()
+            else:
+                self.up.exchange = self.front.exchange = None
+                self.up.transport.close()
+                self.front.transport.close()
+
         def on_header(self, name: bytes, value: bytes) -> None:
-            if name.lower() == b"content-type":
+            lower = name.lower()
+            if lower == b"content-type":
                 self.kind = value
+            elif lower == b"transfer-encoding" and b"chunked" in value.lower():
+                self.chunked = True
 
         def on_headers_complete(self) -> None:
             status = self.parser.get_status_code()
@@ -251,6 +291,8 @@ def loop_main(upstream: str, port: int, *, relay: bool = True) -> None:
             # the caller went away mid-answer: stop relaying, drop the upstream connection
             self.sink.direct = False
             self.up.exchange = None
+            if self.body is not None:
+                self.body.cancel()
             self.up.transport.close()
 
     class Front(asyncio.Protocol):
@@ -326,6 +368,8 @@ def loop_main(upstream: str, port: int, *, relay: bool = True) -> None:
                 self.transport.close()
 
     async def serve() -> None:
+        if pumps is not None:
+            asyncio.get_running_loop().add_reader(pumps.fileno(), pumps.drain)
         server = await asyncio.get_running_loop().create_server(Front, "127.0.0.1", port, backlog=4096)
         async with server:
             await server.serve_forever()
@@ -338,8 +382,8 @@ def main(argv: list[str]) -> None:
     if kind == "aiohttp":
         aiohttp_main(upstream, port)
         return
-    if kind in ("loop", "loop-raw"):
-        loop_main(upstream, port, relay=kind == "loop")
+    if kind in ("loop", "loop-raw", "loop-c"):
+        loop_main(upstream, port, relay=kind != "loop-raw", pump=kind == "loop-c")
         return
     import uvicorn
 

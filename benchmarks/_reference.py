@@ -44,7 +44,10 @@ SOURCES = {
     "curl_floor": ("curl_floor.c", "events.h"),
     "raw_floor": ("raw_floor.c", "events.h"),
     "curl_chatstream": ("curl_chatstream.pyx", "events.h"),
+    "body_pump": ("body_pump.pyx",),
 }
+# the fastsse .pxd a Cython reference cimports, and whether it links libcurl
+CIMPORTS = {"curl_chatstream": ("chat/_fold_c.pxd", True), "body_pump": ("relay/_relay_c.pxd", False)}
 HEADERS_HINT = (
     "libcurl's headers are missing: apt-get install libcurl4-openssl-dev (Debian/Ubuntu), "
     "dnf install libcurl-devel (Fedora/RHEL), or CFLAGS=-I<dir holding curl/curl.h>"
@@ -143,16 +146,18 @@ def build_shared_floor() -> Path:
 
 
 def build_module(name: str) -> Any:
-    """``build_module(name) -> module``: the Cython reference ``name`` ("curl_chatstream"), built
+    """``build_module(name) -> module``: the Cython reference ``name`` ("curl_chatstream",
+    "body_pump"), built
     on first use and imported. It raises ``Unavailable`` as ``build`` does, and when Cython is missing."""
     sources = _sources(name)
     cc = _compiler()
     suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
     includes = [f"-I{sysconfig.get_paths()['include']}", f"-I{HERE}"]
     package = _compiled_fastsse()  # the folder holding fastsse, whose .pxd files it cimports
-    sources = [*sources, package / "fastsse" / "chat" / "_fold_c.pxd"]
+    pxd, curl = CIMPORTS[name]
+    sources = [*sources, package / "fastsse" / pxd]
     flags = ["-O2", "-fPIC", "-shared", *includes, *shlex.split(os.environ.get("CFLAGS", ""))]
-    link = _link_curl()
+    link = _link_curl() if curl else []
     folder = _cache_dir() / f"{name}-{_key(sources, cc + flags + link + [sys.version])}"
     lib = folder / f"{name}{suffix}"
     if not lib.exists():

@@ -16,7 +16,8 @@ uvicorn, as before the command's own server), ``fastsse-curl`` (the same command
 ``transport = "curl"``: the upstream leg through libcurl, as before the loop's), ``httpx`` (a Starlette app over one
 ``httpx.AsyncClient``, bytes passed through, uvicorn), ``aiohttp`` (``aiohttp.web`` over one
 ``ClientSession``, bytes passed through), ``loop`` (a prototype of the next data plane: the upstream
-leg on uvloop with llhttp and the compiled relay, ``_gateway_peers.loop_main``) and ``litellm`` (``litellm --config`` with callbacks and
+leg on uvloop with llhttp and the compiled relay, ``_gateway_peers.loop_main``), ``loop-c`` (the same
+with each answer's body relayed in C: ``reference/body_pump.pyx``, built on first use with Cython) and ``litellm`` (``litellm --config`` with callbacks and
 spend logs off) where its command is found (``FASTSSE_BENCH_LITELLM``, else ``litellm`` on PATH).
 ``fastsse-before`` is the command from another tree (``FASTSSE_BENCH_BEFORE``: its ``src`` folder,
 extensions built), beside this one in the same run: before and after, on the same machine state.
@@ -189,7 +190,7 @@ def contender(name: str, upstream: str, work: pathlib.Path) -> Iterator[tuple[st
         leg = 'transport = "curl"\n' if name == "fastsse-curl" else ""
         config.write_text(f'{server}[[upstream]]\nname = "upstream"\nbase_url = "{upstream}"\n{leg}')
         argv = [PY, "-m", "fastsse", "gateway", "--config", str(config), "--port", str(port)]
-    elif name in ("httpx", "aiohttp", "loop", "loop-raw"):
+    elif name in ("httpx", "aiohttp", "loop", "loop-raw", "loop-c"):
         argv = [PY, str(HERE / "_gateway_peers.py"), name, upstream, str(port)]
     elif name == "nginx":
         argv = _nginx(upstream, port, work)
@@ -371,6 +372,7 @@ def _contenders(quick: bool) -> list[str]:
         names.append("loop")  # the prototype of the next data plane (needs the compiled relay)
         if not quick:
             names.append("loop-raw")  # the same, bytes passed through: the design's floor
+            names.append("loop-c")  # the same with the body phase in C (reference/body_pump.pyx)
     if shutil.which("nginx"):
         names.insert(0, "nginx")
     if _litellm() and not quick:
