@@ -43,8 +43,8 @@ HERE = Path(__file__).resolve().parent / "reference"
 SOURCES = {
     "curl_floor": ("curl_floor.c", "events.h"),
     "raw_floor": ("raw_floor.c", "events.h"),
-    "curl_chatstream": ("curl_chatstream.pyx", "events.h"),
-    "body_pump": ("body_pump.pyx",),
+    "curl_chatstream": ("curl_chatstream.pyx", "events.h", "epoll.pxd"),
+    "body_pump": ("body_pump.pyx", "epoll.pxd"),
 }
 # the fastsse .pxd a Cython reference cimports, and whether it links libcurl
 CIMPORTS = {"curl_chatstream": ("chat/_fold_c.pxd", True), "body_pump": ("relay/_relay_c.pxd", False)}

@@ -18,22 +18,7 @@ from posix.unistd cimport close, dup
 from fastsse.relay._relay_c cimport relay_write_framed
 
 
-cdef extern from "<sys/epoll.h>" nogil:
-    ctypedef union epoll_data_t:
-        void* ptr
-        int fd
-    struct epoll_event:
-        unsigned int events
-        epoll_data_t data
-    int epoll_create1(int flags)
-    int epoll_ctl(int epfd, int op, int fd, epoll_event* event)
-    int epoll_wait(int epfd, epoll_event* events, int maxevents, int timeout)
-    enum:
-        EPOLLIN
-        EPOLLOUT
-        EPOLL_CTL_ADD
-        EPOLL_CTL_DEL
-        EPOLL_CLOEXEC
+from epoll cimport EPOLL_CLOEXEC, EPOLL_CTL_ADD, EPOLL_CTL_DEL, EPOLLIN, EPOLLOUT, epoll_create1, epoll_ctl, epoll_event, epoll_wait
 
 
 cdef extern from "<sys/socket.h>" nogil:

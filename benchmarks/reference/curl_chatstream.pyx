@@ -43,17 +43,20 @@ cdef extern from "events.h" nogil:
 cdef extern from "stdlib.h" nogil:
     void qsort(void *base, size_t nmemb, size_t size, int (*compar)(const void *, const void *))
 
-cdef extern from "sys/epoll.h" nogil:
-    ctypedef union epoll_data_t:
-        int fd
-    cdef struct epoll_event:
-        unsigned int events
-        epoll_data_t data
-    int epoll_create1(int flags)
-    int epoll_ctl(int epfd, int op, int fd, epoll_event *event)
-    int epoll_wait(int epfd, epoll_event *events, int maxevents, int timeout)
-    enum:
-        EPOLLIN, EPOLLOUT, EPOLLERR, EPOLLHUP, EPOLL_CTL_ADD, EPOLL_CTL_MOD, EPOLL_CTL_DEL, EPOLL_CLOEXEC
+from epoll cimport (
+    EPOLL_CLOEXEC,
+    EPOLL_CTL_ADD,
+    EPOLL_CTL_DEL,
+    EPOLL_CTL_MOD,
+    EPOLLERR,
+    EPOLLHUP,
+    EPOLLIN,
+    EPOLLOUT,
+    epoll_create1,
+    epoll_ctl,
+    epoll_event,
+    epoll_wait,
+)
 
 cdef extern from "unistd.h" nogil:
     int close(int fd)
