@@ -6,11 +6,13 @@ writes first.
     python benchmarks/_gateway_peers.py aiohttp UPSTREAM PORT   # aiohttp.web + one ClientSession
     python benchmarks/_gateway_peers.py loop UPSTREAM PORT      # the upstream leg on the loop (a prototype)
     python benchmarks/_gateway_peers.py loop-raw UPSTREAM PORT  # the same with bytes passed through
+    python benchmarks/_gateway_peers.py loop-c UPSTREAM PORT    # loop with each body relayed in C
 
 ``UPSTREAM`` is the upstream's base URL (``.../v1``); each serves ``POST /v1/chat/completions``
 and passes the upstream's status and bytes through unchanged, except ``loop``, a prototype of the
 gateway's next data plane (benchmarks/README.md, "A prototype of the upstream leg on the loop"),
-which relays the body through a compiled ``fastsse.Relay``.
+which relays the body through a compiled ``fastsse.Relay``, and ``loop-c``, its body phase in C
+(benchmarks/README.md, "Where this design stops").
 """
 
 from __future__ import annotations

@@ -717,7 +717,8 @@ class Gateway:
         while nothing reached the caller and the failure is one the resilience rules retry
         (refused, timed out, 429, 5xx...). Each retryable failure counts towards the upstream's
         ejection, unless it came after the caller's response ended with a complete answer
-        (``Downstream.ended``); every upstream of the route out at once is a ``_AllEjected`` failure."""
+        (``Downstream.ended``); every upstream of the route out at once is a ``_AllEjected``
+        failure."""
         store = self._store
         assert store is not None
         failure: BaseException | None = None

@@ -56,8 +56,9 @@ class FromChat:
     """What a chat -> Messages / Responses translation remembers, and the walk over each parsed
     chunk (choice 0) that calls the target's encoder. ``on_chunk`` is the fold stream's callback;
     ``out`` collects the translated bytes in order; ``end_if(whole)`` writes the terminal event
-    once the upstream answer is whole (then ``complete``: nothing more is written). Both backends drive it: the pure one for every chunk, the
-    compiled one for every chunk its fast path leaves."""
+    once the upstream answer is whole (then ``complete``: nothing more is written). Both backends
+    drive it: the pure one for every chunk, the compiled one for every chunk its fast path
+    leaves."""
 
     def __init__(self) -> None:
         self.out: list[bytes] = []
