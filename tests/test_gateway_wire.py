@@ -492,9 +492,9 @@ class OwnCycle(Cycle):
         return True
 
     def end_written(self) -> None:
+        self.ends_written += 1  # every report counted: the tests expect exactly one
         if self.response_complete:  # as the server's own: told again, nothing to do
             return
-        self.ends_written += 1
         self.response_complete = True
 
 
@@ -557,8 +557,8 @@ def test_the_piece_that_completes_a_relayed_answer_carries_the_end(
 
 def test_an_answer_complete_in_its_first_piece_ends_with_the_start(stream_backend: SimpleNamespace) -> None:
     """A whole answer in one upstream read goes out through the response's start (``begin``): on
-    the command's own server the end goes in that write too (the sink hands the piece over with
-    ``ending`` set), and ``on_complete`` finds the end out."""
+    the command's own server the end goes in that write too (the sink hands the piece over as
+    ``slow(piece, True)``), and ``on_complete`` finds the end out."""
     from fastsse import ChatChunkEncoder
     from fastsse.client._streams import new_stream
 

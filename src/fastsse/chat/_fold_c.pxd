@@ -19,6 +19,7 @@ cdef object fold_usage(object agg)
 cdef int fix_top(object agg, object id, object model) except -1
 cdef dict fold_choices(object agg)
 cdef object fold_verdict(object agg, bint aborted, bint too_large, bint truncated, bint ended)
+cdef bint fold_finished(object agg) except -1
 cdef bint fold_complete(object agg) except -1
 cdef dict fold_result(object agg, bint aborted, bint too_large, bint truncated, bint ended)
 

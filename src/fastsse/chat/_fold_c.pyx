@@ -1553,16 +1553,22 @@ cdef object fold_verdict(object agg, bint aborted, bint too_large, bint truncate
     return (<ChatAggregator>agg)._verdict(aborted, too_large, truncated, ended)
 
 
-cdef bint fold_complete(object agg) except -1:
-    # the verdict's complete once [DONE] came, without building it: [DONE] folded, no error, a
-    # choice, each with a finish_reason (the caller rules out an abort and an oversized event)
+cdef bint fold_finished(object agg) except -1:
+    # a choice, each with a finish_reason (the verdict's rule, without building the verdict)
     cdef ChatAggregator fold = <ChatAggregator>agg
-    if not fold._done or fold._error is not None or not fold._choices:
+    if not fold._choices:
         return False
     for choice in fold._choices.values():
         if (<_Choice>choice).finish_reason is None:
             return False
     return True
+
+
+cdef bint fold_complete(object agg) except -1:
+    # the verdict's complete once [DONE] came, without building it: [DONE] folded, no error, every
+    # choice finished (the caller rules out an abort and an oversized event)
+    cdef ChatAggregator fold = <ChatAggregator>agg
+    return fold._done and fold._error is None and fold_finished(agg)
 
 
 cdef dict fold_result(object agg, bint aborted, bint too_large, bint truncated, bint ended):

@@ -45,6 +45,7 @@ from ..chat._fold_c cimport (
     fix_top,
     fold_choices,
     fold_complete,
+    fold_finished,
     fold_result,
     fold_usage,
     fold_verdict,
@@ -250,7 +251,7 @@ Upstream bytes in, compliant bytes out, folded on the way: one per proxied strea
                 self._process(self._data.ptr, 0)
         Decoder.close(self)
         self._eof_truncated = (self._truncated or truncated) and not self._core.stopped and not self._too_large
-        whole = not (self._eof_truncated or self._too_large) and self._answered()
+        whole = not (self._eof_truncated or self._too_large) and fold_finished(self._agg)
         head = self._take()
         return head + self._core.close(whole)
 
@@ -303,16 +304,6 @@ Upstream bytes in, compliant bytes out, folded on the way: one per proxied strea
         raise AttributeError("'Relay' object has no attribute 'feed': write(data) relays upstream bytes and returns the bytes to send")
 
     # Internals
-
-    cdef bint _answered(self) except -1:
-        # every choice finished (a verdict's finish_reasons, without building the verdict)
-        choices = fold_choices(self._agg)
-        if not choices:
-            return False
-        for choice in choices.values():
-            if choice.finish_reason is None:
-                return False
-        return True
 
     cdef bytes _take(self):
         return out_take(&self._out)
